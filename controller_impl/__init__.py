@@ -1,0 +1,1 @@
+"""(see docs/design.md)"""

@@ -1,0 +1,1 @@
+"""The lab: scenarios as values, runner, history, checkers, faults, recorder, analysis, CLI."""

@@ -1,0 +1,56 @@
+"""`jbodlab`: one entry point, subcommands implemented in their own modules.
+
+Each subcommand module exposes ``configure(parser: argparse.ArgumentParser) -> None`` and
+``run(args: argparse.Namespace) -> int``. Modules are imported only when their command runs,
+so ``jbodlab --help`` stays fast and one broken area does not take the others down.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+# command -> (module, one-line help)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "setup": ("infra.cli_setup", "install host packages, start dockerd, build the node image (idempotent)"),
+    "cleanup": ("infra.cli_cleanup", "remove every lab leftover: containers, mounts, loop/dm devices, FUSE, netns"),
+    "demo": ("harness.demo", "the README's main job: the default scenario end to end, Parquet + summary"),
+    "analyze": ("harness.analysis.cli", "Spark (or pandas) analysis of any number of result runs"),
+}
+
+
+def _load(name: str):
+    module_name, _ = COMMANDS[name]
+    return importlib.import_module(module_name)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    parser = argparse.ArgumentParser(prog="jbodlab", description="KIP-858 JBOD disk-failure lab")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, (_, help_text) in COMMANDS.items():
+        sub.add_parser(name, help=help_text, add_help=False)
+    if not argv or argv[0] in ("-h", "--help"):
+        parser.print_help()
+        return 0 if argv else 2
+    name = argv[0]
+    if name not in COMMANDS:
+        parser.error(f"unknown command {name!r} (choose from {', '.join(COMMANDS)})")
+    try:
+        module = _load(name)
+    except ImportError as exc:
+        print(f"jbodlab {name}: not available in this build ({exc})", file=sys.stderr)
+        return 2
+    cmd_parser = argparse.ArgumentParser(prog=f"jbodlab {name}", description=COMMANDS[name][1])
+    module.configure(cmd_parser)
+    args = cmd_parser.parse_args(argv[1:])
+    try:
+        return int(module.run(args) or 0)
+    except KeyboardInterrupt:
+        print(f"jbodlab {name}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Idempotent host set-up for jbodlab: Debian packages, the virtual environment at .venv/.
+# Safe to run again and again; each step says what it does and skips what is already there.
+# (The container engine and the node image are set up by `jbodlab setup`, which the
+# top-level scripts call after this.)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+say() { printf '[bootstrap] %s\n' "$*"; }
+
+APT_PACKAGES=(
+  docker.io debootstrap fuse3 libfuse3-3 xfsprogs e2fsprogs kcat iproute2 util-linux
+  psmisc procps kmod openjdk-17-jre-headless
+)
+
+if [ "$(id -u)" -ne 0 ]; then
+  say "not root: skipping system packages (the lab needs root; unit tests do not)"
+else
+  missing=()
+  for p in "${APT_PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+  done
+  if [ "${#missing[@]}" -gt 0 ]; then
+    say "installing Debian packages: ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  else
+    say "Debian packages present"
+  fi
+fi
+
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  say "creating virtual environment .venv ($($PY --version))"
+  "$PY" -m venv .venv
+fi
+stamp=.venv/.jbodlab-installed
+want=$(sha256sum pyproject.toml | cut -c1-16)
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  say "installing the project and its pinned dependencies into .venv (takes a minute the first time)"
+  .venv/bin/pip install -q --disable-pip-version-check -e '.[lab,test]' 2>&1 \
+    | { grep -v -e 'is ignored: it is neither a file nor a directory' || true; }
+  echo "$want" > "$stamp"
+else
+  say "virtual environment up to date"
+fi
