@@ -388,12 +388,12 @@ def _check_table(name: str, table: pa.Table) -> None:
     for value in pc.unique(table.column("run_id")).to_pylist():
         _check_name("run_id", value, name)
     if name == "events":
-        for i, text in enumerate(table.column("attrs").to_pylist()):
+        for text in pc.unique(table.column("attrs")).to_pylist():
             try:
                 if not isinstance(json.loads(text), dict):
                     raise ValueError("not an object")
             except ValueError as exc:
-                raise ResultsError(f"events: row {i}: field 'attrs' is not a JSON object ({exc})") from None
+                raise ResultsError(f"events: field 'attrs' is not a JSON object: {text[:80]!r} ({exc})") from None
 
 
 def write_table(run_dir: str | os.PathLike, name: str, rows: Iterable[Mapping[str, Any]] | pa.Table) -> list[Path]:
