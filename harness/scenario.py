@@ -355,8 +355,8 @@ def parse_scenario_text(text: str, fmt: str) -> Scenario:
         raise ScenarioError([(f"<json line {exc.lineno}>", exc.msg)]) from None
     except tomllib.TOMLDecodeError as exc:
         raise ScenarioError([("<toml>", str(exc))]) from None
-    if fmt == "json" and isinstance(data, dict) and "scenario" in data and "run_id" in data:
-        data = data["scenario"]  # a run.json: re-run the same value
+    if fmt == "json" and isinstance(data, dict) and "run_id" in data:  # a run.json: re-run the same value
+        data = data.get("scenario_value", data.get("scenario"))
     return Scenario.from_dict(data)
 
 
