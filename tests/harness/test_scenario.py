@@ -189,3 +189,21 @@ def test_soak_schedule_is_deterministic_per_seed_and_survivable():
     assert all(f.at_ms < 180_000 for f in a)
     assert not any(isinstance(f, DiskFault) and f.dir in ("all", "metadata") for f in a)
     Scenario.from_dict(catalog.soak(seed=5).to_dict())
+
+
+def test_scenario_command(tmp_path, capsys):
+    from harness import scenario_cmd
+    parser = argparse.ArgumentParser()
+    scenario_cmd.configure(parser)
+    assert scenario_cmd.run(parser.parse_args(["list"])) == 0
+    assert "leader-dir-fails-bounce" in capsys.readouterr().out
+    assert scenario_cmd.run(parser.parse_args(["show", "--scenario", "S5"])) == 0
+    assert json.loads(capsys.readouterr().out)["expect"]["timeout_shutdown"] is False
+    good, bad = tmp_path / "good.json", tmp_path / "bad.json"
+    good.write_text(catalog.soak(minutes=1).to_json())
+    d = base()
+    d["faults"][0]["mode"] = "eror"
+    bad.write_text(json.dumps(d))
+    assert scenario_cmd.run(parser.parse_args(["validate", str(good), str(bad)])) == 1
+    out = capsys.readouterr()
+    assert "good.json: ok" in out.out and "bad.json: faults[0].mode: 'eror' is not one of" in out.err
