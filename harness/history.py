@@ -30,6 +30,7 @@ from typing import Any, Iterable, Iterator, Mapping, Sequence, TextIO, Union
 __all__ = [
     "OP_TYPES", "OP_FS", "HARNESS_ACTIONS", "ClientOp", "Event", "Entry", "OpPair", "History",
     "parse_node_events", "parse_ledger", "load_history", "LedgerWriter", "entry_to_json",
+    "fault_injected_event", "fault_healed_event",
 ]
 
 OP_TYPES = ("invoke", "ok", "fail", "info")
@@ -264,6 +265,42 @@ def entry_to_json(entry: Entry) -> dict[str, Any]:
     return out
 
 
+def fault_injected_event(fault: Any, fault_index: int, *, ts_ns: int, node_id: int | None,
+                         dir_ids: Sequence[str] = (), paths: Sequence[str] = (), peer_id: int | None = None,
+                         backend: str | None = None) -> Event:
+    """The ``fault_injected`` action for a schedule fault, with the attrs the checkers and
+    metrics read (``fault_id`` = ``f<index>``)."""
+    from harness.faults.schedule import fault_label, fault_to_dict
+    spec = fault_to_dict(fault)
+    attrs: dict[str, Any] = {"fault_id": f"f{fault_index}", "fault_index": fault_index, "kind": fault.kind,
+                             "fault_kind": fault_label(fault), "node_ref": spec.get("node"),
+                             "spec": spec}
+    for key in ("mode", "action", "topic", "partition"):
+        if key in spec:
+            attrs[key] = spec[key]
+    if "dir" in spec or "to_dir" in spec:
+        attrs["dir_ref"] = spec.get("dir", spec.get("to_dir"))
+    if dir_ids:
+        attrs["dir_ids"] = list(dir_ids)
+        if len(dir_ids) == 1:
+            attrs["dir_id"] = dir_ids[0]
+    if paths:
+        attrs["paths"] = list(paths)
+        if len(paths) == 1:
+            attrs["path"] = paths[0]
+    if peer_id is not None:
+        attrs["peer_ref"], attrs["peer_id"] = spec.get("peer"), peer_id
+    if backend is not None:
+        attrs["backend"] = backend
+    return Event(ts_ns=ts_ns, source="harness", event="fault_injected", node_id=node_id, attrs=attrs)
+
+
+def fault_healed_event(fault: Any, fault_index: int, *, ts_ns: int, node_id: int | None) -> Event:
+    from harness.faults.schedule import fault_label
+    return Event(ts_ns=ts_ns, source="harness", event="fault_healed", node_id=node_id,
+                 attrs={"fault_id": f"f{fault_index}", "kind": fault.kind, "fault_kind": fault_label(fault)})
+
+
 class LedgerWriter:
     """Appends ledger lines for the runner: one JSON object per line, flushed per line."""
 
@@ -274,6 +311,26 @@ class LedgerWriter:
     def write(self, entry: Entry) -> None:
         self._fh.write(json.dumps(entry_to_json(entry), sort_keys=True, default=str) + "\n")
         self._fh.flush()
+
+    def op(self, ts_ns: int, type: str, f: str, process: str, **fields: Any) -> ClientOp:
+        """Record a client op (``topic``, ``partition``, ``value_id``, ``offset``, ``error``)."""
+        if type not in OP_TYPES or f not in OP_FS:
+            raise ValueError(f"client op type={type!r} f={f!r}: type must be one of {OP_TYPES}, f one of {OP_FS}")
+        op = ClientOp(ts_ns=ts_ns, type=type, f=f, process=process, **fields)
+        self.write(op)
+        return op
+
+    def action(self, ts_ns: int, event: str, node_id: int | None = None, **attrs: Any) -> Event:
+        """Record a harness action (``node_started``, ``node_exited``, ``node_status``, …)."""
+        e = Event(ts_ns=ts_ns, source="harness", event=event, node_id=node_id, attrs=attrs)
+        self.write(e)
+        return e
+
+    def drained(self, ts_ns: int, topic: str, partition: int, offset: int) -> Event:
+        e = Event(ts_ns=ts_ns, source="client", event="drained",
+                  attrs={"topic": topic, "partition": partition, "offset": offset})
+        self.write(e)
+        return e
 
     def close(self) -> None:
         self._fh.close()

@@ -54,7 +54,7 @@ __all__ = [
     "DISK_MODES", "NETWORK_ACTIONS", "PROCESS_ACTIONS", "FAULT_KINDS",
     "DiskFault", "NetworkFault", "ProcessFault", "ReplaceDisk", "MoveReplica", "Fault",
     "NodeRef", "parse_node_ref", "parse_dir_ref", "fault_from_dict", "fault_to_dict",
-    "soak_schedule", "end_ms",
+    "soak_schedule", "end_ms", "fault_label", "RefBindings",
 ]
 
 DISK_MODES = ("error", "error-reads", "error-writes", "error-fsync", "flaky", "delay", "enospc", "remove")
@@ -179,6 +179,57 @@ def end_ms(fault: Fault) -> int | None:
     """When the fault heals by itself (``None``: at the final heal, or instantaneous)."""
     duration = getattr(fault, "duration_ms", None)
     return None if duration is None else fault.at_ms + duration
+
+
+def fault_label(fault: Fault) -> str:
+    """The ``fault_kind`` label of results tables: ``error``, ``flaky(0.05)``, ``delay(50ms)``,
+    ``partition``, ``kill(SIGKILL)``, ``restart``, ``replace-disk``, ``move-replica``."""
+    if isinstance(fault, DiskFault):
+        if fault.mode == "flaky":
+            return f"flaky({fault.p})"
+        if fault.mode == "delay":
+            return f"delay({fault.delay_ms}ms)"
+        return fault.mode
+    if isinstance(fault, NetworkFault):
+        if fault.action == "delay":
+            return f"net-delay({fault.delay_ms}ms)"
+        if fault.action == "loss":
+            return f"loss({fault.loss_pct}%)"
+        return fault.action
+    if isinstance(fault, ProcessFault):
+        return f"kill({fault.signal})" if fault.action == "kill" else fault.action
+    return fault.kind
+
+
+class RefBindings:
+    """Binds each ref once, at first use, and keeps it for the run (pure: the caller supplies
+    the lookups that read the live cluster).
+
+    ``node(ref, lookup)``: ``lookup(NodeRef) -> node id``, called only the first time.
+    ``dirs(node_id, ref, lookup)``: ``lookup(node_id, parsed_dir_ref) -> [dir ids]``, once per
+    (node, ref).
+    """
+
+    def __init__(self) -> None:
+        self.nodes: dict[str, int] = {}
+        self.dir_ids: dict[tuple[int, str], tuple[str, ...]] = {}
+
+    def node(self, ref: str, lookup) -> int:
+        if ref not in self.nodes:
+            parsed = parse_node_ref(ref)
+            if parsed is None:
+                raise ValueError(f"{ref!r} is not a node ref")
+            self.nodes[ref] = parsed.node_id if parsed.node_id is not None else int(lookup(parsed))
+        return self.nodes[ref]
+
+    def dirs(self, node_id: int, ref: str, lookup) -> tuple[str, ...]:
+        key = (node_id, ref)
+        if key not in self.dir_ids:
+            parsed = parse_dir_ref(ref)
+            if parsed is None:
+                raise ValueError(f"{ref!r} is not a dir ref")
+            self.dir_ids[key] = tuple(lookup(node_id, parsed))
+        return self.dir_ids[key]
 
 
 class TargetCheck:

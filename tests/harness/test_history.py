@@ -60,3 +60,31 @@ def test_unmatched_invoke_is_indeterminate():
     from harness.history import History
     h = History.of([ClientOp(ts_ns=1, type="invoke", f="produce", process="p", value_id="a")])
     assert h.produce_pairs()[0].outcome == "info"
+
+
+def test_runner_helpers_write_what_the_checkers_read(tmp_path):
+    from harness.checkers.common import injected_faults
+    from harness.faults.schedule import DiskFault, NetworkFault, RefBindings, fault_label
+    from harness.history import fault_healed_event, fault_injected_event
+    fault = DiskFault(at_ms=5000, node="leader:t1/0", dir="replica:t1/0", mode="flaky", p=0.05, duration_ms=100)
+    net = NetworkFault(at_ms=1, action="partition", node="leader:t1/0", peer="controller:3001")
+    assert fault_label(fault) == "flaky(0.05)" and fault_label(net) == "partition"
+    bindings, calls = RefBindings(), []
+    lookup = lambda ref: calls.append(ref) or 2  # noqa: E731
+    assert bindings.node("leader:t1/0", lookup) == 2 and bindings.node("leader:t1/0", lookup) == 2
+    assert len(calls) == 1 and bindings.node("broker:3", lookup) == 3
+    assert bindings.dirs(2, "replica:t1/0", lambda n, ref: ["X"]) == ("X",)
+    ledger = tmp_path / "l.jsonl"
+    with LedgerWriter(ledger) as w:
+        w.write(fault_injected_event(fault, 0, ts_ns=ns(5000), node_id=2, dir_ids=["X"], paths=["/d1"]))
+        w.write(fault_healed_event(fault, 0, ts_ns=ns(5100), node_id=2))
+        w.op(ns(5001), "invoke", "produce", "p0", topic="t1", partition=0, value_id="a")
+        w.action(ns(9000), "node_status", 2, alive=True)
+        w.drained(ns(9001), "t1", 0, 1)
+        with pytest.raises(ValueError):
+            w.op(ns(1), "done", "produce", "p0")
+    h = load_history(ledger, [])
+    [f] = injected_faults(h)
+    assert (f.fault_id, f.kind, f.mode, f.dir_ids, f.dir_ref, f.label) == \
+        ("f0", "disk", "flaky", ("X",), "replica:t1/0", "flaky(0.05)")
+    assert f.healed_ns == ns(5100) and h.resolve_ref("leader:t1/0") == 2 and not h.problems
