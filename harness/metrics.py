@@ -30,7 +30,7 @@ from typing import Any
 
 from harness.checkers.common import InjectedFault, first_after, injected_faults, partition_timelines
 from harness.checkers.durability import analyse_durability
-from harness.checkers.replay import controller_events, is_offline_reason, view_at
+from harness.checkers.replay import REGISTRATION_CHANGES, controller_events, is_offline_reason, view_at
 from harness.history import History
 
 __all__ = ["compute_metrics", "METRIC_NAMES"]
@@ -66,7 +66,7 @@ def _disk_metrics(f: InjectedFault, history: History, timelines, controller) -> 
         if e.ts_ns < T:
             continue
         dirs = e.get("dirs", e.get("log_dirs", e.get("online_dirs")))
-        if e.event == "registration_change" and e.get("broker_id") == b and dirs is not None \
+        if e.event in REGISTRATION_CHANGES and e.get("broker_id") == b and dirs is not None \
                 and any(d not in dirs for d in f.dir_ids):
             rows.append(_row("report_ms", (e.ts_ns - T) / MS, fault=f))
             break

@@ -5,7 +5,8 @@ The controller logs ``registered``, ``registration_change``, ``fenced``, ``unfen
 
 - ``registered``: ``broker_id``, ``dirs`` (online dir ids, Kafka base64), ``fenced``
   (default true: a new incarnation starts fenced), ``broker_epoch``.
-- ``registration_change``: ``broker_id``, ``dirs`` (remaining online dirs), optional ``fenced``.
+- ``registration_change`` (also spelled ``broker_log_dirs_changed``, the controller's name):
+  ``broker_id``, ``dirs`` / ``log_dirs`` (remaining online dirs), optional ``fenced``.
 - ``fenced`` / ``unfenced``: ``broker_id``.
 - ``partition_change``: ``topic``, ``partition`` and the fields it sets: ``replicas``,
   ``isr``, ``leader``, ``directories`` (aligned with replicas), ``reason``. Missing fields
@@ -23,12 +24,15 @@ from harness.history import Event, History
 from kafka_common import ids
 
 __all__ = ["UNASSIGNED", "LOST", "MIGRATING", "PartitionView", "BrokerView", "MetadataView",
-           "controller_events", "replay", "is_offline_reason", "CONTROLLER_EVENTS"]
+           "controller_events", "replay", "view_at", "is_offline_reason", "CONTROLLER_EVENTS",
+           "REGISTRATION_CHANGES"]
 
 UNASSIGNED = ids.to_base64(ids.UNASSIGNED)
 LOST = ids.to_base64(ids.LOST)
 MIGRATING = ids.to_base64(ids.MIGRATING)
-CONTROLLER_EVENTS = ("registered", "registration_change", "fenced", "unfenced", "partition_change")
+CONTROLLER_EVENTS = ("registered", "registration_change", "broker_log_dirs_changed", "fenced", "unfenced",
+                     "partition_change")
+REGISTRATION_CHANGES = ("registration_change", "broker_log_dirs_changed")
 
 TP = tuple[str, int]
 
@@ -108,7 +112,7 @@ class MetadataView:
             b.registered_dirs = len(b.dirs)
             b.fenced = bool(e.get("fenced", True))
             b.epoch = e.get("broker_epoch")
-        elif e.event == "registration_change":
+        elif e.event in REGISTRATION_CHANGES:
             if dirs is not None:
                 b.dirs = set(dirs)
             if e.get("fenced") is not None:

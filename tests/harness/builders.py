@@ -76,7 +76,7 @@ class H:
 
     def register_all(self, t_ms: float = 0, fenced: bool = False) -> "H":
         for b in (1, 2, 3):
-            self.ctl(t_ms, "registered", broker_id=b, dirs=list(DIRS[b]), fenced=True, broker_epoch=10 + b)
+            self.ctl(t_ms, "registered", broker_id=b, log_dirs=list(DIRS[b]), fenced=True, broker_epoch=10 + b)
             if not fenced:
                 self.ctl(t_ms + 0.5, "unfenced", broker_id=b)
         return self

@@ -37,8 +37,9 @@ def s1_history(*, failover_ms: float = 100, leader_after: int = 2, touch_healthy
     workload(h)
     h.disk_fault(5000, 1, 0, node_ref="leader:t1/0", dir_ref="replica:t1/0")
     h.node(5050, 1, "broker", "dir_offline", dir_id=DIRS[1][0], path="/d1", errno=5, op="fsync")
-    h.partition(5000 + failover_ms, 0, leader_after, [2, 3], reason="dir_offline")
-    h.ctl(5000 + failover_ms + 1, "registration_change", broker_id=1, dirs=DIRS[1][1:], reason="dir_offline")
+    h.partition(5000 + failover_ms, 0, leader_after, [2, 3], reason="log_dir_offline")
+    h.ctl(5000 + failover_ms + 1, "broker_log_dirs_changed", broker_id=1, log_dirs=DIRS[1][1:],
+          removed=DIRS[1][:1], reason="log_dir_offline")
     if touch_healthy:
         h.partition(6000, 1, 2, [2, 3], reason="dir_offline")
     for b in (1, 2, 3):
