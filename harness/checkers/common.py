@@ -14,7 +14,7 @@ __all__ = ["InjectedFault", "injected_faults", "partition_timelines", "Partition
            "MUST_DETECT_MODES", "dir_offline_events", "node_actions"]
 
 # disk modes that every busy broker must notice (writes + fsync + the health probe)
-MUST_DETECT_MODES = ("error", "error-writes", "error-fsync", "enospc", "remove")
+MUST_DETECT_MODES = ("error", "error-writes", "enospc", "remove")
 
 
 @dataclass(frozen=True)

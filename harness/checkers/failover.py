@@ -6,7 +6,7 @@ time *T*, with the metadata view replayed from the controller's events up to *T*
 - **affected** partitions are those whose replica on *b* lives in a failed dir (all of *b*'s
   partitions for ``metadata``/``all``). Each must reach a committed state without *b* in the
   ISR (or leaderless, when *b* was the last ISR member) by ``T + expect.failover_within_ms``.
-  Modes that a busy broker must notice (error, error-writes, error-fsync, enospc, remove)
+  Modes that a busy broker must notice (error, error-writes, enospc, remove)
   are always judged; flaky/error-reads only when the broker logged ``dir_offline``.
 - ``expect.leader_moves`` True: affected partitions led by *b* get another leader in the
   bound; False: affected partitions *b* only followed keep their leader over the window.

@@ -25,8 +25,8 @@ Fault kinds (``kind`` field in files):
 ==============  ===============================================================  ==========
 kind            fields                                                           heal
 ==============  ===============================================================  ==========
-disk            node, dir, mode (error, error-reads, error-writes, error-fsync,  after
-                flaky[p], delay[delay_ms], enospc, remove)                        duration
+disk            node, dir, mode (error, error-reads, error-writes, flaky[p],     after
+                delay[delay_ms], enospc, remove)                                 duration
 network         action (partition[node, peer], isolate[node], delay[node,        after
                 delay_ms, jitter_ms], loss[node, loss_pct])                      duration
 process         action (kill[signal], pause, restart[clean]), node               kill: start
@@ -54,10 +54,11 @@ __all__ = [
     "DISK_MODES", "NETWORK_ACTIONS", "PROCESS_ACTIONS", "FAULT_KINDS",
     "DiskFault", "NetworkFault", "ProcessFault", "ReplaceDisk", "MoveReplica", "Fault",
     "NodeRef", "parse_node_ref", "parse_dir_ref", "fault_from_dict", "fault_to_dict",
-    "soak_schedule", "end_ms", "fault_label", "RefBindings",
+    "soak_schedule", "end_ms", "fault_label", "RefBindings", "fault_seed",
 ]
 
-DISK_MODES = ("error", "error-reads", "error-writes", "error-fsync", "flaky", "delay", "enospc", "remove")
+# the kinds infra.faults.DiskFault injects (error-writes fails writes and fsync)
+DISK_MODES = ("error", "error-reads", "error-writes", "flaky", "delay", "enospc", "remove")
 NETWORK_ACTIONS = ("partition", "isolate", "delay", "loss")
 PROCESS_ACTIONS = ("kill", "pause", "restart")
 SIGNALS = ("SIGKILL", "SIGTERM")
@@ -179,6 +180,12 @@ def end_ms(fault: Fault) -> int | None:
     """When the fault heals by itself (``None``: at the final heal, or instantaneous)."""
     duration = getattr(fault, "duration_ms", None)
     return None if duration is None else fault.at_ms + duration
+
+
+def fault_seed(scenario_seed: int, fault_index: int) -> int:
+    """The seed of fault ``fault_index``'s own randomness (flaky): derived, so one scenario
+    seed replays every fault's failure sequence."""
+    return (scenario_seed * 1_000_003 + fault_index) % (2**31 - 1)
 
 
 def fault_label(fault: Fault) -> str:

@@ -164,10 +164,10 @@ def test_cli_arguments_and_overrides(tmp_path):
     parser = argparse.ArgumentParser()
     add_scenario_arguments(parser)
     args = parser.parse_args(["--scenario", "leader-dir-fails", "--bounce", "--seed", "9",
-                              "--set", "workload.rate_per_s=500", "--set", "faults[0].mode=error-fsync",
+                              "--set", "workload.rate_per_s=500", "--set", "faults[0].mode=error-writes",
                               "--set", "configs.broker_overrides={\"num.io.threads\": \"4\"}"])
     s = scenario_from_args(args)
-    assert s.bounce and s.seed == 9 and s.workload.rate_per_s == 500 and s.faults[0].mode == "error-fsync"
+    assert s.bounce and s.seed == 9 and s.workload.rate_per_s == 500 and s.faults[0].mode == "error-writes"
     assert s.configs.broker_properties()["num.io.threads"] == "4"
     bad = parser.parse_args(["--scenario", "S2", "--set", "faults[0].mode=eror"])
     with pytest.raises(ScenarioError, match=r"faults\[0\]\.mode: 'eror' is not one of"):
@@ -186,6 +186,8 @@ def test_soak_schedule_is_deterministic_per_seed_and_survivable():
     b = soak_schedule(5, duration_ms=180_000, broker_ids=[1, 2, 3], dirs_per_broker=3, controller_id=3001)
     c = soak_schedule(6, duration_ms=180_000, broker_ids=[1, 2, 3], dirs_per_broker=3, controller_id=3001)
     assert a == b and a != c and len(a) >= 5
+    from harness.faults.schedule import fault_seed
+    assert fault_seed(5, 0) != fault_seed(5, 1) and fault_seed(5, 1) == fault_seed(5, 1)
     assert all(f.at_ms < 180_000 for f in a)
     assert not any(isinstance(f, DiskFault) and f.dir in ("all", "metadata") for f in a)
     Scenario.from_dict(catalog.soak(seed=5).to_dict())
