@@ -101,16 +101,27 @@ class Fields:
             return None
         return default
 
-    def int(self, name: str, default: Any = REQUIRED, *, lo: int | None = None,
-            hi: int | None = None, optional: bool = False) -> Any:
+    def _value(self, name: str, default: Any) -> tuple[bool, Any]:
+        """(usable, value): a missing field gives its default; an explicit null is allowed
+        only for optional fields (default ``None``)."""
+        if name in self.data and self.data[name] is None and default is not None:
+            self.seen.add(name)
+            self.problems.add(self.here(name), "must not be null")
+            return False, None if default is REQUIRED else default
         value = self.raw(name, default)
-        if value is None and (optional or default is None):
-            return None
-        if value is None:
-            return None
+        return value is not None, value
+
+    def _bad(self, name: str, want: str, value: Any, default: Any) -> Any:
+        self.problems.add(self.here(name), f"must be {want}, got {_typename(value)} {value!r}")
+        return None if default is REQUIRED else default
+
+    def int(self, name: str, default: Any = REQUIRED, *, lo: int | None = None,
+            hi: int | None = None) -> Any:
+        ok, value = self._value(name, default)
+        if not ok:
+            return value
         if isinstance(value, bool) or not isinstance(value, int):
-            self.problems.add(self.here(name), f"must be an integer, got {_typename(value)} {value!r}")
-            return None if default is REQUIRED else default
+            return self._bad(name, "an integer", value, default)
         if lo is not None and value < lo:
             self.problems.add(self.here(name), f"{value} is below the minimum {lo}")
         if hi is not None and value > hi:
@@ -119,12 +130,11 @@ class Fields:
 
     def float(self, name: str, default: Any = REQUIRED, *, lo: float | None = None,
               hi: float | None = None) -> Any:
-        value = self.raw(name, default)
-        if value is None:
-            return None
+        ok, value = self._value(name, default)
+        if not ok:
+            return value
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            self.problems.add(self.here(name), f"must be a number, got {_typename(value)} {value!r}")
-            return None if default is REQUIRED else default
+            return self._bad(name, "a number", value, default)
         if lo is not None and value < lo:
             self.problems.add(self.here(name), f"{value} is below the minimum {lo}")
         if hi is not None and value > hi:
@@ -132,21 +142,19 @@ class Fields:
         return float(value)
 
     def bool(self, name: str, default: Any = REQUIRED) -> Any:
-        value = self.raw(name, default)
-        if value is None:
-            return None
+        ok, value = self._value(name, default)
+        if not ok:
+            return value
         if not isinstance(value, bool):
-            self.problems.add(self.here(name), f"must be true or false, got {_typename(value)} {value!r}")
-            return None if default is REQUIRED else default
+            return self._bad(name, "true or false", value, default)
         return value
 
     def str(self, name: str, default: Any = REQUIRED, *, choices: Sequence[str] | None = None) -> Any:
-        value = self.raw(name, default)
-        if value is None:
-            return None
+        ok, value = self._value(name, default)
+        if not ok:
+            return value
         if not isinstance(value, str):
-            self.problems.add(self.here(name), f"must be a string, got {_typename(value)} {value!r}")
-            return None if default is REQUIRED else default
+            return self._bad(name, "a string", value, default)
         if choices is not None and value not in choices:
             self.problems.add(self.here(name), one_of(value, choices))
         return value

@@ -268,7 +268,7 @@ def _workload(data: Any, problems: Problems, topology: Topology) -> Workload:
         if spec.name in [x.name for x in topics]:
             problems.add(join(path, "name"), f"duplicate topic {spec.name!r}")
         topics.append(spec)
-    if not topics and not problems.items:
+    if not topics and isinstance(f.data.get("topics", None), list):
         problems.add("workload.topics", "needs at least one topic")
     for i, spec in enumerate(topics):
         if isinstance(spec.create_at_ms, int) and isinstance(f.data.get("duration_ms", d.duration_ms), int) \

@@ -251,7 +251,8 @@ class TargetCheck:
 
     def topic_partition(self, topic: str, partition: int, path: str, problems: Problems) -> None:
         if topic not in self.partitions:
-            problems.add(path, one_of(topic, sorted(self.partitions)) + " (topics of the workload)")
+            problems.add(path, one_of(topic, sorted(self.partitions)) + " (topics of the workload)"
+                         if self.partitions else f"no topic {topic!r}: the workload has no valid topics")
         elif not 0 <= partition < self.partitions[topic]:
             problems.add(path, f"topic {topic!r} has partitions 0..{self.partitions[topic] - 1}, not {partition}")
 

@@ -209,3 +209,16 @@ def test_scenario_command(tmp_path, capsys):
     assert scenario_cmd.run(parser.parse_args(["validate", str(good), str(bad)])) == 1
     out = capsys.readouterr()
     assert "good.json: ok" in out.out and "bad.json: faults[0].mode: 'eror' is not one of" in out.err
+
+
+def test_null_and_empty_values():
+    d = base()
+    d["workload"]["rate_per_s"] = None
+    d["faults"][0]["duration_ms"] = None      # optional: null means "until the final heal"
+    d["workload"]["topics"] = []
+    d["faults"] = []
+    p = problems_of(d)
+    assert p == {"workload.rate_per_s": "must not be null", "workload.topics": "needs at least one topic",
+                 "expect.outcomes.leader:t1/0": "no topic 't1': the workload has no valid topics"}
+    with pytest.raises(ScenarioError, match="<scenario>: must be a table of fields, got a list"):
+        Scenario.from_dict([1])
