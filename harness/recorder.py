@@ -37,7 +37,25 @@ def new_run_id(scenario: Scenario, started_ns: int | None = None) -> str:
     return f"{stamp}-{scenario.variant}-s{scenario.seed}"
 
 
-def event_rows(history: History, *, run_id: str, scenario: str) -> list[dict[str, Any]]:
+_INT_COLUMNS = ("node_id", "partition", "leader", "errno")
+_STR_COLUMNS = ("role", "dir_id", "path", "topic", "op", "reason", "fault_id", "fault_kind")
+
+
+def _typed_ok(key: str, value: Any) -> bool:
+    if key in _INT_COLUMNS:
+        return isinstance(value, int) and not isinstance(value, bool) and -2**31 <= value < 2**31
+    if key == "isr":
+        return isinstance(value, list) and all(isinstance(v, int) and not isinstance(v, bool) for v in value)
+    if key in _STR_COLUMNS:
+        return isinstance(value, str)
+    return True
+
+
+def event_rows(history: History, *, run_id: str, scenario: str,
+               problems: list[str] | None = None) -> list[dict[str, Any]]:
+    """The ``events`` rows of the whole history. A typed column whose value has the wrong
+    type (a node logging ``"partition": "0"``) is left null; the value stays in ``attrs``
+    and the mismatch is reported in ``problems``, so one odd event never loses a run."""
     rows = []
     for e in history:
         obj = entry_to_json(e)
@@ -48,7 +66,14 @@ def event_rows(history: History, *, run_id: str, scenario: str) -> list[dict[str
             obj["op"] = e.f
         elif isinstance(e, Event) and e.role is not None:
             obj["role"] = e.role
-        rows.append(rs.event_row(obj, run_id=run_id, scenario=scenario, source=source))
+        row = rs.event_row(obj, run_id=run_id, scenario=scenario, source=source)
+        for key in _INT_COLUMNS + _STR_COLUMNS + ("isr",):
+            if row.get(key) is not None and not _typed_ok(key, row[key]):
+                if problems is not None:
+                    problems.append(f"events: entry {e.index} ({row['event']}): {key}={row[key]!r} has the wrong "
+                                    "type; kept in attrs only")
+                row[key] = None
+        rows.append(row)
     return rows
 
 
@@ -119,8 +144,9 @@ def record_run(results_root: str | os.PathLike, *, scenario: Scenario, history: 
         raise rs.ResultsError(f"run_id {run_id!r} is not a path segment")
     name = scenario.variant
     run_dir = Path(results_root) / run_id
+    problems = list(history.problems)
     tables = {
-        "events": event_rows(history, run_id=run_id, scenario=name),
+        "events": event_rows(history, run_id=run_id, scenario=name, problems=problems),
         "client_ops": client_op_rows(history, run_id=run_id, scenario=name),
         "metrics": metric_rows(compute_metrics(history) if metrics is None else metrics, run_id=run_id,
                                scenario=scenario, scenario_name=name, backend=backend, fidelity=fidelity),
@@ -137,8 +163,8 @@ def record_run(results_root: str | os.PathLike, *, scenario: Scenario, history: 
     rs.write_run_json(run_dir, info)
     for t, table in validated.items():
         rs.write_table(run_dir, t, table)
-    if history.problems:
-        (run_dir / "history_problems.txt").write_text("\n".join(history.problems) + "\n")
+    if problems:
+        (run_dir / "history_problems.txt").write_text("\n".join(problems) + "\n")
     return run_dir
 
 

@@ -58,3 +58,17 @@ def test_bad_rows_write_nothing(tmp_path):
         record_run(tmp_path, scenario=scenario, history=s1_history().build(), run_id="r-2",
                    resources=[{"node_id": 1, "ts_ns": "later"}])
     assert not (tmp_path / "r-2").exists()
+
+
+def test_odd_event_types_are_kept_in_attrs_not_lost(tmp_path):
+    from harness.history import Event, History
+    h = s1_history().build()
+    odd = Event(ts_ns=ns(7000), source="node", event="leader_change", node_id=2, role="broker",
+                attrs={"topic": "t1", "partition": "0", "isr": ["2"], "leader": True})
+    history = History.of(list(h.entries) + [odd], ["b2.events:9: not a JSON object: 'x'"])
+    run_dir = record_run(tmp_path, scenario=catalog.leader_dir_fails(), history=history, run_id="r-3")
+    events = pd.read_parquet(run_dir / "events")
+    row = events[events["event"] == "leader_change"].iloc[0]
+    assert pd.isna(row["partition"]) and json.loads(row["attrs"])["partition"] == "0"
+    problems = (run_dir / "history_problems.txt").read_text()
+    assert "b2.events:9" in problems and "partition='0' has the wrong type" in problems
