@@ -10,6 +10,8 @@ time *T*, with the metadata view replayed from the controller's events up to *T*
   are always judged; flaky/error-reads only when the broker logged ``dir_offline``.
 - ``expect.leader_moves`` True: affected partitions led by *b* get another leader in the
   bound; False: affected partitions *b* only followed keep their leader over the window.
+- an affected partition never takes *b* back into its ISR while *b*'s replica is still on a
+  failed dir (before the fault is healed): "partitions on it stay offline" (S3).
 - **healthy** partitions (*b*'s replicas on other dirs) keep *b* in their ISR from *T* until
   the bound or the next deliberate disturbance of *b* (restart, kill, network fault).
 - ``delay`` faults: the dir must not go offline (no ``dir_offline``) — no false failover.
@@ -83,6 +85,14 @@ def _judge_fault(f: InjectedFault, history: History, timelines, bound_ms: int, e
         else:
             out["problems"].append(f"{name}: history ends before the bound")
             verdicts.append(UNKNOWN)
+        if hit is not None and f.dir_ids:
+            back = first_after(timelines.get(key, []), hit.ts_ns, lambda s: b in s.isr and s.replicas is not None
+                               and s.directories is not None and b in s.replicas
+                               and s.directories[s.replicas.index(b)] in f.dir_ids)
+            if back is not None and (f.healed_ns is None or back.ts_ns < f.healed_ns):
+                out["problems"].append(f"{name}: broker {b} rejoined the ISR at +{(back.ts_ns - T) / MS:.0f} ms "
+                                       "while its replica is still on the failed dir")
+                verdicts.append(False)
         if expect.leader_moves is True and p.leader == b:
             moved_to = first_after(timelines.get(key, []), T, lambda s: s.leader != b)
             if moved_to is None or moved_to.ts_ns > deadline:

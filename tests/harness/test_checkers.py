@@ -336,3 +336,18 @@ def test_leader_in_isr_and_empty_isr_are_violations():
 def test_check_result_serializes():
     r = CheckResult("x", UNKNOWN, "why", {"a": {1, 2} and [1]})
     assert r.to_dict()["valid"] == "unknown"
+
+
+def test_failover_false_when_replica_rejoins_isr_on_the_failed_dir():
+    s3 = catalog.bounce_after_failure(role="leader")
+    h = s1_history()
+    h.harness(13_000, "fault_injected", 1, fault_id="f9", kind="process", action="restart", node_ref="leader:t1/0")
+    h.ctl(14_000, "registered", broker_id=1, log_dirs=DIRS[1], fenced=True)   # d1 listed, then reported
+    h.ctl(14_200, "broker_log_dirs_changed", broker_id=1, log_dirs=DIRS[1][1:], reason="log_dir_offline")
+    h.ctl(14_500, "unfenced", broker_id=1)
+    h.partition(15_000, 1, 2, [2, 3, 1], reason="alter_partition")       # healthy dir: back, good
+    r = check_failover(s3, h.build())
+    assert r.valid is True, r.summary
+    h.partition(15_500, 0, 2, [2, 3, 1], reason="alter_partition")       # failed dir: must stay out
+    r = check_failover(s3, h.build())
+    assert r.valid is False and "still on the failed dir" in r.summary
