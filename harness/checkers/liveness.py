@@ -5,7 +5,8 @@ Observed outcome per broker, from the history:
   marks exits it caused with ``expected: true``);
 - **shutdown**: a ``failure_timeout_shutdown`` node event (then the process exits);
 - **alive**: none of those, and the final ``node_status`` action says ``alive: true``.
-Expected outcomes come from ``expect.outcomes`` (node refs resolved through the history);
+A broker that shut down or halted must also be fenced by the controller within one session
+timeout (+ one heartbeat) of stopping. Expected outcomes come from ``expect.outcomes`` (node refs resolved through the history);
 unlisted brokers are expected alive. Without a final ``node_status`` and without an exit
 event the verdict for that broker is unknown.
 """
@@ -45,6 +46,28 @@ def observed_outcome(history: History, broker_id: int) -> tuple[str | None, dict
     return None, ev
 
 
+def _fenced_after_exit(scenario, history: History, b: int, ev: dict) -> tuple:
+    """A broker that shut down or halted must be fenced by the controller no later than one
+    session timeout (+ one heartbeat) after it stopped (it may be fenced earlier, e.g. when
+    it was cut off from the controller first)."""
+    faults = [e.ts_ns for e in history.faults() if e.node_id == b]
+    stop = ev.get("failure_timeout_shutdown_ts_ns") or (ev.get("halt") or {}).get("ts_ns") \
+        or (ev.get("unexpected_exit") or {}).get("ts_ns")
+    if stop is None:
+        return UNKNOWN, "exit time unknown"
+    since = faults[0] if faults else stop
+    limit_ms = scenario.configs.session_timeout_ms + scenario.configs.heartbeat_interval_ms
+    fences = [e for e in history.events("fenced", source="node", role="controller")
+              if e.get("broker_id") == b and e.ts_ns >= since]
+    if fences and fences[0].ts_ns <= stop + limit_ms * 1_000_000:
+        return True, f"fenced {(fences[0].ts_ns - stop) / 1e6:+.0f} ms after it stopped"
+    if fences:
+        return False, f"fenced only {(fences[0].ts_ns - stop) / 1e6:.0f} ms after it stopped (> {limit_ms} ms)"
+    if (history.end_ns or 0) > stop + limit_ms * 1_000_000:
+        return False, f"never fenced by the controller within {limit_ms} ms of stopping"
+    return UNKNOWN, "history ends before the session timeout"
+
+
 def check_liveness(scenario, history: History) -> CheckResult:
     expected = {b: "alive" for b in scenario.topology.broker_ids()}
     unresolved = []
@@ -60,6 +83,12 @@ def check_liveness(scenario, history: History) -> CheckResult:
         v = UNKNOWN if got is None else (got == want)
         if v is False:
             problems.append(f"broker {b}: expected {want}, observed {got}")
+        elif v is True and want in ("shutdown", "halted"):
+            fenced, note = _fenced_after_exit(scenario, history, b, ev)
+            ev["controller_fenced"] = note
+            if fenced is not True:
+                v = fenced
+                problems.append(f"broker {b}: {note}")
         verdicts.append(v)
         per_broker[str(b)] = {"expected": want, "observed": got, "evidence": ev, "valid": v}
     if unresolved:

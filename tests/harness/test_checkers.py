@@ -235,6 +235,9 @@ def test_liveness_resolves_refs_and_ignores_harness_kills():
         h.status(30_000, b, True)
     h.status(30_000, 3, False)
     r = check_liveness(s6, h.build())
+    assert r.valid is False and "never fenced" in r.summary
+    h.ctl(8000, "fenced", broker_id=3, reason="session_timeout")
+    r = check_liveness(s6, h.build())
     assert r.valid is True, r.details
     assert r.details["brokers"]["3"]["expected"] == "halted"
 
@@ -351,3 +354,19 @@ def test_failover_false_when_replica_rejoins_isr_on_the_failed_dir():
     h.partition(15_500, 0, 2, [2, 3, 1], reason="alter_partition")       # failed dir: must stay out
     r = check_failover(s3, h.build())
     assert r.valid is False and "still on the failed dir" in r.summary
+
+
+def test_liveness_fence_after_halt_late_or_unknown():
+    s6 = catalog.last_dir_fails()      # session 3000 + heartbeat 500 ms
+    def run(fence_at, end_at):
+        h = H().disk_fault(5000, 3, 0, node_ref="leader:t1/0", dir_ref="all")
+        h.node(5100, 3, "broker", "halt", reason="all log dirs failed")
+        if fence_at is not None:
+            h.ctl(fence_at, "fenced", broker_id=3)
+        for b in (1, 2):
+            h.status(end_at, b, True)
+        return check_liveness(s6, h.build())
+    late = run(9000, 30_000)
+    assert late.valid is False and "fenced only 3900 ms" in late.summary
+    assert run(None, 7000).valid == UNKNOWN
+    assert run(8600, 30_000).valid is True
