@@ -45,7 +45,10 @@ class EventLog:
             os.makedirs(parent, exist_ok=True)
             self._file = open(path, "a", encoding="utf-8", buffering=1)
 
-    def emit(self, event: str, **fields: Any) -> dict[str, Any]:
+    def emit(self, event: str, **fields: Any) -> dict[str, Any] | None:
+        if self._file is None and not self.echo:
+            self.count += 1
+            return None
         line: dict[str, Any] = {"ts_ns": time.time_ns(), "node_id": self.node_id,
                                 "role": self.role, "event": event}
         for key, value in fields.items():
