@@ -96,6 +96,7 @@ class KafkaClient:
             *_, fut = self._pending.popleft()
             if not fut.done():
                 fut.set_exception(exc)
+                fut.exception()  # a caller that dropped the future must not get a warning
         self._writer.close()
 
     @property

@@ -127,7 +127,8 @@ class ControllerRuntime:
                              removed_segments=rec.removed_segments)
             self._log_line(f"metadata log: truncated torn/corrupt tail: {rec.reason}")
         self.leader_epoch = max(1, self.log.last_epoch + 1)
-        self.state = state_api.make_state(self.image, cfg, self.cluster_id, self.clock.monotonic_ms())
+        self.state = state_api.make_state(self.image, cfg, self.cluster_id, self.clock.monotonic_ms(),
+                                         on_problem=lambda text: self._log_line(text))
         self.supported_apis = state_api.supported_apis(self.state, DEFAULT_VERSIONS)
         self._log_line(f"metadata log: {rec.batches} batches, {rec.records} records replayed in "
                        f"{time.monotonic() - t0:.3f}s; end offset {self.log.end_offset}")
