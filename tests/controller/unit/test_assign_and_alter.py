@@ -170,3 +170,18 @@ def test_alter_partition_other_errors():
     res, resp = h.alter_partition(1, tid, 0, [1, 3])   # 3 is not a replica
     assert resp.topics[0].partitions[0].error_code.value == 42
     assert h.part(tid, 0).isr == (1, 2)
+
+
+def test_alter_partition_v2_and_unknown_ids():
+    from kio.schema.alter_partition.v2 import request as ap2
+    h, tid = cluster()
+    p = h.part(tid, 0)
+    pd = lambda pid: ap2.PartitionData(partition_index=pid, leader_epoch=p.leader_epoch, new_isr=(1,),
+                                       partition_epoch=p.partition_epoch)
+    req = ap2.AlterPartitionRequest(broker_id=1, broker_epoch=h.epoch(1), topics=(
+        ap2.TopicData(topic_id=tid, partitions=(pd(0), pd(7))),
+        ap2.TopicData(topic_id=uuid_of(0x66, 1), partitions=(pd(0),))))
+    res = h.apply(h.state.handle_alter_partition(req, 0))
+    got = [[x.error_code.value for x in t.partitions] for t in res.response.topics]
+    assert got == [[0, 3], [100]] and res.response.__version__ == 2
+    assert h.part(tid, 0).isr == (1,)
