@@ -19,7 +19,7 @@ The server does the rest, the same way for every listener:
   api key/version kio has no schema for, or bytes that do not decode, close the
   connection and log a ``bad_request`` event. A handler exception is answered with
   UNKNOWN_SERVER_ERROR and logged; nothing here lets an exception out of the loop;
-* SASL PLAIN (SaslHandshake 17 v0–v1 + SaslAuthenticate 36 v0–v2) when the listener maps
+* SASL PLAIN (SaslHandshake 17 v1 + SaslAuthenticate 36 v0–v2) when the listener maps
   to SASL_PLAINTEXT and ``authorizer.enabled=true``: before authentication only
   ApiVersions and the SASL APIs are accepted (anything else closes the connection, as
   Kafka does); a failed login answers SASL_AUTHENTICATION_FAILED (58) and closes.
@@ -43,7 +43,9 @@ API_VERSIONS = 18
 SASL_HANDSHAKE = 17
 SASL_AUTHENTICATE = 36
 API_VERSIONS_RANGE = (0, 4)
-SASL_APIS = {SASL_HANDSHAKE: (0, 1), SASL_AUTHENTICATE: (0, 2)}
+# SaslHandshake v0 means raw (unframed) SASL tokens follow: not offered, so a v0 handshake
+# gets the generic UNSUPPORTED_VERSION reply and the client retries with v1.
+SASL_APIS = {SASL_HANDSHAKE: (1, 1), SASL_AUTHENTICATE: (0, 2)}
 ANONYMOUS = "User:ANONYMOUS"
 _QUEUE_PAUSE = 64  # frames queued on one connection before reading pauses
 
@@ -287,9 +289,6 @@ class _Connection(asyncio.Protocol):
 
     def _handshake(self, request: Any, version: int) -> Any:
         cls = wire.response_class(SASL_HANDSHAKE, version)
-        if version < 1:
-            # v0 means raw (unframed) SASL tokens follow: not supported, tell the client so.
-            return cls(error_code=ErrorCode.unsupported_version, mechanisms=("PLAIN",))
         if request.mechanism != "PLAIN":
             return cls(error_code=ErrorCode.unsupported_sasl_mechanism, mechanisms=("PLAIN",))
         self._handshake_done = True

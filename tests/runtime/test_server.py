@@ -178,7 +178,7 @@ SASL = SecurityConfig(sasl_required=True, authorizer_enabled=True,
 def test_sasl_plain_login_gives_principal_and_cluster_action_to_super_users():
     async def body(server, handler):
         broker = await KafkaClient.connect("127.0.0.1", server.port, sasl=("broker", "b-secret"))
-        assert broker.versions[17] == (0, 1) and broker.versions[36] == (0, 2)
+        assert broker.versions[17] == (1, 1) and broker.versions[36] == (0, 2)
         assert (await broker.request(hb(1))).error_code == ErrorCode.none
         alice = await KafkaClient.connect("127.0.0.1", server.port, sasl=("alice", "a-secret"))
         assert (await alice.request(hb(3))).error_code == ErrorCode.cluster_authorization_failed
@@ -209,6 +209,17 @@ def test_requests_before_authentication_close_the_connection_but_api_versions_wo
             await client.request(hb(1), timeout_s=2)
         await client.close()
         assert handler.seen == []
+    run(body, security=SASL)
+
+
+def test_handshake_v0_is_not_offered():
+    async def body(server, handler):
+        client = await KafkaClient.connect("127.0.0.1", server.port)
+        resp = await client.request(wire.request_class(17, 0)(mechanism="PLAIN"))
+        assert resp.error_code == ErrorCode.unsupported_version
+        await client.authenticate("broker", "b-secret")  # v1 still works on the same connection
+        assert (await client.request(hb(1))).error_code == ErrorCode.none
+        await client.close()
     run(body, security=SASL)
 
 

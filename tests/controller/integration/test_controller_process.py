@@ -359,3 +359,60 @@ def test_protocol_errors_from_the_state_machine_over_the_wire(controller):
         assert (await empty.register()).error_code == ErrorCode.invalid_request  # D2
         await close_all(brokers + [wrong, empty], admin)
     run(body())
+
+
+@pytest.fixture
+def small_tmpfs(tmp_path):
+    """A 512 KiB tmpfs for the metadata dir (needs root + mount; skipped otherwise)."""
+    path = tmp_path / "tiny"
+    path.mkdir()
+    if os.geteuid() != 0:
+        pytest.skip("needs root to mount a tmpfs")
+    out = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=512k", "jbodtest-tmpfs", str(path)],
+                         capture_output=True, text=True)
+    if out.returncode != 0:
+        pytest.skip(f"cannot mount tmpfs here: {out.stderr.strip()}")
+    yield path
+    subprocess.run(["umount", "-l", str(path)], capture_output=True)
+
+
+def test_metadata_dir_full_halts_the_controller_without_acknowledging(make_controller, small_tmpfs):
+    proc = make_controller(start=False, metadata_log_dir=str(small_tmpfs / "meta"))
+    proc.start()
+    # fill the filesystem so that the next append fails with ENOSPC
+    with open(small_tmpfs / "filler", "wb", buffering=0) as f:
+        for size in (65536, 4096, 1):
+            try:
+                while True:
+                    f.write(b"\0" * size)
+            except OSError:
+                pass
+
+    async def body():
+        b = new_brokers(proc, 1)[0]
+        await b.connect("127.0.0.1", proc.port)
+        try:
+            resp = await b.register()
+            return resp.error_code
+        except ClientError:
+            return None
+        finally:
+            await b.close()
+    code = run(body())
+    assert code != ErrorCode.none  # never acknowledged
+    assert proc.proc.wait(20) == 1
+    events = read_events(proc.events_path)
+    halts = [e for e in events if e["event"] == "halt"]
+    assert len(halts) == 1 and "metadata log" in halts[0]["reason"]
+    assert "halted" in proc.stderr()
+    # room again: the controller restarts (any torn tail is cut) and nothing was committed
+    os.unlink(small_tmpfs / "filler")
+    proc.start()
+
+    async def check():
+        admin = await KafkaClient.connect("127.0.0.1", proc.port)
+        reader = MetadataReader(admin)
+        await reader.catch_up()
+        await admin.close()
+        return reader
+    assert run(check()).image.brokers == {}
