@@ -171,8 +171,6 @@ def test_long_poll_waits_and_a_commit_wakes_it_at_once(make_controller):
     async def body():
         admin = await KafkaClient.connect("127.0.0.1", proc.port)
         reader = MetadataReader(admin)
-        t = time.monotonic()
-        empty = await MetadataReader(admin).fetch_once(300) if False else None  # noqa: F841
         b = new_brokers(proc, 1)[0]
         await b.connect("127.0.0.1", proc.port)
         poll = asyncio.ensure_future(reader.fetch_once(60000))
@@ -219,7 +217,6 @@ def test_kill9_mid_stream_then_restart_replays_every_acknowledged_change(control
             if i == 40:
                 controller.kill()
                 break
-        await reader.catch_up() if False else None
         await close_all(brokers)
         try:
             await admin.close()
@@ -228,7 +225,6 @@ def test_kill9_mid_stream_then_restart_replays_every_acknowledged_change(control
         return acked
     acked = run(body())
     assert len(acked) >= 41
-    before_kill_reader = None  # noqa: F841
     controller.start()
 
     async def after():
