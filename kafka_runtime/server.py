@@ -259,7 +259,8 @@ class _Connection(asyncio.Protocol):
         except wire.UnknownApi as exc:
             raise _Close(f"unsupported request: {exc}") from None
         except wire.DecodeError as exc:
-            raise _Close(f"undecodable request api_key={api_key} v{version}: {exc}") from None
+            raise _Close(f"undecodable request api_key={api_key} v{version}: {exc} "
+                         f"(first bytes {frame[:48].hex()})") from None
         ctx.api_key, ctx.api_version = api_key, version
         ctx.correlation_id, ctx.client_id = correlation_id, header.client_id
         sasl = server.security.sasl_required
