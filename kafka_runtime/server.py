@@ -133,6 +133,11 @@ class KafkaServer:
                                                 reuse_address=True)
         self.port = self._server.sockets[0].getsockname()[1]
 
+    def stop_accepting(self) -> None:
+        """Close the listening socket; open connections keep being served."""
+        if self._server is not None:
+            self._server.close()
+
     async def stop(self) -> None:
         if self._server is not None:
             self._server.close()
