@@ -24,6 +24,7 @@ Calls::
         creation fails. Never re-creates a partition that was in an offline dir with the same
         topic id (KAFKA-16234); a new topic id may be created elsewhere (KAFKA-16157).
     lm.get_log(topic, partition) / lm.logs_in(dir_path) / lm.all_logs()
+    lm.existing_logs() -> [(topic, partition, topic_id, dir_path, is_future)]   at start
     lm.pick_dir() -> path                  Kafka §4.4: fewest logs (current + future), ties by
                                            configured order
     lm.mark_offline(dir_path) -> [(topic, partition, topic_id)]   close and forget its logs
@@ -212,6 +213,12 @@ class LogManager:
         if include_future:
             logs += [l for l in self._futures.values() if l.log_dir == dir_path]
         return logs
+
+    def existing_logs(self) -> list[tuple[str, int, uuid.UUID | None, str, bool]]:
+        """Every loaded log as (topic, partition, topic_id, dir path, is_future) — what the
+        replica manager needs at start (map the path with ``dir_id_of``)."""
+        return [(l.topic, l.partition, l.topic_id, l.log_dir, fut)
+                for fut, table in ((False, self._logs), (True, self._futures)) for l in table.values()]
 
     def offline_partition(self, topic: str, partition: int) -> tuple[str, uuid.UUID | None] | None:
         """(dir path, topic id) if the partition's log was in a dir that went offline."""
