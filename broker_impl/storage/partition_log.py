@@ -206,7 +206,10 @@ class PartitionLog:
         for seg in self._segments:
             pos = 0
             while pos < seg.size:
-                header = seg._header_at(pos)
+                try:
+                    header = seg._header_at(pos)
+                except bh.CorruptBatch:
+                    break  # trusted data that does not parse: keep what was read so far
                 out.append((header.partition_leader_epoch, header.base_offset))
                 pos += header.size_bytes
         return out
