@@ -40,11 +40,17 @@ Calls::
 
 Files per log dir: ``replication-offset-checkpoint``, ``recovery-point-offset-checkpoint``,
 ``.kafka_cleanshutdown`` (present only between a clean close and the next open: segments are
-then trusted instead of recovered).
+then trusted instead of recovered), ``.lock`` (flock held while open; a second broker on the
+same dir is a fatal LogDirStartupError, an unlockable read-only/failed dir goes offline).
+
+Dirs that fail while ``open`` loads them (lock, checkpoints, segments: op ``lock``/``load``)
+are reported through ``on_failure`` during ``open``: the runtime must accept callbacks
+before its core exists (queue them), or read ``lm.channel.offline_dirs()`` afterwards.
 """
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import os
 import shutil
@@ -55,7 +61,7 @@ from typing import Callable
 from kafka_common import ids
 from kafka_runtime import fsutil
 from broker_impl.storage import checkpoint as ckpt
-from broker_impl.storage.errors import KafkaStorageError, LogNotFound, StorageError
+from broker_impl.storage.errors import KafkaStorageError, LogDirStartupError, LogNotFound, StorageError
 from broker_impl.storage.failure import DirFailureChannel, OnFailure
 from broker_impl.storage.partition_log import LogConfig, PartitionLog, parse_partition_dir_name, partition_dir_name
 from broker_impl.storage.probe import probe
@@ -63,6 +69,7 @@ from broker_impl.storage.startup import LogDirSet
 
 log = logging.getLogger(__name__)
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+LOCK_FILE = ".lock"
 Key = tuple[str, int]
 
 
@@ -82,6 +89,7 @@ class LogManager:
         self._logs: dict[Key, PartitionLog] = {}
         self._futures: dict[Key, PartitionLog] = {}
         self._offline_partitions: dict[Key, tuple[str, uuid.UUID | None]] = {}
+        self._lock_fds: dict[str, int] = {}
         for info in dir_set.dirs:
             if not info.online:
                 self.channel.mark_offline_at_start(info.path)
@@ -95,11 +103,41 @@ class LogManager:
         lm = cls(dir_set, config, on_failure=on_failure, now_ms=now_ms)
         for path in lm.online_dirs():
             try:
+                lm._lock_dir(path)
                 lm._load_dir(path)
             except KafkaStorageError as exc:
                 log.error("log dir %s failed while loading logs: %s", path, exc)
                 lm._forget_dir(path)
+                fd = lm._lock_fds.pop(path, None)
+                if fd is not None:
+                    os.close(fd)
         return lm
+
+    def _lock_dir(self, path: str) -> None:
+        """``<dir>/.lock`` held with flock for the process lifetime. Held by someone else →
+        fatal (two brokers on one dir); any other OSError (read-only or failed disk) → the dir
+        goes offline instead of crashing start-up (KAFKA-17310)."""
+        with self.channel.io(path, "lock"):
+            fd = os.open(os.path.join(path, LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                self.release_locks()
+                raise LogDirStartupError(f"Failed to acquire lock on file {LOCK_FILE} in {path}. A broker in "
+                                         f"another process or thread is using this directory.") from None
+            except OSError:
+                os.close(fd)
+                raise
+            self._lock_fds[path] = fd
+
+    def release_locks(self) -> None:
+        for path, fd in list(self._lock_fds.items()):
+            del self._lock_fds[path]
+            try:
+                os.close(fd)
+            except OSError:
+                pass
 
     def _load_dir(self, path: str) -> None:
         with self.channel.io(path, "load"):
@@ -183,6 +221,12 @@ class LogManager:
         with self._lock:
             if not self.channel.is_offline(dir_path):
                 self.channel.mark_offline_at_start(dir_path)
+            fd = self._lock_fds.pop(dir_path, None)
+            if fd is not None:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
             return self._forget_dir(dir_path)
 
     def _forget_dir(self, dir_path: str) -> list[tuple[str, int, uuid.UUID | None]]:
@@ -421,3 +465,4 @@ class LogManager:
                     pass
             for plog in [*self._logs.values(), *self._futures.values()]:
                 plog.close()
+            self.release_locks()
