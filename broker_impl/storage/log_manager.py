@@ -10,6 +10,7 @@ Start-up (the runtime)::
                              ("storage_error", dirs.id_of(path), errno, op)),
                          now_ms=clock.monotonic_ms)
 
+(or ``on_failure=failure_callback_by_id(dirs, fn)`` to get ``fn(dir_id, errno, op)``).
 ``on_failure(dir_path, errno, op)`` fires once per dir, synchronously in the thread that hit
 the error (see :mod:`.failure`); map the path with ``dirs.id_of(path)`` and feed the pure core
 ``on_storage_error(dir_id, errno, op)``. The operation that failed raises
@@ -71,6 +72,14 @@ log = logging.getLogger(__name__)
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 LOCK_FILE = ".lock"
 Key = tuple[str, int]
+
+
+def failure_callback_by_id(dir_set: LogDirSet, on_storage_error: Callable[[uuid.UUID, int, str], None]) -> OnFailure:
+    """Adapt the core's ``on_storage_error(dir_id, errno, op)`` to ``on_failure(path, errno, op)``.
+    A path without a known id (cannot happen for dirs online at start) is passed as None."""
+    def on_failure(dir_path: str, errno: int, op: str) -> None:
+        on_storage_error(dir_set.id_of(dir_path), errno, op)
+    return on_failure
 
 
 class InconsistentTopicId(StorageError):
@@ -316,7 +325,11 @@ class LogManager:
                                        dir_name=name)
         plog = PartitionLog.load(path, name, self.config, self.channel, self._now_ms, recovery_point=0,
                                  high_watermark=0, clean_shutdown=False)
-        self._check_topic_id(plog, topic_id)
+        try:
+            self._check_topic_id(plog, topic_id)
+        except Exception:
+            plog.close()
+            raise
         return plog
 
     def _check_topic_id(self, plog: PartitionLog, topic_id: uuid.UUID | None) -> None:
