@@ -49,7 +49,7 @@ def test_shutdown_fs_fails_append_fsync_probe_and_reports_once(dirs, loop_fs, fa
         victim.append_as_leader(BATCH, 1)
         survivor.append_as_leader(BATCH, 1)
     victim.flush()
-    probe(bad)  # healthy before
+    assert probe(bad) is True  # healthy before, and O_DIRECT works on a real ext4 block device
 
     loop_fs.shutdown()
     with pytest.raises(OSError) as raw:  # the bare probe sees the real EIO
