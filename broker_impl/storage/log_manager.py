@@ -159,6 +159,8 @@ class LogManager:
             if parsed is None:
                 continue
             topic, partition, kind = parsed
+            if topic == ids.METADATA_TOPIC:
+                continue  # the metadata log (raft) is not a partition log of this manager
             full = os.path.join(path, name)
             with self.channel.io(path, "load"):
                 if not os.path.isdir(full):

@@ -206,3 +206,12 @@ def test_abandoned_future_log_is_loaded_and_promotable(log_dirs, failures):
     promoted = again.replace_current_with_future("f", 0)
     assert (promoted.log_dir, promoted.log_end_offset) == (log_dirs[2], 2)
     again.close()
+
+
+def test_metadata_log_dir_is_not_loaded_as_a_partition(log_dirs, failures):
+    os.makedirs(os.path.join(log_dirs[0], "__cluster_metadata-0"))
+    open(os.path.join(log_dirs[0], "__cluster_metadata-0", "00000000000000000000.log"), "wb").write(b"not kafka")
+    lm = _open(log_dirs, failures)
+    assert lm.existing_logs() == [] and failures.calls == []
+    lm.close()
+    assert open(os.path.join(log_dirs[0], "__cluster_metadata-0", "00000000000000000000.log"), "rb").read() == b"not kafka"
