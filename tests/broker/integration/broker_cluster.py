@@ -3,6 +3,7 @@ ControllerProcess) and kraft-broker children with formatted temp log dirs."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import subprocess
@@ -10,8 +11,10 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-from controller_impl.runtime.sim import REPO, ControllerProcess, free_port
+from controller_impl.runtime.sim import REPO, ControllerProcess, MetadataReader, free_port
+from kafka_common.ids import is_reserved
 from kafka_common import meta_properties as mp
+from kafka_runtime.client import KafkaClient
 from kafka_runtime.events import read_events
 
 
@@ -130,3 +133,42 @@ def wait_until(pred, timeout_s: float, what: str, interval_s: float = 0.05):
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
         time.sleep(interval_s)
+
+
+async def reader_for(ctrl) -> tuple[KafkaClient, MetadataReader]:
+    client = await KafkaClient.connect("127.0.0.1", ctrl.port, client_id="test")
+    return client, MetadataReader(client)
+
+
+async def until(reader: MetadataReader, pred, timeout_s: float, what: str, brokers=()):
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    while True:
+        await reader.catch_up()
+        if pred(reader.image):
+            return
+        for b in brokers:
+            assert b.alive(), f"broker {b.node_id} died: {b.stderr()}"
+        if loop.time() > deadline:
+            raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
+        await reader.fetch_once(200)
+
+
+def unfenced(image, ids_) -> bool:
+    return all(b in image.brokers and not image.brokers[b].fenced for b in ids_)
+
+
+def check_real_dirs(image, brokers, topic):
+    """Every replica's metadata dir is the directory.id of the dir holding its log on disk."""
+    tid = image.topic_ids[topic]
+    parts = image.partitions_of(tid)
+    assert parts
+    by_id = {b.node_id: b for b in brokers}
+    for pid, p in parts.items():
+        for broker_id, dir_id in zip(p.replicas, p.directories):
+            assert not is_reserved(dir_id), f"{topic}-{pid} broker {broker_id}: {dir_id}"
+            b = by_id[broker_id]
+            holders = [path for path, did in b.dir_ids().items()
+                       if os.path.isdir(os.path.join(path, f"{topic}-{pid}"))]
+            assert len(holders) == 1, f"{topic}-{pid} on broker {broker_id}: logs in {holders}"
+            assert b.dir_ids()[holders[0]] == dir_id

@@ -10,87 +10,30 @@ import os
 
 import pytest
 
-from broker_cluster import BrokerProcess, wait_until
-from controller_impl.runtime.sim import ControllerProcess, MetadataReader, create_topic
-from kafka_common.ids import UNASSIGNED, is_reserved
+from broker_cluster import check_real_dirs, reader_for, unfenced, until
+from controller_impl.runtime.sim import create_topic
+from kafka_common.ids import UNASSIGNED
 from kafka_common.metadata import records as r
-from kafka_runtime.client import KafkaClient
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def cluster(tmp_path):
-    ctrl = ControllerProcess(str(tmp_path / "controller"), extra={"broker.session.timeout.ms": "3000"})
-    ctrl.format()
-    ctrl.start()
-    brokers = [BrokerProcess(str(tmp_path / f"broker{i}"), i, ctrl) for i in (1, 2)]
-    try:
-        for b in brokers:
-            b.format()
-            b.start()
-        yield ctrl, brokers
-    finally:
-        for b in brokers:
-            b.kill()
-        ctrl.kill()
-
-
-async def _reader(ctrl) -> tuple[KafkaClient, MetadataReader]:
-    client = await KafkaClient.connect("127.0.0.1", ctrl.port, client_id="test")
-    return client, MetadataReader(client)
-
-
-async def _until(reader: MetadataReader, pred, timeout_s: float, what: str, brokers=()):
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout_s
-    while True:
-        await reader.catch_up()
-        if pred(reader.image):
-            return
-        for b in brokers:
-            assert b.alive(), f"broker {b.node_id} died: {b.stderr()}"
-        if loop.time() > deadline:
-            raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
-        await reader.fetch_once(200)
-
-
-def _unfenced(image, ids_) -> bool:
-    return all(b in image.brokers and not image.brokers[b].fenced for b in ids_)
-
-
-def _check_real_dirs(image, brokers, topic):
-    """Every replica's metadata dir is the directory.id of the dir holding its log on disk."""
-    tid = image.topic_ids[topic]
-    parts = image.partitions_of(tid)
-    assert parts
-    by_id = {b.node_id: b for b in brokers}
-    for pid, p in parts.items():
-        for broker_id, dir_id in zip(p.replicas, p.directories):
-            assert not is_reserved(dir_id), f"{topic}-{pid} broker {broker_id}: {dir_id}"
-            b = by_id[broker_id]
-            holders = [path for path, did in b.dir_ids().items()
-                       if os.path.isdir(os.path.join(path, f"{topic}-{pid}"))]
-            assert len(holders) == 1, f"{topic}-{pid} on broker {broker_id}: logs in {holders}"
-            assert b.dir_ids()[holders[0]] == dir_id
 
 
 def test_replicas_get_real_directory_ids(cluster):
     ctrl, brokers = cluster
 
     async def run():
-        client, reader = await _reader(ctrl)
+        client, reader = await reader_for(ctrl)
         try:
-            await _until(reader, lambda im: _unfenced(im, (1, 2)), 30, "both brokers unfenced", brokers)
+            await until(reader, lambda im: unfenced(im, (1, 2)), 30, "both brokers unfenced", brokers)
             for b in brokers:
                 reg = reader.image.brokers[b.node_id]
                 assert set(reg.log_dirs) == set(b.dir_ids().values())
             resp = await create_topic(client, "t1", 6, 2)
             assert resp.topics[0].error_code.value == 0, resp
-            await _until(reader, lambda im: "t1" in im.topic_ids and all(
+            await until(reader, lambda im: "t1" in im.topic_ids and all(
                 UNASSIGNED not in p.directories for p in im.partitions_of(im.topic_ids["t1"]).values()),
                 20, "every t1 replica assigned to a real dir", brokers)
-            _check_real_dirs(reader.image, brokers, "t1")
+            check_real_dirs(reader.image, brokers, "t1")
             # least-loaded placement spreads 6 replicas per broker over its 3 dirs: 2 each
             for b in brokers:
                 counts = {path: sum(1 for n in os.listdir(path) if n.startswith("t1-")) for path in b.dirs}
@@ -110,23 +53,23 @@ def test_unfenced_only_after_assignments_committed_D4(cluster):
     b1, b2 = brokers
 
     async def run():
-        client, reader = await _reader(ctrl)
+        client, reader = await reader_for(ctrl)
         try:
-            await _until(reader, lambda im: _unfenced(im, (1, 2)), 30, "both brokers unfenced", brokers)
+            await until(reader, lambda im: unfenced(im, (1, 2)), 30, "both brokers unfenced", brokers)
             assert b2.stop() == 0, b2.stderr()
-            await _until(reader, lambda im: im.brokers[2].fenced, 20, "broker 2 fenced after its shutdown")
+            await until(reader, lambda im: im.brokers[2].fenced, 20, "broker 2 fenced after its shutdown")
             # broker 2 is down: its replicas of t2 are UNASSIGNED until it comes back and places them
             resp = await create_topic(client, "t2", 0, 0, assignments={p: [1, 2] for p in range(4)})
             assert resp.topics[0].error_code.value == 0, resp
-            await _until(reader, lambda im: "t2" in im.topic_ids, 10, "t2 created")
+            await until(reader, lambda im: "t2" in im.topic_ids, 10, "t2 created")
             t2 = reader.image.topic_ids["t2"]
             assert all(p.directories[1] == UNASSIGNED for p in reader.image.partitions_of(t2).values())
             restart_from = reader.next_offset
             b2.start()
-            await _until(reader, lambda im: _unfenced(im, (2,)) and all(
+            await until(reader, lambda im: unfenced(im, (2,)) and all(
                 UNASSIGNED not in p.directories for p in im.partitions_of(t2).values()),
                 30, "broker 2 back, unfenced, t2 assigned", brokers)
-            _check_real_dirs(reader.image, brokers, "t2")
+            check_real_dirs(reader.image, brokers, "t2")
             # the metadata log order: broker 2's dir assignments for t2 are committed before
             # the UnfenceBrokerRecord of its new registration
             later = [(o, rec) for o, rec in reader.records if o >= restart_from]
@@ -143,5 +86,5 @@ def test_unfenced_only_after_assignments_committed_D4(cluster):
     asyncio.run(run())
     ev = b2.events()
     acked = [e["ts_ns"] for e in ev if e["event"] == "assignment_acked"]
-    unfenced = [e["ts_ns"] for e in ev if e["event"] == "unfenced"]
-    assert acked and unfenced and max(unfenced) > min(acked)
+    unfenced_ts = [e["ts_ns"] for e in ev if e["event"] == "unfenced"]
+    assert acked and unfenced_ts and max(unfenced_ts) > min(acked)
