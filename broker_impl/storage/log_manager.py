@@ -62,7 +62,7 @@ from typing import Callable
 from kafka_common import ids
 from kafka_runtime import fsutil
 from broker_impl.storage import checkpoint as ckpt
-from broker_impl.storage.errors import KafkaStorageError, LogDirStartupError, LogNotFound, StorageError
+from broker_impl.storage.errors import InconsistentTopicId, KafkaStorageError, LogDirStartupError, LogNotFound
 from broker_impl.storage.failure import DirFailureChannel, OnFailure
 from broker_impl.storage.partition_log import LogConfig, PartitionLog, parse_partition_dir_name, partition_dir_name
 from broker_impl.storage.probe import probe
@@ -80,10 +80,6 @@ def failure_callback_by_id(dir_set: LogDirSet, on_storage_error: Callable[[uuid.
     def on_failure(dir_path: str, errno: int, op: str) -> None:
         on_storage_error(dir_set.id_of(dir_path), errno, op)
     return on_failure
-
-
-class InconsistentTopicId(StorageError):
-    """The log on disk belongs to another incarnation of the topic (different topic id)."""
 
 
 class LogManager:

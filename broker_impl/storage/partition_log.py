@@ -457,7 +457,8 @@ class PartitionLog:
         with self._lock:
             self.close()
             with self._channel.io(self.log_dir, "delete_log"):
-                shutil.rmtree(self.path)
+                if os.path.lexists(self.path):  # already gone is not a disk failure
+                    shutil.rmtree(self.path)
                 fsutil.fsync_dir(self.log_dir)
 
     def __repr__(self) -> str:

@@ -13,8 +13,8 @@ import pytest
 
 from kafka_common.clock import ManualClock
 from broker_impl.storage import checkpoint as ckpt
-from broker_impl.storage.errors import KafkaStorageError, LogDirStartupError, LogNotFound
-from broker_impl.storage.log_manager import CLEAN_SHUTDOWN_FILE, InconsistentTopicId, LogManager
+from broker_impl.storage.errors import InconsistentTopicId, KafkaStorageError, LogDirStartupError, LogNotFound
+from broker_impl.storage.log_manager import CLEAN_SHUTDOWN_FILE, LogManager
 from broker_impl.storage.partition_log import LogConfig
 from broker_impl.storage.probe import PROBE_FILE
 from broker_impl.storage.startup import load_log_dirs
@@ -215,3 +215,15 @@ def test_metadata_log_dir_is_not_loaded_as_a_partition(log_dirs, failures):
     assert lm.existing_logs() == [] and failures.calls == []
     lm.close()
     assert open(os.path.join(log_dirs[0], "__cluster_metadata-0", "00000000000000000000.log"), "rb").read() == b"not kafka"
+
+
+def test_delete_log_removes_its_dir(log_dirs, failures):
+    lm = _open(log_dirs, failures)
+    path = lm.get_or_create_log(T1, "d", 0, log_dirs[1]).path
+    lm.delete_log("d", 0)
+    assert not os.path.exists(path) and lm.get_log("d", 0) is None
+    with pytest.raises(LogNotFound):
+        lm.delete_log("d", 0)
+    assert lm.get_or_create_log(T1, "d", 0).log_end_offset == 0  # may be created again
+    assert failures.calls == []
+    lm.close()
