@@ -135,6 +135,10 @@ def test_sparse_index_written_and_reloaded(env):
     assert third.recovery.recovered_segments == 1 and third.recovery.truncated_bytes == 0
     assert third.log_end_offset == 40
     assert [h.base_offset for h in headers(third.read(17, 1))] == [17]
+    third.close()
+    os.unlink(seg.index_path)  # a lost index is rebuilt too
+    fourth = env.reload(cfg, recovery_point=40, clean=True)
+    assert fourth.recovery.recovered_segments == 1 and fourth._segments[0].index_entries == expected_entries
 
 
 def test_invalid_input_is_rejected_and_dir_stays_online(env):
