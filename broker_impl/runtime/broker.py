@@ -75,6 +75,7 @@ class BrokerRuntime:
         self.next_metadata_offset = 0
         self.metadata_hwm = 0
         self.ready = False
+        self.published = False
         self.partition_roles: dict[fx.TopicPartition, Any] = {}
         self.offline_partitions: set[fx.TopicPartition] = set()
         self.exit_code: asyncio.Future | None = None
@@ -223,9 +224,32 @@ class BrokerRuntime:
             self.partition_roles[e.tp] = e
         elif isinstance(e, (fx.StartFetcher, fx.StopFetcher)):
             pass  # follower fetchers: not implemented in this runtime (see module docstring)
-        elif isinstance(e, (fx.CreateFutureLog, fx.StartDirMover, fx.StopDirMover, fx.DeleteFutureLog,
-                            fx.SwapFutureLog)):
-            self.events.emit("dir_move_unsupported", effect=type(e).__name__, topic=e.tp.topic,
+        elif isinstance(e, fx.RenameStray):
+            try:
+                new = lm.rename_stray(e.tp.topic, e.tp.partition)
+                self.events.emit("stray_renamed", topic=e.tp.topic, partition=e.tp.partition, path=new)
+            except StorageError as exc:
+                log.error("renaming stray %s failed: %s", e.tp, exc)
+        elif isinstance(e, fx.SwapFutureLog):
+            try:
+                lm.replace_current_with_future(e.tp.topic, e.tp.partition)
+            except StorageError as exc:
+                log.error("swapping in the future log of %s failed: %s", e.tp, exc)
+            else:
+                self._pending.extend(core.on_swap_done(e.tp, self._now()))
+        elif isinstance(e, fx.CreateFutureLog):
+            try:
+                lm.create_future_log(e.topic_id, e.tp.topic, e.tp.partition, self.dir_set.path_of(e.dir_id))
+            except StorageError as exc:
+                log.error("creating the future log of %s failed: %s", e.tp, exc)
+        elif isinstance(e, fx.DeleteFutureLog):
+            try:
+                lm.delete_future_log(e.tp.topic, e.tp.partition)
+            except StorageError as exc:
+                log.error("deleting the future log of %s failed: %s", e.tp, exc)
+        elif isinstance(e, (fx.StartDirMover, fx.StopDirMover)):
+            # copying a live log between dirs needs the data plane (not in this runtime)
+            self.events.emit("dir_mover_unsupported", effect=type(e).__name__, topic=e.tp.topic,
                              partition=e.tp.partition)
         elif isinstance(e, fx.Halt):
             self._halt(e.reason)
@@ -329,16 +353,20 @@ class BrokerRuntime:
             return
         if not applied:
             return
+        initial = not self.published
+        if initial and self.next_metadata_offset < self.metadata_hwm:
+            return  # the first publish waits for the whole image (strays need all of it)
+        self.published = True
         changes = self.image.drain_changes()
         pcs = partition_changes(changes, self.cfg.node_id,
                                 lambda t: self.image.topics[t].name if t in self.image.topics else None)
-        self._feed(self.core.apply_metadata(pcs, self._now(), offset=self.image.last_offset))
+        self._feed(self.core.apply_metadata(pcs, self._now(), offset=self.image.last_offset, initial=initial))
 
     def _maybe_ready(self) -> None:
         """Ready to unfence once registered and caught up with the metadata that holds our
         registration (Kafka: initial catch-up + first publish)."""
         assert self.core is not None
-        if self.ready or not self.core.lifecycle.registered:
+        if self.ready or not self.published or not self.core.lifecycle.registered:
             return
         me = self.image.brokers.get(self.cfg.node_id)
         if me is None or me.epoch != self.core.lifecycle.broker_epoch:

@@ -153,12 +153,15 @@ class BrokerCore:
         return self._pump(self._route(out, now_ms), now_ms)
 
     # ------------------------------------------------------------------ metadata
-    def apply_metadata(self, changes: Iterable[PartitionChange], now_ms: int, *, offset: int | None = None) -> list:
+    def apply_metadata(self, changes: Iterable[PartitionChange], now_ms: int, *, offset: int | None = None,
+                       initial: bool = False) -> list:
         """One applied metadata batch: its partition changes (old → new registration) and
-        the offset of its last record."""
+        the offset of its last record. ``initial``: the first publish after start-up, with
+        every partition of the image up to the high watermark (strays are renamed first)."""
         if self.halted:
             return []
-        out = []
+        changes = list(changes)
+        out = self.replicas.strays(changes) if initial else []
         for e in self.replicas.apply(changes, promotions_in_flight=self.moves.promotions_in_flight()):
             if isinstance(e, StartDirMover):  # a future log found at start: resume its move
                 lr = self.replicas.partitions[e.tp]

@@ -33,7 +33,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from broker_impl.state.effects import (BecomeFollower, BecomeLeader, CreateLog, DeleteLog, MarkPartitionsOffline,
-                                       QueueAssignment, StartDirMover, StartFetcher, StopFetcher, SwapFutureLog,
+                                       QueueAssignment, RenameStray, StartDirMover, StartFetcher, StopFetcher, SwapFutureLog,
                                        TopicPartition, UpdateLeaderState, event)
 from broker_impl.state.log_dirs import LogDirs
 from kafka_common.ids import UNASSIGNED, TopicId
@@ -138,6 +138,21 @@ class ReplicaManager:
         return min(online, key=lambda d: (counts[d], self.log_dirs.configured.index(d)))
 
     # ------------------------------------------------------------------ metadata
+    def strays(self, changes: Iterable[PartitionChange]) -> list:
+        """First publish after start-up: every log on disk that no registration of this
+        (complete) batch gives to this broker with the same topic id is a stray; it is
+        renamed, never attached (KAFKA-14616: before the partitions are created)."""
+        claimed = {(ch.topic, ch.new.partition_id): ch.new.topic_id for ch in changes
+                   if ch.new is not None and self.broker_id in ch.new.replicas}
+        out: list = []
+        for table in (self.logs, self.futures):
+            for tp, (topic_id, dir_id) in sorted(table.items()):
+                if claimed.get((tp.topic, tp.partition)) != topic_id:
+                    del table[tp]
+                    if table is self.logs:
+                        out.append(RenameStray(tp, topic_id, dir_id))
+        return out
+
     def apply(self, changes: Iterable[PartitionChange], *, promotions_in_flight: frozenset = frozenset()) -> list:
         out: list = []
         for ch in changes:

@@ -10,7 +10,7 @@ import os
 
 import pytest
 
-from broker_cluster import check_real_dirs, reader_for, unfenced, until
+from broker_cluster import check_real_dirs, reader_for, unfenced, until, wait_until
 from controller_impl.runtime.sim import create_topic
 from kafka_common.ids import UNASSIGNED
 from kafka_common.metadata import records as r
@@ -84,7 +84,11 @@ def test_unfenced_only_after_assignments_committed_D4(cluster):
             await client.close()
 
     asyncio.run(run())
-    ev = b2.events()
-    acked = [e["ts_ns"] for e in ev if e["event"] == "assignment_acked"]
-    unfenced_ts = [e["ts_ns"] for e in ev if e["event"] == "unfenced"]
-    assert acked and unfenced_ts and max(unfenced_ts) > min(acked)
+
+    def unfenced_after_ack():
+        ev = b2.events()
+        acked = [e["ts_ns"] for e in ev if e["event"] == "assignment_acked"]
+        unfenced_ts = [e["ts_ns"] for e in ev if e["event"] == "unfenced"]
+        return acked and unfenced_ts and max(unfenced_ts) > min(acked)
+
+    wait_until(unfenced_after_ack, 10, "broker 2's own unfenced event after its assignment_acked")

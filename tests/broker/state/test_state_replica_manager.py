@@ -217,3 +217,21 @@ def test_dir_offline_stops_fetchers_and_marks_partitions_offline():
     assert r.is_replica(T1, 0)
     apply(r, reg(pid=1, dir_for_me=D1, leader=2, leader_epoch=1))
     assert not r.leads_partition_in(D1)  # the metadata view is tracked for offline partitions too
+
+
+# ------------------------------------------------------------------ strays (first publish)
+def test_strays_renamed_before_partitions_are_created_KAFKA_14616():
+    from broker_impl.state.effects import RenameStray
+    r = rm(logs=[(tp("gone"), T1, D1),          # topic deleted while the broker was down
+                 (tp("t"), T1, D2),             # topic re-created under T2 while down
+                 (tp("kept"), T1, D3),
+                 (tp("moved"), T1, D1)])        # no longer a replica here
+    changes = [PartitionChange("t", None, reg(topic_id=T2, dir_for_me=UNASSIGNED)),
+               PartitionChange("kept", None, reg(dir_for_me=D3)),
+               PartitionChange("moved", None, reg(replicas=(2, 3), leader=2))]
+    strays = r.strays(changes)
+    assert strays == [RenameStray(tp("gone"), T1, D1), RenameStray(tp("moved"), T1, D1), RenameStray(tp("t"), T1, D2)]
+    out = no_events(r.apply(changes))
+    [c] = of(out, CreateLog)
+    assert c.tp == tp("t") and c.topic_id == T2   # the new incarnation is created, not shadowed
+    assert not any(isinstance(e, CreateLog) and e.tp == tp("kept") for e in out)
