@@ -235,3 +235,16 @@ def test_initial_publish_renames_strays_first():
     assert out[0] == RenameStray(tp("old"), T1, D1)
     # the stray no longer counts for placement: D1 is empty again
     assert of(out, CreateLog)[0].dir_id == D1
+
+
+def test_assignments_wait_for_registration():
+    """Queued before the registration is answered: not sent with epoch -1 (the controller
+    would answer STALE_BROKER_EPOCH and the back-off would delay unfencing, D4)."""
+    c = core()
+    c.start(0)
+    c.apply_metadata(change(reg(dir_for_me=UNASSIGNED)), 0)
+    assert c.next_deadline_ms() is None or c.next_deadline_ms() > 10_000   # no busy loop on a past deadline
+    assert not of(c.tick(500), SendAssignments)
+    out = c.on_registration_response(NONE, 7, 600)
+    [req] = of(out, SendAssignments)
+    assert req.broker_epoch == 7
