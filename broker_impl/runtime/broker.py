@@ -360,6 +360,8 @@ class BrokerRuntime:
         changes = self.image.drain_changes()
         pcs = partition_changes(changes, self.cfg.node_id,
                                 lambda t: self.image.topics[t].name if t in self.image.topics else None)
+        if pcs or initial:
+            self.events.emit("metadata_published", offset=self.image.last_offset, partitions=len(pcs), initial=initial)
         self._feed(self.core.apply_metadata(pcs, self._now(), offset=self.image.last_offset, initial=initial))
 
     def _maybe_ready(self) -> None:

@@ -181,7 +181,12 @@ class ReplicaManager:
         prev, lr.registration = lr.registration, new
         if lr.hosted is Hosted.OFFLINE:
             return out  # KAFKA-16234: never re-created while its dir is offline
-        out += self._place(lr, new, promotions_in_flight)
+        # Kafka's ``directoryIds`` rule, compared by value: an online partition whose metadata
+        # dir for this broker did not change is not re-placed (else every leader/ISR change
+        # of another replica would re-send an UNASSIGNED replica's assignment)
+        if not (lr.hosted is Hosted.ONLINE and prev is not None
+                and prev.directory(self.broker_id) == new.directory(self.broker_id)):
+            out += self._place(lr, new, promotions_in_flight)
         if lr.hosted is Hosted.ONLINE:
             out += self._transition(lr, prev, new)
         return out

@@ -235,3 +235,18 @@ def test_strays_renamed_before_partitions_are_created_KAFKA_14616():
     [c] = of(out, CreateLog)
     assert c.tp == tp("t") and c.topic_id == T2   # the new incarnation is created, not shadowed
     assert not any(isinstance(e, CreateLog) and e.tp == tp("kept") for e in out)
+
+
+def test_unchanged_metadata_dir_is_not_replaced_or_resent():
+    """Another replica's change (its dir assigned, ISR, leader) while this broker's dir is
+    still UNASSIGNED in metadata: the assignment already queued is not queued again."""
+    r = rm()
+    first = reg(replicas=(2, ME), dirs=(UNASSIGNED, UNASSIGNED), leader=2)
+    out = apply(r, first)
+    assert len(of(out, QueueAssignment)) == 1
+    second = reg(replicas=(2, ME), dirs=(uuid_of(0x9999, 2), UNASSIGNED), leader=2, partition_epoch=1)
+    assert not of(apply(r, second, old=first), QueueAssignment)
+    # a changed dir for this broker is looked at again (correction when it is not the real one)
+    third = reg(replicas=(2, ME), dirs=(uuid_of(0x9999, 2), D3), leader=2, partition_epoch=2)
+    [q] = of(apply(r, third, old=second), QueueAssignment)
+    assert q.dir_id == of(out, CreateLog)[0].dir_id != D3
