@@ -46,6 +46,15 @@ def test_replicas_get_real_directory_ids(cluster):
         assert b.stop() == 0, b.stderr()
         names = [e["event"] for e in b.events()]
         assert "registered" in names and "unfenced" in names and "assignment_acked" in names
+    # a restart attaches the existing logs where the metadata says they are: nothing to send
+    b1 = brokers[0]
+    before = len(b1.events())
+    b1.start()
+    wait_until(lambda: any(e["event"] == "unfenced" for e in b1.events()[before:]), 30, "broker 1 unfenced again")
+    run2 = b1.events()[before:]
+    assert run2[0]["event"] == "broker_starting" and run2[0]["existing_logs"] == 6
+    assert not [e for e in run2 if e["event"].startswith("assignment_") or e["event"] == "stray_renamed"]
+    assert b1.stop() == 0, b1.stderr()
 
 
 def test_unfenced_only_after_assignments_committed_D4(cluster):
