@@ -62,6 +62,20 @@ class StartupError(Exception):
     """The broker cannot start (storage rules, config)."""
 
 
+def extra_ms(cfg: ServerConfig, key: str, default: int) -> int:
+    """A broker-only timing key not in ServerConfig's table (read from the raw properties)."""
+    text = cfg.raw.get(key)
+    if text is None or text.strip() == "":
+        return default
+    try:
+        value = int(text.strip())
+    except ValueError:
+        raise StartupError(f"{key}={text!r}: not an integer") from None
+    if value < 1:
+        raise StartupError(f"{key}={text!r}: must be >= 1")
+    return value
+
+
 class SystemClock:
     def monotonic_ms(self) -> int:
         return time.monotonic_ns() // 1_000_000
@@ -133,7 +147,9 @@ class BrokerRuntime:
         self.core = BrokerCore(CoreConfig(
             broker_id=cfg.node_id, heartbeat_interval_ms=cfg.broker_heartbeat_interval_ms,
             session_timeout_ms=cfg.broker_session_timeout_ms,
-            log_dir_failure_timeout_ms=cfg.log_dir_failure_timeout_ms),
+            log_dir_failure_timeout_ms=cfg.log_dir_failure_timeout_ms,
+            initial_registration_timeout_ms=extra_ms(cfg, "initial.broker.registration.timeout.ms", 60000),
+            controlled_shutdown_timeout_ms=extra_ms(cfg, "controlled.shutdown.timeout.ms", 30000)),
             dirs, dir_set.metadata_dir.directory_id, self.rng, existing)
         host, port = controller_address(cfg)
         sasl = controller_sasl(cfg)
