@@ -186,6 +186,9 @@ class BrokerRuntime:
                     continue
                 path, errno, op = self._storage_errors.popleft()
                 dir_id = self.dir_set.id_of(path)
+                if op == "probe":
+                    self.events.emit("probe_failed", path=path, errno=errno,
+                                     dir_id=ids.to_base64(dir_id) if dir_id else None)
                 if dir_id is None:
                     self._halt(f"I/O error on log dir {path} which has no directory id ({op}: errno {errno})")
                     return
@@ -239,7 +242,7 @@ class BrokerRuntime:
             self.events.emit("dir_mover_unsupported", effect=type(e).__name__, topic=e.tp.topic,
                              partition=e.tp.partition)
         elif isinstance(e, fx.Halt):
-            self._halt(e.reason)
+            self._halt(e.reason, emitted=True)  # the core wrote the halt event
         elif isinstance(e, fx.Shutdown):
             self._finish(0 if e.clean else 1, e.reason)
         else:
@@ -282,9 +285,10 @@ class BrokerRuntime:
         assert self.core is not None
         self._feed(self.core.on_swap_done(tp, self._now()))
 
-    def _halt(self, reason: str) -> None:
+    def _halt(self, reason: str, *, emitted: bool = False) -> None:
         print(f"{PROG}: halted: {reason}", file=sys.stderr, flush=True)
-        self.events.emit("halt", reason=reason)
+        if not emitted:
+            self.events.emit("halt", reason=reason)
         self.events.close()
         os._exit(1)
 
