@@ -37,6 +37,9 @@ def has_field(cls_or_obj: Any, name: str) -> bool:
 
 @lru_cache(maxsize=None)
 def response_type(api_key: int, version: int, name: str) -> type:
+    if api_key == 0 and version < 3:  # kio has no Produce v0-2: our own schemas
+        from broker_impl.api import legacy_produce
+        return getattr(legacy_produce.response_module(version), name)
     return getattr(wire.response_module(api_key, version), name)
 
 

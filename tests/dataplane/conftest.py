@@ -47,3 +47,8 @@ def broker(tmp_path: Any, loop_thread: LoopThread) -> Iterator[Broker]:
     yield b
     loop_thread.run(b.stop())
     assert not b.server.errors, b.server.errors
+
+
+def pytest_configure(config: Any) -> None:
+    # kafka-python 3.0.12 loads its schemas through deprecated importlib.resources calls
+    config.addinivalue_line("filterwarnings", "ignore:.*is deprecated. Use files\\(\\) instead:DeprecationWarning")

@@ -43,6 +43,8 @@ class WireServer:
         self._server: asyncio.base_events.Server | None = None
         self._conns: set[asyncio.Task[None]] = set()
         self.errors: list[str] = []
+        # schemas kio lacks (Produce v0-2), supplied by the handler
+        self._request_classes: dict[tuple[int, int], type] = dict(getattr(handler, "request_classes", {}))
 
     async def start(self) -> None:
         self._server = await asyncio.start_server(self._serve, self.host, self.port)
@@ -108,7 +110,7 @@ class WireServer:
         if span is None or not span[0] <= version <= span[1]:
             self.errors.append(f"unsupported api {api_key} v{version}")
             return False
-        req_cls = wire.request_class(api_key, version)
+        req_cls = self._request_classes.get((api_key, version)) or wire.request_class(api_key, version)
         header, n = wire.decode(req_cls.__header_schema__, frame)
         request, m = wire.decode(req_cls, frame, n)
         if n + m != len(frame):
@@ -122,7 +124,7 @@ class WireServer:
     @staticmethod
     def _encode(correlation_id: int, body: Any) -> bytes:
         buf = io.BytesIO()
-        header_cls = wire.response_class(body.__api_key__, body.__version__).__header_schema__
+        header_cls = type(body).__header_schema__
         wire.encode_into(buf, header_cls(correlation_id=correlation_id))
         wire.encode_into(buf, body)
         return buf.getvalue()
