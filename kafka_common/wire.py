@@ -75,3 +75,146 @@ def response_module(api_key: int, version: int) -> Any:
 @lru_cache(maxsize=None)
 def request_module(api_key: int, version: int) -> Any:
     return kio.index.load_payload_module(api_key, version, EntityType.request)
+
+
+# --------------------------------------------------------------------------------------
+# Request/response framing helpers for kafka_runtime.server / kafka_runtime.client.
+# Frames here are the bytes after the 4-byte size prefix (kafka_common.framing adds it).
+
+import dataclasses as _dc
+import datetime as _dt
+import struct as _struct
+
+from kio.schema.errors import ErrorCode
+
+_PEEK = _struct.Struct(">hhi")
+API_VERSIONS_KEY = 18
+
+
+class UnknownApi(DecodeError):
+    """An api key / version that kio has no schema for (cannot even build an error reply)."""
+
+    def __init__(self, api_key: int, version: int) -> None:
+        super().__init__(f"no schema for api_key={api_key} version={version}")
+        self.api_key = api_key
+        self.version = version
+
+
+def peek_header(frame: bytes) -> tuple[int, int, int]:
+    """(api_key, api_version, correlation_id) of a request frame; DecodeError if too short."""
+    if len(frame) < _PEEK.size:
+        raise DecodeError(f"request frame of {len(frame)} bytes is shorter than a header")
+    return _PEEK.unpack_from(frame, 0)
+
+
+def schema_exists(api_key: int, version: int) -> bool:
+    try:
+        request_class(api_key, version)
+        response_class(api_key, version)
+    except Exception:  # kio.index.KioIndexError and friends
+        return False
+    return True
+
+
+def decode_request(frame: bytes) -> tuple[Any, Any]:
+    """(header, request) of one request frame. UnknownApi when kio has no schema for the
+    key/version; DecodeError for bytes that do not decode or leave trailing garbage."""
+    api_key, version, _ = peek_header(frame)
+    if not schema_exists(api_key, version):
+        raise UnknownApi(api_key, version)
+    cls = request_class(api_key, version)
+    header, n = decode(cls.__header_schema__, frame, 0)
+    request, m = decode(cls, frame, n)
+    if n + m != len(frame):
+        raise DecodeError(f"{cls.__name__} v{version}: {len(frame) - n - m} trailing bytes")
+    return header, request
+
+
+def encode_response(response: Any, correlation_id: int) -> bytes:
+    """Response header (the version kio chose for this response, v0 for ApiVersions) + body."""
+    buf = io.BytesIO()
+    hdr_cls = type(response).__header_schema__
+    encode_into(buf, hdr_cls(correlation_id=correlation_id))
+    encode_into(buf, response)
+    return buf.getvalue()
+
+
+def encode_request(request: Any, correlation_id: int, client_id: str | None) -> bytes:
+    cls = type(request)
+    buf = io.BytesIO()
+    encode_into(buf, cls.__header_schema__(request_api_key=cls.__api_key__,
+                                           request_api_version=cls.__version__,
+                                           correlation_id=correlation_id, client_id=client_id))
+    encode_into(buf, request)
+    return buf.getvalue()
+
+
+def decode_response(frame: bytes, api_key: int, version: int) -> tuple[int, Any]:
+    """(correlation_id, response) of one response frame."""
+    cls = response_class(api_key, version)
+    header, n = decode(cls.__header_schema__, frame, 0)
+    response, m = decode(cls, frame, n)
+    if n + m != len(frame):
+        raise DecodeError(f"{cls.__name__} v{version}: {len(frame) - n - m} trailing bytes")
+    return header.correlation_id, response
+
+
+def make(cls: type[E], **values: Any) -> E:
+    """Build a kio value from the keyword arguments its version has (others are dropped),
+    so callers can be version-generic."""
+    names = {f.name for f in _dc.fields(cls)}
+    return cls(**{k: v for k, v in values.items() if k in names})
+
+
+def _default_for(f: _dc.Field) -> Any:
+    kafka_type = f.metadata.get("kafka_type")
+    annotation = str(f.type)
+    if kafka_type == "error_code":
+        return ErrorCode.none
+    if kafka_type in ("timedelta_i32", "timedelta_i64"):
+        return _dt.timedelta(0)
+    if annotation.startswith("tuple"):
+        return ()
+    if "None" in annotation:
+        return None
+    if kafka_type in ("string",):
+        return ""
+    if kafka_type in ("bytes", "records"):
+        return b""
+    if kafka_type == "bool":
+        return False
+    if kafka_type == "uuid":
+        return None
+    return 0  # int8/16/32/64 and friends
+
+
+def error_response(api_key: int, version: int, code: ErrorCode, message: str | None = None) -> Any:
+    """A response of this api/version whose top-level ``error_code`` (if it has one) is
+    ``code`` and every other required field is empty/zero — Kafka's generic error reply."""
+    cls = response_class(api_key, version)
+    values: dict[str, Any] = {}
+    for f in _dc.fields(cls):
+        if f.name == "error_code":
+            values[f.name] = code
+        elif f.name == "error_message" and message is not None:
+            values[f.name] = message
+        elif f.default is _dc.MISSING and f.default_factory is _dc.MISSING:  # type: ignore[misc]
+            values[f.name] = _default_for(f)
+    return cls(**values)
+
+
+def api_versions_response(version: int, table: dict[int, tuple[int, int]],
+                          code: ErrorCode = ErrorCode.none) -> Any:
+    cls = response_class(API_VERSIONS_KEY, version)
+    mod = response_module(API_VERSIONS_KEY, version)
+    keys = tuple(mod.ApiVersion(api_key=k, min_version=lo, max_version=hi)
+                 for k, (lo, hi) in sorted(table.items()))
+    return make(cls, error_code=code, api_keys=keys, throttle_time=_dt.timedelta(0))
+
+
+def api_versions_fallback(correlation_id: int, table: dict[int, tuple[int, int]]) -> bytes:
+    """Reply to an ApiVersions version we do not support: a v0 body with response header v0,
+    error UNSUPPORTED_VERSION and the full api list (clients then retry with a version
+    they find in it) — see wire-notes "ApiVersions fallback"."""
+    return encode_response(api_versions_response(0, table, ErrorCode.unsupported_version),
+                           correlation_id)

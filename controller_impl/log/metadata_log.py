@@ -1,0 +1,291 @@
+"""The controller's metadata log on disk: ``<metadata.log.dir>/__cluster_metadata-0/``.
+
+Segment files ``<base offset, 20 digits>.log`` hold Kafka v2 record batches back to back
+(``kafka_common.metadata.batches``: CRC-32C, leader epoch in ``partitionLeaderEpoch``).
+Offsets are gap-free from 0.
+
+* :meth:`MetadataLog.append` writes one batch and fdatasyncs it before returning: a caller
+  that answers a request after ``append`` never acknowledges a change that a crash loses.
+* Two positions, so a Raft quorum can later sit underneath: ``end_offset`` (next offset
+  to write) and ``high_watermark`` (everything below it is committed). With one
+  controller, ``append(..., commit=True)`` commits what it made durable; a follower would
+  ``append_batch(raw)`` then ``commit(offset)`` when the leader says so, and
+  ``truncate_to(offset)`` on divergence.
+* :meth:`open` recovers: it walks every segment, checks each batch (header, CRC, offset
+  continuity, records decode) and truncates at the first bad byte — a torn or corrupt
+  tail is cut off (not fatal) and reported in ``recovery``. Later segments are removed.
+  Each good record is passed to ``on_record(record, offset)`` (replay into an image).
+* :meth:`read` returns whole batches containing ``fetch_offset`` or later and below a
+  limit (the high watermark), at least one batch even over ``max_bytes``.
+
+Errors: ``OSError`` from the disk propagates (the controller treats a failed metadata dir
+as fatal); :class:`LogError` for API misuse (non-contiguous offsets, bad truncation).
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+from kafka_common.batch_header import CorruptBatch, read_header, crc_ok
+from kafka_common.metadata.batches import decode_batches, encode_batch
+from kafka_common.metadata.records import RecordDecodeError
+from kafka_runtime.fsutil import fsync_dir
+
+DIR_NAME = "__cluster_metadata-0"
+SUFFIX = ".log"
+DEFAULT_SEGMENT_BYTES = 64 * 1024 * 1024
+
+
+class LogError(Exception):
+    """A misuse of the log (offsets out of order, truncation past the end)."""
+
+
+@dataclass
+class Recovery:
+    segments: int = 0
+    batches: int = 0
+    records: int = 0
+    truncated_bytes: int = 0
+    truncated_at: tuple[str, int] | None = None  # (segment file, byte position)
+    reason: str = ""
+    removed_segments: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _Segment:
+    base_offset: int
+    path: str
+    fd: int
+    size: int
+
+
+def _segment_name(base_offset: int) -> str:
+    return f"{base_offset:020d}{SUFFIX}"
+
+
+class MetadataLog:
+    def __init__(self, directory: str, segment_bytes: int) -> None:
+        self.directory = directory
+        self.segment_bytes = segment_bytes
+        self._segments: list[_Segment] = []
+        # one entry per batch: base offsets (for bisect) and (segment index, pos, size, last)
+        self._bases: list[int] = []
+        self._where: list[tuple[int, int, int, int]] = []
+        self.end_offset = 0
+        self.high_watermark = 0
+        self.last_epoch = -1
+        self.epoch_starts: list[tuple[int, int]] = []  # (leader epoch, first offset)
+        self.recovery = Recovery()
+        self.bytes_written = 0
+        self.fsyncs = 0
+
+    # -- opening / recovery -----------------------------------------------------------
+    @classmethod
+    def open(cls, metadata_log_dir: str, *, segment_bytes: int = DEFAULT_SEGMENT_BYTES,
+             on_record: Callable[[Any, int], None] | None = None) -> "MetadataLog":
+        directory = os.path.join(metadata_log_dir, DIR_NAME)
+        created = not os.path.isdir(directory)
+        os.makedirs(directory, exist_ok=True)
+        if created:
+            fsync_dir(metadata_log_dir)
+        log = cls(directory, segment_bytes)
+        log._recover(on_record)
+        log.high_watermark = log.end_offset  # single controller: what is durable is committed
+        return log
+
+    def _recover(self, on_record: Callable[[Any, int], None] | None) -> None:
+        names = sorted(n for n in os.listdir(self.directory)
+                       if n.endswith(SUFFIX) and n[:-len(SUFFIX)].isdigit())
+        for n in os.listdir(self.directory):  # leftovers of an interrupted roll/truncate
+            if n.endswith(".tmp"):
+                os.unlink(os.path.join(self.directory, n))
+        rec = self.recovery
+        stop = False
+        for name in names:
+            path = os.path.join(self.directory, name)
+            if stop:
+                os.unlink(path)
+                rec.removed_segments.append(name)
+                continue
+            base = int(name[:-len(SUFFIX)])
+            if base != self.end_offset:
+                stop = True
+                rec.reason = rec.reason or f"{name}: starts at {base}, expected {self.end_offset}"
+                os.unlink(path)
+                rec.removed_segments.append(name)
+                continue
+            with open(path, "rb") as f:
+                data = f.read()
+            good, reason = self._scan(data, on_record)
+            fd = os.open(path, os.O_RDWR)
+            seg = _Segment(base, path, fd, good)
+            self._segments.append(seg)
+            rec.segments += 1
+            if good < len(data):
+                os.ftruncate(fd, good)
+                os.fsync(fd)
+                rec.truncated_bytes += len(data) - good
+                rec.truncated_at = (name, good)
+                rec.reason = reason
+                stop = True
+        if stop and rec.removed_segments:
+            fsync_dir(self.directory)
+        if not self._segments:
+            self._roll(0)
+
+    def _scan(self, data: bytes, on_record: Callable[[Any, int], None] | None) -> tuple[int, str]:
+        """Index the good batches of one segment; return (good bytes, reason of the cut)."""
+        pos = 0
+        seg_index = len(self._segments)
+        view = memoryview(data)
+        while pos < len(data):
+            try:
+                header = read_header(data, pos)
+                if pos + header.size_bytes > len(data):
+                    return pos, f"torn batch at byte {pos}: needs {header.size_bytes}, file has {len(data) - pos}"
+                if not crc_ok(data, pos, header):
+                    return pos, f"CRC mismatch in batch at byte {pos}"
+                if header.base_offset != self.end_offset:
+                    return pos, f"batch at byte {pos} has offset {header.base_offset}, expected {self.end_offset}"
+                [(_, records)] = decode_batches(view[pos:pos + header.size_bytes])
+            except (CorruptBatch, RecordDecodeError, ValueError) as exc:
+                return pos, f"bad batch at byte {pos}: {exc}"
+            if len(records) != header.last_offset_delta + 1:
+                return pos, f"batch at byte {pos}: {len(records)} records for {header.last_offset_delta + 1} offsets"
+            if on_record is not None:
+                for i, record in enumerate(records):
+                    on_record(record, header.base_offset + i)
+            self._index(header.base_offset, header.last_offset, header.partition_leader_epoch,
+                        seg_index, pos, header.size_bytes)
+            self.recovery.batches += 1
+            self.recovery.records += len(records)
+            pos += header.size_bytes
+        return pos, ""
+
+    def _index(self, base: int, last: int, epoch: int, seg_index: int, pos: int, size: int) -> None:
+        self._bases.append(base)
+        self._where.append((seg_index, pos, size, last))
+        self.end_offset = last + 1
+        if epoch != self.last_epoch:
+            self.last_epoch = epoch
+            self.epoch_starts.append((epoch, base))
+
+    def _roll(self, base_offset: int) -> None:
+        path = os.path.join(self.directory, _segment_name(base_offset))
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        os.fsync(fd)
+        fsync_dir(self.directory)
+        self._segments.append(_Segment(base_offset, path, fd, 0))
+
+    # -- writing ----------------------------------------------------------------------
+    def append(self, records: Sequence[Any], *, leader_epoch: int = 0, timestamp_ms: int,
+               commit: bool = True) -> tuple[int, int]:
+        """Write ``records`` as one batch at ``end_offset``, fdatasync; returns (first, last)."""
+        data = encode_batch(self.end_offset, records, leader_epoch=leader_epoch,
+                            timestamp_ms=timestamp_ms)
+        first, last = self.append_batch(data)
+        if commit:
+            self.commit(last + 1)
+        return first, last
+
+    def append_batch(self, data: bytes) -> tuple[int, int]:
+        """Append one encoded batch (a Raft follower's path); its base offset must be
+        ``end_offset``. Durable on return; not committed until :meth:`commit`."""
+        header = read_header(data, 0)
+        if header.size_bytes != len(data) or not crc_ok(data, 0, header):
+            raise LogError("append_batch: not exactly one valid batch")
+        if header.base_offset != self.end_offset:
+            raise LogError(f"append_batch: base offset {header.base_offset} != end offset {self.end_offset}")
+        seg = self._segments[-1]
+        if seg.size > 0 and seg.size + len(data) > self.segment_bytes:
+            self._roll(self.end_offset)
+            seg = self._segments[-1]
+        view = memoryview(data)
+        pos = seg.size
+        written = 0
+        while written < len(data):
+            written += os.pwrite(seg.fd, view[written:], pos + written)
+        os.fdatasync(seg.fd)
+        self.fsyncs += 1
+        self.bytes_written += len(data)
+        seg.size += len(data)
+        self._index(header.base_offset, header.last_offset, header.partition_leader_epoch,
+                    len(self._segments) - 1, pos, len(data))
+        return header.base_offset, header.last_offset
+
+    def commit(self, offset: int) -> None:
+        """Everything below ``offset`` is committed (never moves backwards)."""
+        if offset > self.end_offset:
+            raise LogError(f"commit {offset} beyond end offset {self.end_offset}")
+        self.high_watermark = max(self.high_watermark, offset)
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop every batch at or after ``offset`` (a batch boundary, not below the HW)."""
+        if offset < self.high_watermark:
+            raise LogError(f"truncate_to {offset} below the high watermark {self.high_watermark}")
+        i = bisect.bisect_left(self._bases, offset)
+        if i < len(self._bases) and self._bases[i] != offset or (i == len(self._bases) and offset != self.end_offset):
+            raise LogError(f"truncate_to {offset}: not a batch boundary")
+        if i == len(self._bases):
+            return
+        seg_index, pos, _, _ = self._where[i]
+        for seg in self._segments[seg_index + 1:]:
+            os.close(seg.fd)
+            os.unlink(seg.path)
+        del self._segments[seg_index + 1:]
+        seg = self._segments[seg_index]
+        os.ftruncate(seg.fd, pos)
+        os.fsync(seg.fd)
+        seg.size = pos
+        fsync_dir(self.directory)
+        del self._bases[i:]
+        del self._where[i:]
+        self.end_offset = offset
+        while self.epoch_starts and self.epoch_starts[-1][1] >= offset:
+            self.epoch_starts.pop()
+        self.last_epoch = self.epoch_starts[-1][0] if self.epoch_starts else -1
+
+    # -- reading ----------------------------------------------------------------------
+    def read(self, fetch_offset: int, max_bytes: int, *, limit: int | None = None) -> bytes:
+        """Whole batches from the one holding ``fetch_offset``, ending below ``limit``
+        (default: the high watermark); at least one batch if any is there."""
+        limit = self.high_watermark if limit is None else limit
+        if fetch_offset >= limit:
+            return b""
+        i = bisect.bisect_right(self._bases, fetch_offset) - 1
+        if i < 0:
+            i = 0
+        out: list[bytes] = []
+        total = 0
+        while i < len(self._bases) and self._where[i][3] < limit:
+            seg_index, pos, size, _ = self._where[i]
+            if out and total + size > max_bytes:
+                break
+            # coalesce consecutive batches of the same segment into one pread
+            j = i + 1
+            run = size
+            while (j < len(self._bases) and self._where[j][0] == seg_index and self._where[j][3] < limit
+                   and total + run + self._where[j][2] <= max_bytes):
+                run += self._where[j][2]
+                j += 1
+            out.append(os.pread(self._segments[seg_index].fd, run, pos))
+            total += run
+            i = j
+        return b"".join(out)
+
+    def batch_count(self) -> int:
+        return len(self._bases)
+
+    def segment_files(self) -> list[str]:
+        return [s.path for s in self._segments]
+
+    def close(self) -> None:
+        for seg in self._segments:
+            try:
+                os.close(seg.fd)
+            except OSError:
+                pass
+        self._segments = []

@@ -1,0 +1,29 @@
+"""The runtime's one point of contact with the pure state machine (``controller_impl.state``).
+
+Contract (docs/design.md): ``ControllerState(image, config, clock_ms)``; handlers
+``handle_<api>(request, now_ms) -> ControllerResult(records, response)`` and
+``tick(now_ms)``. The config handed over carries the cluster id read from the metadata
+dir's ``meta.properties``. If the state declares ``SUPPORTED_APIS`` (api_key -> (min, max))
+the listener advertises those versions, else the runtime's defaults.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from kafka_common.config import ServerConfig
+from kafka_common.metadata.image import MetadataImage
+
+
+def make_state(image: MetadataImage, cfg: ServerConfig, cluster_id: str, now_ms: int) -> Any:
+    from controller_impl.state import ControllerState
+    return ControllerState(image, dataclasses.replace(cfg, cluster_id=cluster_id), now_ms)
+
+
+def supported_apis(state: Any, defaults: dict[int, tuple[int, int]]) -> dict[int, tuple[int, int]]:
+    declared = getattr(state, "SUPPORTED_APIS", None) or getattr(type(state), "SUPPORTED_APIS", None)
+    table = dict(defaults)
+    if declared:
+        table.update({int(k): (int(lo), int(hi)) for k, (lo, hi) in declared.items()})
+    return table

@@ -1,0 +1,80 @@
+"""Kafka v2 record batches holding framed metadata records (the metadata log's unit).
+
+Written with ``kio.records.writers`` and read with ``kio.records.readers`` (both allowed
+outside ``kafka_common.wire``: they are not ``kio.serial``'s entity codecs). Each record's
+value is one framed record (``records.encode_record``); keys are null. Metadata batches are
+never compressed. CRC-32C is checked on read (via ``batch_header.iter_batches``).
+
+Errors: :class:`kafka_common.batch_header.CorruptBatch` for a bad/truncated batch or a CRC
+mismatch (callers recovering a log truncate at that position), :class:`BatchDecodeError`
+(a CorruptBatch) for a batch whose records do not parse, and
+:class:`records.RecordDecodeError` for a record value that does not decode.
+"""
+
+from __future__ import annotations
+
+import datetime
+import io
+from typing import Any, Sequence
+
+from kio.records.readers import read_batch
+from kio.records.schema import NewRecordBatch, Record
+from kio.records.writers import write_batch
+from kio.static.primitive import TZAwareMicros
+
+from kafka_common.batch_header import BatchHeader, CorruptBatch, iter_batches
+from kafka_common.metadata.records import decode_record, encode_record
+
+NO_PRODUCER_ID = -1
+
+
+class BatchDecodeError(CorruptBatch):
+    """A batch whose header and CRC are fine but whose records do not parse."""
+
+
+def encode_batch(base_offset: int, records: Sequence[Any], *, leader_epoch: int = 0,
+                 timestamp_ms: int) -> bytes:
+    """One uncompressed v2 batch: ``records[i]`` gets offset ``base_offset + i``."""
+    if not records:
+        raise ValueError("a metadata batch needs at least one record")
+    if base_offset < 0:
+        raise ValueError(f"base_offset must be >= 0, got {base_offset}")
+    ts = TZAwareMicros.parse(datetime.datetime.fromtimestamp(timestamp_ms / 1000, datetime.UTC))
+    kio_records = tuple(
+        Record(attributes=0, timestamp=ts, offset=base_offset + i, key=None,
+               value=encode_record(rec), headers=())
+        for i, rec in enumerate(records))
+    buf = io.BytesIO()
+    write_batch(buf, NewRecordBatch(producer_id=NO_PRODUCER_ID, producer_epoch=-1,
+                                    partition_leader_epoch=leader_epoch, base_sequence=-1,
+                                    records=kio_records, attributes=0))
+    return buf.getvalue()
+
+
+def decode_batches(data: bytes | bytearray | memoryview) -> list[tuple[BatchHeader, list[Any]]]:
+    """Every batch in ``data`` with its decoded records (control batches: no records)."""
+    if not isinstance(data, bytes):
+        data = bytes(data)
+    out: list[tuple[BatchHeader, list[Any]]] = []
+    for pos, header in iter_batches(data):
+        if header.is_control:
+            out.append((header, []))
+            continue
+        if header.compression:
+            raise BatchDecodeError(
+                f"batch at offset {header.base_offset}: compressed metadata batches are not supported "
+                f"(codec {header.compression})")
+        try:
+            batch, _ = read_batch(data, pos)
+        except Exception as exc:  # kio raises ValueError / BufferUnderflow / struct errors
+            raise BatchDecodeError(
+                f"batch at offset {header.base_offset}: {type(exc).__name__}: {exc}") from None
+        if len(batch.records) != header.record_count:
+            raise BatchDecodeError(f"batch at offset {header.base_offset}: record count mismatch")
+        values = []
+        for rec in batch.records:
+            if rec.value is None:
+                raise BatchDecodeError(f"record at offset {rec.offset} has a null value")
+            values.append(decode_record(rec.value))
+        out.append((header, values))
+    return out

@@ -1,0 +1,385 @@
+"""The metadata image: the cluster state that replaying the metadata log produces.
+
+:class:`MetadataImage` is mutable and replayed in place; each record costs O(1) plus the
+size of what it names (a RemoveTopicRecord costs its partitions). Indexes kept in step:
+
+- ``partitions_in_dir(dir_id)``: partitions with a replica assigned to that directory.
+  Reserved ids (UNASSIGNED / LOST / MIGRATING) are never indexed. Cleaned per partition
+  on RemoveTopicRecord (not per ISR member: Kafka's latent bug, reference §3.4).
+- ``partitions_with_isr_member(broker)``: partitions whose ISR holds the broker.
+- ``partitions_of_broker(broker)``: partitions the broker is a replica of.
+- ``register_offsets[broker]``: offset of the broker's latest RegisterBrokerRecord
+  (the "caught up" rule for unfencing).
+- ``dir_owner(dir_id)``: the registered broker whose online dirs include ``dir_id``.
+
+Replay rules (reference §1.1, §2.4): BrokerRegistrationChangeRecord ``log_dirs`` empty = no
+change, ``fenced`` -1/0/1 = unfence/no change/fence; every PartitionChangeRecord bumps the
+partition epoch, the leader epoch is bumped only when ``leader`` is set (≠ -2);
+``directories`` None = unchanged, an empty list = MIGRATING for every replica, otherwise
+aligned with the (new) replicas. A record that would break an invariant raises
+:class:`ImageError` and leaves the image unchanged.
+
+Change tracking: :meth:`MetadataImage.drain_changes` returns what changed since the last
+drain (per partition: first old value and latest new value; same for brokers; topics added
+and removed) — the broker's replica management consumes it once per applied batch.
+
+The sets returned by the index accessors are live views: do not mutate them, and copy
+them before replaying more records while iterating.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from kafka_common.ids import MIGRATING, TopicId, is_reserved
+from kafka_common.metadata import records as r
+from kafka_common.metadata.model import (BrokerRegistration, Endpoint, NO_LEADER,
+                                         PartitionRegistration, TopicRegistration)
+
+PartitionKey = tuple[TopicId, int]
+_EMPTY: frozenset = frozenset()
+
+
+class ImageError(ValueError):
+    """A record that cannot be applied to the image (broken invariant, unknown entity)."""
+
+
+@dataclass
+class ImageChanges:
+    """What a run of records changed. ``None`` as old = created, as new = deleted."""
+
+    partitions: dict[PartitionKey, tuple[PartitionRegistration | None, PartitionRegistration | None]] = field(default_factory=dict)
+    brokers: dict[int, tuple[BrokerRegistration | None, BrokerRegistration | None]] = field(default_factory=dict)
+    created_topics: dict[TopicId, TopicRegistration] = field(default_factory=dict)
+    removed_topics: dict[TopicId, TopicRegistration] = field(default_factory=dict)
+    features: dict[str, int] = field(default_factory=dict)
+
+    def is_empty(self) -> bool:
+        return not (self.partitions or self.brokers or self.created_topics or self.removed_topics
+                    or self.features)
+
+
+class MetadataImage:
+    def __init__(self) -> None:
+        self.last_offset: int = -1
+        self.brokers: dict[int, BrokerRegistration] = {}
+        self.register_offsets: dict[int, int] = {}
+        self.topics: dict[TopicId, TopicRegistration] = {}
+        self.topic_ids: dict[str, TopicId] = {}
+        self.features: dict[str, int] = {}
+        self._partitions: dict[TopicId, dict[int, PartitionRegistration]] = {}
+        self._by_dir: dict[uuid.UUID, set[PartitionKey]] = {}
+        self._by_isr: dict[int, set[PartitionKey]] = {}
+        self._by_replica: dict[int, set[PartitionKey]] = {}
+        self._dir_owner: dict[uuid.UUID, int] = {}
+        self._changes = ImageChanges()
+        self._partition_count = 0
+
+    # --- reads ----------------------------------------------------------------------
+
+    def partition(self, topic_id: TopicId, partition_id: int) -> PartitionRegistration | None:
+        parts = self._partitions.get(topic_id)
+        return None if parts is None else parts.get(partition_id)
+
+    def partitions_of(self, topic_id: TopicId) -> dict[int, PartitionRegistration]:
+        return self._partitions.get(topic_id, {})
+
+    def partitions_in_dir(self, dir_id: uuid.UUID) -> set[PartitionKey] | frozenset:
+        return self._by_dir.get(dir_id, _EMPTY)
+
+    def partitions_with_isr_member(self, broker_id: int) -> set[PartitionKey] | frozenset:
+        return self._by_isr.get(broker_id, _EMPTY)
+
+    def partitions_of_broker(self, broker_id: int) -> set[PartitionKey] | frozenset:
+        return self._by_replica.get(broker_id, _EMPTY)
+
+    def dir_owner(self, dir_id: uuid.UUID) -> int | None:
+        return self._dir_owner.get(dir_id)
+
+    def partition_count(self) -> int:
+        return self._partition_count
+
+    def all_partitions(self) -> Iterable[PartitionRegistration]:
+        for parts in self._partitions.values():
+            yield from parts.values()
+
+    def drain_changes(self) -> ImageChanges:
+        changes, self._changes = self._changes, ImageChanges()
+        return changes
+
+    # --- replay ---------------------------------------------------------------------
+
+    def replay(self, record: Any, offset: int) -> None:
+        if offset <= self.last_offset:
+            raise ImageError(f"offset {offset} not after last applied offset {self.last_offset}")
+        handler = _HANDLERS.get(type(record))
+        if handler is None:
+            raise ImageError(f"cannot replay {type(record).__name__}")
+        handler(self, record, offset)
+        self.last_offset = offset
+
+    def replay_all(self, items: Iterable[tuple[int, Any]]) -> None:
+        """Replay ``(offset, record)`` pairs in order."""
+        for offset, record in items:
+            self.replay(record, offset)
+
+    # broker records
+
+    def _register(self, rec: r.RegisterBrokerRecord, offset: int) -> None:
+        dirs = tuple(sorted(set(rec.log_dirs), key=lambda d: d.int))
+        if len(dirs) != len(rec.log_dirs):
+            raise ImageError(f"RegisterBrokerRecord broker {rec.broker_id}: duplicate log dirs")
+        for d in dirs:
+            if is_reserved(d):
+                raise ImageError(f"RegisterBrokerRecord broker {rec.broker_id}: reserved dir {d}")
+            owner = self._dir_owner.get(d)
+            if owner is not None and owner != rec.broker_id:
+                raise ImageError(f"RegisterBrokerRecord broker {rec.broker_id}: dir {d} owned by broker {owner}")
+        old = self.brokers.get(rec.broker_id)
+        new = BrokerRegistration(
+            broker_id=rec.broker_id, epoch=rec.broker_epoch, incarnation_id=rec.incarnation_id,
+            endpoints=tuple(Endpoint(e.name, e.host, e.port, e.security_protocol) for e in rec.end_points),
+            rack=rec.rack, fenced=rec.fenced, in_controlled_shutdown=rec.in_controlled_shutdown,
+            log_dirs=dirs)
+        self._set_dirs(rec.broker_id, old.log_dirs if old else (), dirs)
+        self.brokers[rec.broker_id] = new
+        self.register_offsets[rec.broker_id] = offset
+        self._note_broker(rec.broker_id, old, new)
+
+    def _unregister(self, rec: r.UnregisterBrokerRecord, offset: int) -> None:
+        old = self._broker_at_epoch(rec.broker_id, rec.broker_epoch, "UnregisterBrokerRecord")
+        self._set_dirs(rec.broker_id, old.log_dirs, ())
+        del self.brokers[rec.broker_id]
+        self.register_offsets.pop(rec.broker_id, None)
+        self._note_broker(rec.broker_id, old, None)
+
+    def _fence(self, rec: r.FenceBrokerRecord, offset: int) -> None:
+        self._change_broker(rec.id, rec.epoch, 1, 0, (), "FenceBrokerRecord")
+
+    def _unfence(self, rec: r.UnfenceBrokerRecord, offset: int) -> None:
+        self._change_broker(rec.id, rec.epoch, -1, 0, (), "UnfenceBrokerRecord")
+
+    def _registration_change(self, rec: r.BrokerRegistrationChangeRecord, offset: int) -> None:
+        self._change_broker(rec.broker_id, rec.broker_epoch, rec.fenced, rec.in_controlled_shutdown,
+                            rec.log_dirs, "BrokerRegistrationChangeRecord")
+
+    def _change_broker(self, broker_id: int, epoch: int, fenced: int, in_cs: int,
+                       log_dirs: tuple[uuid.UUID, ...], what: str) -> None:
+        old = self._broker_at_epoch(broker_id, epoch, what)
+        if fenced not in (-1, 0, 1):
+            raise ImageError(f"{what} broker {broker_id}: invalid fenced value {fenced}")
+        if in_cs not in (0, 1):
+            raise ImageError(f"{what} broker {broker_id}: invalid in_controlled_shutdown value {in_cs}")
+        new_fenced = old.fenced if fenced == 0 else fenced == 1
+        new_cs = old.in_controlled_shutdown or in_cs == 1
+        dirs = old.log_dirs
+        if log_dirs:  # empty = no change
+            dirs = tuple(sorted(set(log_dirs), key=lambda d: d.int))
+            if len(dirs) != len(log_dirs):
+                raise ImageError(f"{what} broker {broker_id}: duplicate log dirs")
+            for d in dirs:
+                owner = self._dir_owner.get(d)
+                if is_reserved(d) or (owner is not None and owner != broker_id):
+                    raise ImageError(f"{what} broker {broker_id}: dir {d} is reserved or owned by {owner}")
+        new = BrokerRegistration(
+            broker_id=broker_id, epoch=old.epoch, incarnation_id=old.incarnation_id,
+            endpoints=old.endpoints, rack=old.rack, fenced=new_fenced,
+            in_controlled_shutdown=new_cs, log_dirs=dirs)
+        if dirs != old.log_dirs:
+            self._set_dirs(broker_id, old.log_dirs, dirs)
+        self.brokers[broker_id] = new
+        self._note_broker(broker_id, old, new)
+
+    def _broker_at_epoch(self, broker_id: int, epoch: int, what: str) -> BrokerRegistration:
+        reg = self.brokers.get(broker_id)
+        if reg is None:
+            raise ImageError(f"{what}: broker {broker_id} is not registered")
+        if reg.epoch != epoch:
+            raise ImageError(f"{what}: broker {broker_id} epoch {epoch} != registered epoch {reg.epoch}")
+        return reg
+
+    def _set_dirs(self, broker_id: int, old: tuple[uuid.UUID, ...], new: tuple[uuid.UUID, ...]) -> None:
+        for d in old:
+            if self._dir_owner.get(d) == broker_id:
+                del self._dir_owner[d]
+        for d in new:
+            self._dir_owner[d] = broker_id
+
+    def _note_broker(self, broker_id: int, old: BrokerRegistration | None,
+                     new: BrokerRegistration | None) -> None:
+        prev = self._changes.brokers.get(broker_id)
+        self._changes.brokers[broker_id] = (prev[0] if prev else old, new)
+
+    # topic and partition records
+
+    def _topic(self, rec: r.TopicRecord, offset: int) -> None:
+        if rec.topic_id in self.topics:
+            raise ImageError(f"TopicRecord: topic id {rec.topic_id} already exists")
+        if rec.name in self.topic_ids:
+            raise ImageError(f"TopicRecord: topic name {rec.name!r} already exists")
+        if is_reserved(rec.topic_id):
+            raise ImageError(f"TopicRecord {rec.name!r}: reserved topic id {rec.topic_id}")
+        topic = TopicRegistration(name=rec.name, topic_id=TopicId(rec.topic_id))
+        self.topics[topic.topic_id] = topic
+        self.topic_ids[rec.name] = topic.topic_id
+        self._partitions[topic.topic_id] = {}
+        self._changes.created_topics[topic.topic_id] = topic
+
+    def _remove_topic(self, rec: r.RemoveTopicRecord, offset: int) -> None:
+        topic = self.topics.get(TopicId(rec.topic_id))
+        if topic is None:
+            raise ImageError(f"RemoveTopicRecord: unknown topic id {rec.topic_id}")
+        for part in self._partitions.pop(topic.topic_id).values():
+            self._unindex(part)  # per partition, whatever its ISR (reference §3.4)
+            self._note_partition(part, None)
+        del self.topics[topic.topic_id]
+        del self.topic_ids[topic.name]
+        if self._changes.created_topics.pop(topic.topic_id, None) is None:
+            self._changes.removed_topics[topic.topic_id] = topic
+
+    def _partition(self, rec: r.PartitionRecord, offset: int) -> None:
+        tid = TopicId(rec.topic_id)
+        parts = self._partitions.get(tid)
+        if parts is None:
+            raise ImageError(f"PartitionRecord {rec.topic_id}:{rec.partition_id}: unknown topic")
+        if rec.partition_id < 0:
+            raise ImageError(f"PartitionRecord {rec.topic_id}: invalid partition id {rec.partition_id}")
+        dirs = _directories(rec.directories, rec.replicas, f"PartitionRecord {rec.topic_id}:{rec.partition_id}")
+        new = _checked(PartitionRegistration, f"PartitionRecord {rec.topic_id}:{rec.partition_id}",
+                       topic_id=tid, partition_id=rec.partition_id, replicas=tuple(rec.replicas),
+                       isr=tuple(rec.isr), leader=rec.leader, leader_epoch=rec.leader_epoch,
+                       partition_epoch=rec.partition_epoch, directories=dirs,
+                       removing_replicas=tuple(rec.removing_replicas),
+                       adding_replicas=tuple(rec.adding_replicas),
+                       leader_recovery_state=rec.leader_recovery_state)
+        _validate(new)
+        old = parts.get(rec.partition_id)
+        if old is not None:
+            self._unindex(old)
+        parts[rec.partition_id] = new
+        self._index(new)
+        self._note_partition(old, new, key=(tid, rec.partition_id))
+
+    def _partition_change(self, rec: r.PartitionChangeRecord, offset: int) -> None:
+        tid = TopicId(rec.topic_id)
+        where = f"PartitionChangeRecord {rec.topic_id}:{rec.partition_id}"
+        old = self.partition(tid, rec.partition_id)
+        if old is None:
+            raise ImageError(f"{where}: unknown partition")
+        replicas = old.replicas if rec.replicas is None else tuple(rec.replicas)
+        if rec.directories is not None:
+            dirs = _directories(rec.directories, replicas, where)
+        elif replicas != old.replicas:
+            # Keep each retained replica's dir; added replicas: MIGRATING (KAFKA-16583).
+            by_broker = dict(zip(old.replicas, old.directories))
+            dirs = tuple(by_broker.get(b, MIGRATING) for b in replicas)
+        else:
+            dirs = old.directories
+        leader, leader_epoch = old.leader, old.leader_epoch
+        if rec.leader != r.NO_LEADER_CHANGE:
+            leader, leader_epoch = rec.leader, old.leader_epoch + 1
+        new = _checked(PartitionRegistration, where,
+                       topic_id=tid, partition_id=rec.partition_id, replicas=replicas,
+                       isr=old.isr if rec.isr is None else tuple(rec.isr),
+                       leader=leader, leader_epoch=leader_epoch,
+                       partition_epoch=old.partition_epoch + 1, directories=dirs,
+                       removing_replicas=old.removing_replicas if rec.removing_replicas is None else tuple(rec.removing_replicas),
+                       adding_replicas=old.adding_replicas if rec.adding_replicas is None else tuple(rec.adding_replicas),
+                       leader_recovery_state=old.leader_recovery_state if rec.leader_recovery_state == r.NO_LRS_CHANGE
+                       else rec.leader_recovery_state)
+        _validate(new)
+        self._unindex(old)
+        self._partitions[tid][rec.partition_id] = new
+        self._index(new)
+        self._note_partition(old, new)
+
+    def _feature(self, rec: r.FeatureLevelRecord, offset: int) -> None:
+        self.features[rec.name] = rec.feature_level
+        self._changes.features[rec.name] = rec.feature_level
+
+    def _noop(self, rec: r.NoOpRecord, offset: int) -> None:
+        pass
+
+    # index maintenance: O(replicas) per partition
+
+    def _index(self, part: PartitionRegistration) -> None:
+        key = (part.topic_id, part.partition_id)
+        for d in part.directories:
+            if not is_reserved(d):
+                self._by_dir.setdefault(d, set()).add(key)
+        for b in part.isr:
+            self._by_isr.setdefault(b, set()).add(key)
+        for b in part.replicas:
+            self._by_replica.setdefault(b, set()).add(key)
+        self._partition_count += 1
+
+    def _unindex(self, part: PartitionRegistration) -> None:
+        key = (part.topic_id, part.partition_id)
+        for index, ids in ((self._by_dir, (d for d in part.directories if not is_reserved(d))),
+                           (self._by_isr, part.isr), (self._by_replica, part.replicas)):
+            for k in ids:
+                members = index.get(k)
+                if members is not None:
+                    members.discard(key)
+                    if not members:
+                        del index[k]
+        self._partition_count -= 1
+
+    def _note_partition(self, old: PartitionRegistration | None, new: PartitionRegistration | None,
+                        key: PartitionKey | None = None) -> None:
+        if key is None:
+            ref = old if old is not None else new
+            assert ref is not None
+            key = (ref.topic_id, ref.partition_id)
+        prev = self._changes.partitions.get(key)
+        first_old = prev[0] if prev else old
+        if first_old is None and new is None:
+            del self._changes.partitions[key]  # created and deleted within one drain
+        else:
+            self._changes.partitions[key] = (first_old, new)
+
+
+def _directories(dirs: tuple[uuid.UUID, ...], replicas: tuple[int, ...], where: str) -> tuple[uuid.UUID, ...]:
+    if not dirs:
+        return (MIGRATING,) * len(replicas)
+    if len(dirs) != len(replicas):
+        raise ImageError(f"{where}: {len(dirs)} directories not aligned with {len(replicas)} replicas")
+    return tuple(dirs)
+
+
+def _checked(cls: type, where: str, **kwargs: Any) -> Any:
+    try:
+        return cls(**kwargs)
+    except ValueError as exc:
+        raise ImageError(f"{where}: {exc}") from None
+
+
+def _validate(p: PartitionRegistration) -> None:
+    where = f"partition {p.topic_id}:{p.partition_id}"
+    if len(set(p.replicas)) != len(p.replicas):
+        raise ImageError(f"{where}: duplicate replicas {p.replicas}")
+    if len(set(p.isr)) != len(p.isr):
+        raise ImageError(f"{where}: duplicate ISR members {p.isr}")
+    if not set(p.isr) <= set(p.replicas):
+        raise ImageError(f"{where}: ISR {p.isr} not a subset of replicas {p.replicas}")
+    if p.leader != NO_LEADER and p.leader not in p.isr:
+        raise ImageError(f"{where}: leader {p.leader} not in ISR {p.isr}")
+    if not set(p.adding_replicas) <= set(p.replicas) or not set(p.removing_replicas) <= set(p.replicas):
+        raise ImageError(f"{where}: adding/removing replicas not among replicas {p.replicas}")
+
+
+_HANDLERS: dict[type, Any] = {
+    r.RegisterBrokerRecord: MetadataImage._register,
+    r.UnregisterBrokerRecord: MetadataImage._unregister,
+    r.FenceBrokerRecord: MetadataImage._fence,
+    r.UnfenceBrokerRecord: MetadataImage._unfence,
+    r.BrokerRegistrationChangeRecord: MetadataImage._registration_change,
+    r.TopicRecord: MetadataImage._topic,
+    r.RemoveTopicRecord: MetadataImage._remove_topic,
+    r.PartitionRecord: MetadataImage._partition,
+    r.PartitionChangeRecord: MetadataImage._partition_change,
+    r.FeatureLevelRecord: MetadataImage._feature,
+    r.NoOpRecord: MetadataImage._noop,
+}

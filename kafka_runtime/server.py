@@ -1,0 +1,321 @@
+"""A generic asyncio Kafka-protocol listener (used by the controller and the broker).
+
+A handler object declares the APIs it implements and serves them::
+
+    class Handler:
+        supported_apis: Mapping[int, tuple[int, int]]        # api_key -> (min, max)
+        async def handle(self, ctx, header, request) -> response | None   # None: no reply
+
+The server does the rest, the same way for every listener:
+
+* framing (``kafka_common.framing``): a negative or oversized size
+  (``socket.request.max.bytes``) closes the connection;
+* requests of one connection are handled strictly in order (librdkafka pipelines);
+* ApiVersions (v0–v4) is answered from the handler's table (plus ApiVersions itself and
+  the SASL APIs when the listener uses SASL); an unsupported ApiVersions version gets the
+  v0 fallback reply (wire-notes "ApiVersions fallback");
+* a known API at a version kio can decode but the handler does not implement gets the
+  API's standard error reply (UNSUPPORTED_VERSION) and the connection stays usable; an
+  api key/version kio has no schema for, or bytes that do not decode, close the
+  connection and log a ``bad_request`` event. A handler exception is answered with
+  UNKNOWN_SERVER_ERROR and logged; nothing here lets an exception out of the loop;
+* SASL PLAIN (SaslHandshake 17 v0–v1 + SaslAuthenticate 36 v0–v2) when the listener maps
+  to SASL_PLAINTEXT and ``authorizer.enabled=true``: before authentication only
+  ApiVersions and the SASL APIs are accepted (anything else closes the connection, as
+  Kafka does); a failed login answers SASL_AUTHENTICATION_FAILED (58) and closes.
+  ``ctx.principal`` is ``User:<name>``; ``ctx.cluster_action_allowed`` tells handlers
+  whether the principal holds CLUSTER_ACTION (``super.users``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import sys
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Protocol
+
+from kafka_common import framing, wire
+from kafka_common.config import ServerConfig
+from kafka_common.wire import ErrorCode
+
+API_VERSIONS = 18
+SASL_HANDSHAKE = 17
+SASL_AUTHENTICATE = 36
+API_VERSIONS_RANGE = (0, 4)
+SASL_APIS = {SASL_HANDSHAKE: (0, 1), SASL_AUTHENTICATE: (0, 2)}
+ANONYMOUS = "User:ANONYMOUS"
+_QUEUE_PAUSE = 64  # frames queued on one connection before reading pauses
+
+
+@dataclass(frozen=True)
+class SecurityConfig:
+    """How one listener authenticates and authorizes (interfaces.md "Authentication")."""
+
+    sasl_required: bool = False
+    authorizer_enabled: bool = False
+    users: Mapping[str, str] = field(default_factory=dict)
+    super_users: frozenset[str] = frozenset()
+
+    @classmethod
+    def for_listener(cls, cfg: ServerConfig, listener_name: str) -> "SecurityConfig":
+        sasl = cfg.authorizer_enabled and cfg.security_protocol(listener_name) == "SASL_PLAINTEXT"
+        return cls(sasl_required=sasl, authorizer_enabled=cfg.authorizer_enabled,
+                   users=dict(cfg.sasl_plain_users), super_users=frozenset(cfg.super_users))
+
+    def has_cluster_action(self, principal: str) -> bool:
+        return not self.authorizer_enabled or principal in self.super_users
+
+
+@dataclass
+class RequestContext:
+    connection_id: int
+    peer: str
+    listener_name: str
+    security: SecurityConfig
+    principal: str = ANONYMOUS
+    authenticated: bool = False
+    api_key: int = -1
+    api_version: int = -1
+    correlation_id: int = 0
+    client_id: str | None = None
+
+    @property
+    def cluster_action_allowed(self) -> bool:
+        return self.security.has_cluster_action(self.principal)
+
+
+class RequestHandler(Protocol):
+    supported_apis: Mapping[int, tuple[int, int]]
+
+    async def handle(self, ctx: RequestContext, header: Any, request: Any) -> Any | None: ...
+
+
+class _Close(Exception):
+    """Close this connection (reason in the message)."""
+
+
+class KafkaServer:
+    def __init__(self, handler: RequestHandler, *, host: str, port: int, listener_name: str,
+                 security: SecurityConfig | None = None,
+                 max_frame_bytes: int = framing.DEFAULT_MAX_FRAME_BYTES,
+                 events: Any = None, log=None) -> None:
+        self.handler = handler
+        self.host = host
+        self.port = port
+        self.listener_name = listener_name
+        self.security = security or SecurityConfig()
+        self.max_frame_bytes = max_frame_bytes
+        self.events = events
+        self._log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
+        self._server: asyncio.base_events.Server | None = None
+        self._connections: set[_Connection] = set()
+        self._ids = itertools.count(1)
+        self.stats = {"requests": 0, "closed_bad": 0, "handler_errors": 0}
+
+    def api_table(self) -> dict[int, tuple[int, int]]:
+        table = {k: (lo, hi) for k, (lo, hi) in self.handler.supported_apis.items()}
+        table[API_VERSIONS] = API_VERSIONS_RANGE
+        if self.security.sasl_required:
+            table.update(SASL_APIS)
+        return table
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(lambda: _Connection(self), self.host, self.port,
+                                                reuse_address=True)
+        self.port = self._server.sockets[0].getsockname()[1]
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for conn in list(self._connections):
+            conn.abort()
+        if self._server is not None:
+            await self._server.wait_closed()
+            self._server = None
+
+    def _event(self, event: str, **fields: Any) -> None:
+        if self.events is not None:
+            self.events.emit(event, listener=self.listener_name, **fields)
+        self._log(f"{self.listener_name}: {event} " + " ".join(f"{k}={v}" for k, v in fields.items()))
+
+
+class _Connection(asyncio.Protocol):
+    def __init__(self, server: KafkaServer) -> None:
+        self.server = server
+        self.decoder = framing.FrameDecoder(server.max_frame_bytes)
+        self.queue: asyncio.Queue[bytes | None] = asyncio.Queue()
+        self.transport: asyncio.Transport | None = None
+        self.task: asyncio.Task | None = None
+        self.reading_paused = False
+        self.closed = False
+        self.ctx: RequestContext | None = None
+        self._write_ok = asyncio.Event()
+        self._write_ok.set()
+        self._handshake_done = False
+
+    # -- asyncio.Protocol -------------------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        peer = transport.get_extra_info("peername")
+        self.ctx = RequestContext(connection_id=next(self.server._ids),
+                                  peer=f"{peer[0]}:{peer[1]}" if peer else "?",
+                                  listener_name=self.server.listener_name,
+                                  security=self.server.security)
+        self.server._connections.add(self)
+        self.task = asyncio.get_running_loop().create_task(self._worker())
+
+    def data_received(self, data: bytes) -> None:
+        if self.closed:
+            return
+        try:
+            frames = self.decoder.feed(data)
+        except framing.FrameTooLarge as exc:
+            self._bad(f"frame size {exc.size} outside 0..{exc.limit}")
+            return
+        for frame in frames:
+            self.queue.put_nowait(frame)
+        if self.queue.qsize() >= _QUEUE_PAUSE and not self.reading_paused and self.transport:
+            self.reading_paused = True
+            self.transport.pause_reading()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self._write_ok.set()
+        self.server._connections.discard(self)
+        self.queue.put_nowait(None)
+
+    def pause_writing(self) -> None:
+        self._write_ok.clear()
+
+    def resume_writing(self) -> None:
+        self._write_ok.set()
+
+    # -- helpers ----------------------------------------------------------------------
+    def abort(self) -> None:
+        self.closed = True
+        if self.transport is not None:
+            self.transport.abort()
+        if self.task is not None:
+            self.task.cancel()
+
+    def _bad(self, reason: str) -> None:
+        self.server.stats["closed_bad"] += 1
+        assert self.ctx is not None
+        self.server._event("bad_request", peer=self.ctx.peer, reason=reason)
+        self.closed = True
+        if self.transport is not None:
+            self.transport.close()
+
+    async def _send(self, payload: bytes) -> None:
+        if self.closed or self.transport is None:
+            return
+        self.transport.write(framing.encode_frame(payload))
+        await self._write_ok.wait()
+
+    async def _worker(self) -> None:
+        try:
+            while True:
+                frame = await self.queue.get()
+                if frame is None or self.closed:
+                    return
+                if self.reading_paused and self.queue.qsize() < _QUEUE_PAUSE // 2 and self.transport:
+                    self.reading_paused = False
+                    self.transport.resume_reading()
+                try:
+                    await self._process(frame)
+                except _Close as exc:
+                    self._bad(str(exc))
+                    return
+        except asyncio.CancelledError:
+            pass
+        except Exception as exc:  # a bug here must not take the process down
+            self._bad(f"internal error: {type(exc).__name__}: {exc}")
+
+    async def _process(self, frame: bytes) -> None:
+        server = self.server
+        ctx = self.ctx
+        assert ctx is not None
+        server.stats["requests"] += 1
+        try:
+            api_key, version, correlation_id = wire.peek_header(frame)
+        except wire.DecodeError as exc:
+            raise _Close(str(exc)) from None
+        table = server.api_table()
+        if api_key == API_VERSIONS and not (API_VERSIONS_RANGE[0] <= version <= API_VERSIONS_RANGE[1]
+                                            and wire.schema_exists(api_key, version)):
+            await self._send(wire.api_versions_fallback(correlation_id, table))
+            return
+        try:
+            header, request = wire.decode_request(frame)
+        except wire.UnknownApi as exc:
+            raise _Close(f"unsupported request: {exc}") from None
+        except wire.DecodeError as exc:
+            raise _Close(f"undecodable request api_key={api_key} v{version}: {exc}") from None
+        ctx.api_key, ctx.api_version = api_key, version
+        ctx.correlation_id, ctx.client_id = correlation_id, header.client_id
+        sasl = server.security.sasl_required
+        if sasl and not ctx.authenticated and api_key not in (API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE):
+            raise _Close(f"api_key={api_key} before SASL authentication")
+        supported = table.get(api_key)
+        if supported is None or not supported[0] <= version <= supported[1]:
+            response = wire.error_response(api_key, version, ErrorCode.unsupported_version)
+        elif api_key == API_VERSIONS:
+            response = wire.api_versions_response(version, table)
+        elif api_key == SASL_HANDSHAKE:
+            response = self._handshake(request, version)
+        elif api_key == SASL_AUTHENTICATE:
+            response = self._authenticate(request, version)
+            if response.error_code != ErrorCode.none:
+                await self._send(wire.encode_response(response, correlation_id))
+                raise _Close(f"SASL authentication failed: {response.error_message}")
+        else:
+            try:
+                response = await server.handler.handle(ctx, header, request)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                server.stats["handler_errors"] += 1
+                server._event("handler_error", peer=ctx.peer, api_key=api_key, version=version,
+                              error=f"{type(exc).__name__}: {exc}")
+                response = wire.error_response(api_key, version, ErrorCode.unknown_server_error,
+                                               f"{type(exc).__name__}")
+            if response is None:
+                return
+        await self._send(wire.encode_response(response, correlation_id))
+
+    def _handshake(self, request: Any, version: int) -> Any:
+        cls = wire.response_class(SASL_HANDSHAKE, version)
+        if version < 1:
+            # v0 means raw (unframed) SASL tokens follow: not supported, tell the client so.
+            return cls(error_code=ErrorCode.unsupported_version, mechanisms=("PLAIN",))
+        if request.mechanism != "PLAIN":
+            return cls(error_code=ErrorCode.unsupported_sasl_mechanism, mechanisms=("PLAIN",))
+        self._handshake_done = True
+        return cls(error_code=ErrorCode.none, mechanisms=("PLAIN",))
+
+    def _authenticate(self, request: Any, version: int) -> Any:
+        cls = wire.response_class(SASL_AUTHENTICATE, version)
+        ctx = self.ctx
+        assert ctx is not None
+
+        def reply(code: ErrorCode, message: str | None) -> Any:
+            return wire.make(cls, error_code=code, error_message=message, auth_bytes=b"",
+                             session_lifetime=__import__("datetime").timedelta(0))
+        if not self._handshake_done or ctx.authenticated:
+            return reply(ErrorCode.illegal_sasl_state, "SaslAuthenticate without a PLAIN handshake")
+        parts = bytes(request.auth_bytes).split(b"\x00")
+        if len(parts) != 3:
+            return reply(ErrorCode.sasl_authentication_failed, "malformed PLAIN token")
+        try:
+            authzid, user, password = (p.decode("utf-8") for p in parts)
+        except UnicodeDecodeError:
+            return reply(ErrorCode.sasl_authentication_failed, "PLAIN token is not UTF-8")
+        expected = ctx.security.users.get(user)
+        if expected is None or expected != password or (authzid and authzid != user):
+            return reply(ErrorCode.sasl_authentication_failed,
+                         "Authentication failed: Invalid username or password")
+        ctx.authenticated = True
+        ctx.principal = f"User:{user}"
+        return reply(ErrorCode.none, None)
