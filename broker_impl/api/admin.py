@@ -20,8 +20,9 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from broker_impl.api.entities import NO_THROTTLE, build, response_type
+from broker_impl.api.entities import NO_THROTTLE, build, replica_error, response_type
 from broker_impl.api.metadata import live_brokers
+from kafka_common import batch_header as bh
 
 if TYPE_CHECKING:
     from broker_impl.api.handlers import BrokerApi
@@ -51,13 +52,35 @@ def _list_one(api: BrokerApi, name: str, partition: int, timestamp: int) -> tupl
             return ErrorCode.none, replica.high_watermark, -1
         if timestamp < 0:
             return ErrorCode.none, -1, -1
-        found = replica.offset_for_timestamp(timestamp)
-    except view.storage_exceptions as exc:
-        view.on_storage_error(topic_id, partition, "list_offsets", exc)
-        return ErrorCode.kafka_storage_error, -1, -1
+        lookup = getattr(replica, "offset_for_timestamp", None)
+        found = lookup(timestamp) if lookup is not None else _scan_for_timestamp(replica, timestamp)
+    except Exception as exc:
+        mapped = replica_error(view, topic_id, partition, "list_offsets", exc)
+        if mapped is None:
+            raise
+        return mapped[0], -1, -1
     if found is None or found[0] >= replica.high_watermark:
         return ErrorCode.none, -1, -1
     return ErrorCode.none, found[0], found[1]
+
+
+SCAN_CHUNK_BYTES = 1 << 20
+
+
+def _scan_for_timestamp(replica: Any, timestamp: int) -> tuple[int, int] | None:
+    """First batch (below the HW) whose max timestamp reaches ``timestamp``: a header scan
+    through ``read`` for logs without a time index. Returns (base offset, max timestamp)."""
+    offset = replica.log_start_offset
+    hw = replica.high_watermark
+    while offset < hw:
+        data = replica.read(offset, SCAN_CHUNK_BYTES, hw, True)
+        if not data:
+            return None
+        for _pos, h in bh.iter_batches(data, check_crc=False):
+            if h.max_timestamp >= timestamp:
+                return max(h.base_offset, offset), h.max_timestamp
+            offset = h.next_offset
+    return None
 
 
 async def handle_list_offsets(api: BrokerApi, req: Any) -> Any:

@@ -60,3 +60,19 @@ def ms(value: timedelta | int | None, default: int = 0) -> int:
     if isinstance(value, timedelta):
         return int(round(value.total_seconds() * 1000))
     return int(value)
+
+
+def replica_error(view: Any, topic_id: Any, partition: int, op: str, exc: BaseException) -> tuple[ErrorCode, str] | None:
+    """Map an exception raised by a replica operation to a Kafka error (see ``view.py``):
+    a storage failure → KAFKA_STORAGE_ERROR (and the runtime is told); an exception with an
+    integer ``error_code`` → that code; anything else → ``None`` (a bug: re-raise)."""
+    if isinstance(exc, view.storage_exceptions) or isinstance(exc, OSError):
+        view.on_storage_error(topic_id, partition, op, exc)
+        return ErrorCode.kafka_storage_error, f"{op} failed: {exc}"
+    code = getattr(exc, "error_code", None)
+    if isinstance(code, int):
+        try:
+            return ErrorCode(code), str(exc)
+        except ValueError:
+            return None
+    return None

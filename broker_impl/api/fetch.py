@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from broker_impl.api.entities import NO_THROTTLE, build, ms, response_type
+from broker_impl.api.entities import NO_THROTTLE, build, ms, replica_error, response_type
 
 if TYPE_CHECKING:
     from broker_impl.api.handlers import BrokerApi
@@ -84,19 +84,19 @@ def _read_one(api: BrokerApi, t: _Target, follower: bool, budget: int, first: bo
     try:
         leo = replica.log_end_offset
         start = replica.log_start_offset
-        if t.fetch_offset < start or t.fetch_offset > leo:
-            return _Read(ErrorCode.offset_out_of_range, replica.high_watermark, start)
         hw = replica.high_watermark
+        if t.fetch_offset < start or t.fetch_offset > leo:
+            return _Read(ErrorCode.offset_out_of_range, hw, start)
         upper = leo if follower else hw
         data = b""
         if t.fetch_offset < upper and (budget > 0 or first):
-            data = replica.read(t.fetch_offset, max(1, min(t.max_bytes, budget)), upper)
-            if not first and len(data) > budget:
-                data = b""  # only the first partition with data may exceed the budget
+            data = replica.read(t.fetch_offset, max(1, min(t.max_bytes, budget)), upper, first)
         return _Read(ErrorCode.none, hw, start, data)
-    except view.storage_exceptions as exc:
-        view.on_storage_error(t.topic_id, t.partition, "read", exc)
-        return _Read(ErrorCode.kafka_storage_error)
+    except Exception as exc:
+        mapped = replica_error(view, t.topic_id, t.partition, "read", exc)
+        if mapped is None:
+            raise
+        return _Read(mapped[0])
 
 
 def _read_all(api: BrokerApi, targets: list[_Target], follower: bool, max_bytes: int, by_id: bool) -> list[_Read]:

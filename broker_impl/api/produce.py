@@ -4,7 +4,7 @@ Per partition, in this order (first failing rule answers): topic/partition known
 (UNKNOWN_TOPIC_OR_PARTITION) → partition's dir offline (KAFKA_STORAGE_ERROR) → this broker
 leads it and hosts the log (NOT_LEADER_OR_FOLLOWER) → for acks=all, |ISR| ≥
 min.insync.replicas (NOT_ENOUGH_REPLICAS) → batches are magic-2 (UNSUPPORTED_FOR_MESSAGE_FORMAT)
-with valid CRCs (CORRUPT_MESSAGE) → producer sequences (OUT_OF_ORDER_SEQUENCE_NUMBER,
+with whole headers (CORRUPT_MESSAGE; the log checks the CRCs as it appends) → producer sequences (OUT_OF_ORDER_SEQUENCE_NUMBER,
 INVALID_PRODUCER_EPOCH; duplicates answer NONE with their original offset) → append
 (an OSError → KAFKA_STORAGE_ERROR and the runtime is told).
 
@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from broker_impl.api.entities import NO_THROTTLE, build, ms, response_type
+from broker_impl.api.entities import NO_THROTTLE, build, ms, replica_error, response_type
 from broker_impl.state.producers import Outcome, last_sequence
 from kafka_common import batch_header as bh
 
@@ -57,8 +57,6 @@ def _validate(records: bytes | None) -> tuple[ErrorCode, str | None, list[bh.Bat
             return ErrorCode.corrupt_message, str(exc), []
         if pos + header.size_bytes > total:
             return ErrorCode.corrupt_message, f"truncated batch at byte {pos}", []
-        if not bh.crc_ok(records, pos, header):
-            return ErrorCode.corrupt_message, f"CRC mismatch in batch at byte {pos}", []
         if header.record_count != header.last_offset_delta + 1 and not header.is_control:
             return ErrorCode.corrupt_message, f"record count {header.record_count} != lastOffsetDelta+1", []
         headers.append(header)
@@ -107,22 +105,24 @@ def _append_partition(api: BrokerApi, topic_id: uuid.UUID | None, index: int, re
         return _PartitionResult(index, ErrorCode.out_of_order_sequence_number,
                                 message="request mixes duplicate and new batches of one producer")
 
-    buf = bytearray(records)  # type: ignore[arg-type]
     try:
-        result = replica.append_as_leader(buf, registration.leader_epoch)
-    except view.storage_exceptions as exc:
-        view.on_storage_error(topic_id, index, "append", exc)
-        return _PartitionResult(index, ErrorCode.kafka_storage_error, message=f"append failed: {exc}")
-    offset = result.base_offset
+        base_offset, last_offset = replica.append_as_leader(records, registration.leader_epoch)  # type: ignore[arg-type]
+    except Exception as exc:
+        mapped = replica_error(view, topic_id, index, "append", exc)
+        if mapped is None:
+            raise
+        return _PartitionResult(index, mapped[0], message=mapped[1])
+    offset = base_offset
     for h in headers:
         count = h.last_offset_delta + 1
         table.record(key, h.producer_id, h.producer_epoch, h.base_sequence,
                      last_sequence(h.base_sequence, h.last_offset_delta), offset, offset + count - 1)
         offset += count
+    view.on_leader_append(topic_id, index)
     api.notify_partition(topic_id, index)
-    return _PartitionResult(index, ErrorCode.none, base_offset=result.base_offset,
-                            log_start_offset=result.log_start_offset,
-                            wait_offset=result.last_offset + 1, topic_id=topic_id)
+    return _PartitionResult(index, ErrorCode.none, base_offset=base_offset,
+                            log_start_offset=replica.log_start_offset,
+                            wait_offset=last_offset + 1, topic_id=topic_id)
 
 
 async def handle_produce(api: BrokerApi, req: Any) -> Any | None:

@@ -11,17 +11,26 @@ partition logs, its log-dir state, its controller channel and its dir mover.
     ``default_replication_factor`` (Metadata auto-create), ``local_replica(topic_id, p)``
     (the hosted current log or ``None``), ``is_partition_offline(topic_id, p)`` (its dir is
     offline → KAFKA_STORAGE_ERROR), ``log_dirs()`` (DescribeLogDirs / AlterReplicaLogDirs),
-    ``on_follower_fetch(...)`` (follower progress: the runtime updates the follower's LEO,
-    the ISR bookkeeping and the high watermark, then returns), ``on_storage_error(...)``
+    ``on_leader_append(topic_id, p)`` / ``on_follower_fetch(topic_id, p, replica_id,
+    fetch_offset)`` (progress: the runtime updates the follower's LEO, the ISR bookkeeping
+    and the high watermark, then returns), ``on_storage_error(...)``
     (an ``OSError`` raised by a replica operation: the runtime marks the dir offline),
     ``controller`` (a :class:`ControllerChannel`) and ``mover`` (a :class:`ReplicaMover`).
 
 ``LocalReplica``
-    One partition log hosted here. ``append_as_leader`` assigns offsets (rewriting each
-    batch's baseOffset in place) and returns an :class:`AppendResult`; the runtime's
-    implementation also moves the high watermark when the ISR allows it (e.g. ISR = {self}).
-    ``read`` returns whole batches. Any ``OSError`` (or an exception in
-    ``BrokerView.storage_exceptions``) means the dir failed.
+    One partition log hosted here — ``broker_impl.storage.partition_log.PartitionLog``
+    satisfies it as is. ``append_as_leader(records, leader_epoch) -> (base, last)``
+    validates the v2 batches (CRC-32C), assigns offsets from the LEO (rewriting each
+    batch's baseOffset in place) and stamps the leader epoch; ``read`` returns whole batches.
+    Errors: an exception in ``BrokerView.storage_exceptions`` (or a plain ``OSError``)
+    means the dir failed → KAFKA_STORAGE_ERROR and ``on_storage_error``; any other
+    exception carrying an integer ``error_code`` (CORRUPT_MESSAGE, MESSAGE_TOO_LARGE,
+    OFFSET_OUT_OF_RANGE, …) is answered with that code. ``offset_for_timestamp`` is
+    optional (ListOffsets by timestamp scans batch headers through ``read`` without it).
+
+After every leader append the handlers call ``BrokerView.on_leader_append`` and after a
+follower fetch ``on_follower_fetch``: the runtime moves the high watermark (min LEO of the
+ISR) there.
 
 Wake-ups: the handlers wake their own waiters after a leader append and after
 ``on_follower_fetch``; the runtime calls ``BrokerApi.notify_partition(topic_id, p)`` on
@@ -36,13 +45,6 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Protocol
 
 from kafka_common.metadata.model import BrokerRegistration, PartitionRegistration, TopicRegistration
-
-
-@dataclass(frozen=True, slots=True)
-class AppendResult:
-    base_offset: int      # offset given to the first record appended
-    last_offset: int      # offset of the last record appended
-    log_start_offset: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,17 +88,16 @@ class LocalReplica(Protocol):
     @property
     def high_watermark(self) -> int: ...
 
-    def append_as_leader(self, batches: bytearray, leader_epoch: int) -> AppendResult:
-        """Append validated v2 batches; assign offsets from the LEO (in place)."""
+    @property
+    def size_bytes(self) -> int: ...
+
+    def append_as_leader(self, records: bytes | bytearray | memoryview, leader_epoch: int) -> tuple[int, int]:
+        """Validate and append v2 batches; offsets from the LEO; (first offset, last offset)."""
         ...
 
-    def read(self, fetch_offset: int, max_bytes: int, max_offset: int) -> bytes:
-        """Whole batches with ``last_offset >= fetch_offset`` and ``next_offset <= max_offset``,
-        concatenated up to ``max_bytes`` — but always the first such batch, however large."""
-        ...
-
-    def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
-        """(offset, timestamp) of the first batch whose max timestamp is >= ``timestamp_ms``."""
+    def read(self, offset: int, max_bytes: int, upper_offset: int | None = None, min_one: bool = True) -> bytes:
+        """Whole batches from the one containing ``offset``, at most ``max_bytes`` (the first
+        whole if ``min_one``), stopping before a batch whose base offset is ≥ ``upper_offset``."""
         ...
 
 
@@ -134,6 +135,8 @@ class BrokerView(Protocol):
     def is_partition_offline(self, topic_id: uuid.UUID, partition: int) -> bool: ...
 
     def log_dirs(self) -> list[LogDirInfo]: ...
+
+    def on_leader_append(self, topic_id: uuid.UUID, partition: int) -> None: ...
 
     def on_follower_fetch(self, topic_id: uuid.UUID, partition: int, replica_id: int,
                           fetch_offset: int) -> None: ...

@@ -16,8 +16,7 @@ CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 
 def stored_codecs(broker, topic):
     def collect():
-        tid = broker.image.topic_ids[topic]
-        log = broker.view.logs[(tid, 0)]
+        log = broker.lm.get_log(topic, 0)
         data = log.read(0, 1 << 30, log.log_end_offset)
         return {h.compression for _pos, h in bh.iter_batches(data)}
     return broker.loop.call(collect)
