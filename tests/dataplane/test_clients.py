@@ -38,3 +38,29 @@ def test_produce_and_consume_with_every_client(broker, producer, codec):
         got = consume(broker.bootstrap, topic, len(records))
         assert [(k, v, h) for k, v, h, _o in got] == expected, f"consumer {name}"
         assert [o for *_x, o in got] == list(range(len(records))), f"consumer {name}"
+
+
+def test_admin_clients_create_topics_and_describe_cluster(broker):
+    from confluent_kafka.admin import AdminClient, NewTopic
+    from kafka.admin import KafkaAdminClient
+    from kafka.admin import NewTopic as KpNewTopic
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    futures = admin.create_topics([NewTopic("by-confluent", num_partitions=3, replication_factor=1)])
+    futures["by-confluent"].result(30)
+    cluster = admin.describe_cluster().result(30)
+    assert [n.id for n in cluster.nodes] == [1] and cluster.cluster_id == broker.view.cluster_id
+
+    kp = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        kp.create_topics([KpNewTopic("by-kafka-python", num_partitions=2, replication_factor=1)])
+    finally:
+        kp.close()
+    created = broker.loop.call(lambda: {n: len(broker.image.partitions_of(broker.image.topic_ids[n]))
+                                        for n in ("by-confluent", "by-kafka-python")})
+    assert created == {"by-confluent": 3, "by-kafka-python": 2}
+    # and the new topic is immediately usable by a producer with acks=all
+    records = make_records(20, "admin")
+    PRODUCERS["confluent"](broker.bootstrap, "by-confluent", records, "zstd", partition=2)
+    got = CONSUMERS["kafka-python"](broker.bootstrap, "by-confluent", len(records), partition=2)
+    assert [(k, v, h) for k, v, h, _o in got] == records
