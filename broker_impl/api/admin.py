@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode
 
 from broker_impl.api.entities import NO_THROTTLE, build, replica_error, response_type
-from broker_impl.api.metadata import live_brokers
+from broker_impl.api.metadata import listener_of, live_brokers
 from kafka_common import batch_header as bh
 
 if TYPE_CHECKING:
@@ -53,7 +53,11 @@ def _list_one(api: BrokerApi, name: str, partition: int, timestamp: int) -> tupl
         if timestamp < 0:
             return ErrorCode.none, -1, -1
         lookup = getattr(replica, "offset_for_timestamp", None)
-        found = lookup(timestamp) if lookup is not None else _scan_for_timestamp(replica, timestamp)
+        if lookup is None:
+            found = _scan_for_timestamp(replica, timestamp)
+        else:
+            offset = lookup(timestamp)
+            found = None if offset is None or offset >= replica.high_watermark else (offset, _max_timestamp_at(replica, offset))
     except Exception as exc:
         mapped = replica_error(view, topic_id, partition, "list_offsets", exc)
         if mapped is None:
@@ -65,6 +69,11 @@ def _list_one(api: BrokerApi, name: str, partition: int, timestamp: int) -> tupl
 
 
 SCAN_CHUNK_BYTES = 1 << 20
+
+
+def _max_timestamp_at(replica: Any, offset: int) -> int:
+    data = replica.read(offset, 1, None, True)
+    return bh.read_header(data).max_timestamp if data else -1
 
 
 def _scan_for_timestamp(replica: Any, timestamp: int) -> tuple[int, int] | None:
@@ -83,7 +92,7 @@ def _scan_for_timestamp(replica: Any, timestamp: int) -> tuple[int, int] | None:
     return None
 
 
-async def handle_list_offsets(api: BrokerApi, req: Any) -> Any:
+async def handle_list_offsets(api: BrokerApi, ctx: Any, req: Any) -> Any:
     version = req.__version__
     part_cls = response_type(2, version, "ListOffsetsPartitionResponse")
     topic_cls = response_type(2, version, "ListOffsetsTopicResponse")
@@ -104,7 +113,7 @@ async def handle_list_offsets(api: BrokerApi, req: Any) -> Any:
     return build(resp_cls, throttle_time=NO_THROTTLE, topics=tuple(topics))
 
 
-async def handle_create_topics(api: BrokerApi, req: Any) -> Any:
+async def handle_create_topics(api: BrokerApi, ctx: Any, req: Any) -> Any:
     try:
         return await asyncio.wait_for(api.view.controller.create_topics(req), CREATE_TOPICS_TIMEOUT_S)
     except (ConnectionError, TimeoutError, asyncio.TimeoutError, OSError) as exc:
@@ -119,7 +128,7 @@ async def handle_create_topics(api: BrokerApi, req: Any) -> Any:
         for t in req.topics))
 
 
-async def handle_init_producer_id(api: BrokerApi, req: Any) -> Any:
+async def handle_init_producer_id(api: BrokerApi, ctx: Any, req: Any) -> Any:
     resp_cls = response_type(22, req.__version__, "InitProducerIdResponse")
     if req.transactional_id is not None:
         return build(resp_cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.transactional_id_authorization_failed,
@@ -129,7 +138,7 @@ async def handle_init_producer_id(api: BrokerApi, req: Any) -> Any:
                  producer_id=identity.producer_id, producer_epoch=identity.epoch)
 
 
-async def handle_describe_cluster(api: BrokerApi, req: Any) -> Any:
+async def handle_describe_cluster(api: BrokerApi, ctx: Any, req: Any) -> Any:
     version = req.__version__
     broker_cls = response_type(60, version, "DescribeClusterBroker")
     resp_cls = response_type(60, version, "DescribeClusterResponse")
@@ -139,14 +148,14 @@ async def handle_describe_cluster(api: BrokerApi, req: Any) -> Any:
                      error_message=f"endpoint type {endpoint_type} is not served by brokers", endpoint_type=endpoint_type,
                      cluster_id=api.view.cluster_id, controller_id=-1, brokers=(),
                      cluster_authorized_operations=-2147483648)
-    brokers = live_brokers(api)
+    brokers = live_brokers(api, listener_of(api, ctx))
     return build(resp_cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.none, error_message=None,
                  endpoint_type=1, cluster_id=api.view.cluster_id, controller_id=brokers[0][0] if brokers else -1,
                  brokers=tuple(build(broker_cls, broker_id=b, host=h, port=p, rack=r) for b, h, p, r in brokers),
                  cluster_authorized_operations=-2147483648)
 
 
-async def handle_find_coordinator(api: BrokerApi, req: Any) -> Any:
+async def handle_find_coordinator(api: BrokerApi, ctx: Any, req: Any) -> Any:
     resp_cls = response_type(10, req.__version__, "FindCoordinatorResponse")
     return build(resp_cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.coordinator_not_available,
                  error_message="this cluster has no group or transaction coordinator", node_id=-1, host="", port=-1)

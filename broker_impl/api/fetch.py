@@ -11,6 +11,8 @@
 - At least one whole batch even beyond ``partition_max_bytes``/``max_bytes`` (the first
   partition with data); otherwise the limits hold.
 - If fewer than ``min_bytes`` are ready, wait up to ``max_wait`` for an append / HW move.
+- A replica fetch from a principal without CLUSTER_ACTION (authorizer enabled) →
+  top-level CLUSTER_AUTHORIZATION_FAILED, as Kafka.
 - No incremental fetch sessions: ``session_id`` is always 0 (full responses).
 """
 
@@ -112,13 +114,17 @@ def _read_all(api: BrokerApi, targets: list[_Target], follower: bool, max_bytes:
     return reads
 
 
-async def handle_fetch(api: BrokerApi, req: Any) -> Any:
+async def handle_fetch(api: BrokerApi, ctx: Any, req: Any) -> Any:
     version = req.__version__
     by_id = version >= 13
     replica_id = _replica_id(req)
     follower = replica_id >= 0
     targets = _targets(api, req)
     max_bytes = getattr(req, "max_bytes", 2**31 - 1)
+    if follower and not getattr(ctx, "cluster_action_allowed", True):
+        # replica fetches need CLUSTER_ACTION (only brokers' principals) when authorizing
+        return build(response_type(API_KEY, version, "FetchResponse"), throttle_time=NO_THROTTLE,
+                     error_code=ErrorCode.cluster_authorization_failed, session_id=0, responses=())
     if follower:
         for t in targets:
             if t.topic_id is not None and api.view.image.partition(t.topic_id, t.partition) is not None:

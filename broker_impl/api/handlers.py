@@ -53,7 +53,7 @@ SUPPORTED_APIS: dict[int, tuple[int, int]] = {
     DESCRIBE_CLUSTER: (0, 1),
 }
 
-Handler = Callable[["BrokerApi", Any], Awaitable[Any]]
+Handler = Callable[["BrokerApi", Any, Any], Awaitable[Any]]
 _HANDLERS: dict[int, Handler] = {
     PRODUCE: produce.handle_produce,
     FETCH: fetch.handle_fetch,
@@ -77,13 +77,15 @@ class BrokerApi:
         self.purgatory = Purgatory()
         self.producers = producers if producers is not None else ProducerStateTable()
         self.producer_ids = ProducerIdAllocator(producer_id_base)
+        # leader epoch under which each partition's producer state was built
+        self.producer_epochs: dict[tuple[uuid.UUID, int], int] = {}
 
     async def handle(self, ctx: Any, header: Any, request: Any) -> Any | None:
         key = int(request.__api_key__)
         handler = _HANDLERS.get(key)
         if handler is None:
             raise KeyError(f"API {key} is not served by the broker listener")
-        return await handler(self, request)
+        return await handler(self, ctx, request)
 
     def notify_partition(self, topic_id: uuid.UUID, partition: int) -> None:
         """Something changed on a partition (append, HW, ISR, leadership): re-check its

@@ -60,7 +60,7 @@ def _wanted(req: Any) -> dict[str, set[int]] | None:
     return wanted
 
 
-async def handle_describe_log_dirs(api: "BrokerApi", req: Any) -> Any:
+async def handle_describe_log_dirs(api: "BrokerApi", ctx: Any, req: Any) -> Any:
     version = req.__version__
     part_cls = response_type(DESCRIBE_KEY, version, "DescribeLogDirsPartition")
     topic_cls = response_type(DESCRIBE_KEY, version, "DescribeLogDirsTopic")
@@ -99,7 +99,7 @@ async def _alter_one(api: "BrokerApi", target: LogDirInfo | None, name: str, par
     return error(await view.mover.alter_replica_log_dir(topic_id, partition, target.directory_id))
 
 
-async def handle_alter_replica_log_dirs(api: "BrokerApi", req: Any) -> Any:
+async def handle_alter_replica_log_dirs(api: "BrokerApi", ctx: Any, req: Any) -> Any:
     version = req.__version__
     part_cls = response_type(ALTER_KEY, version, "AlterReplicaLogDirPartitionResult")
     topic_cls = response_type(ALTER_KEY, version, "AlterReplicaLogDirTopicResult")

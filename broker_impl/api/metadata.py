@@ -1,6 +1,7 @@
 """Metadata (API 3): brokers, topics with ids, leaders, ISR, offline replicas, auto-create.
 
-- Brokers: registered, unfenced brokers that have an endpoint on this listener.
+- Brokers: registered, unfenced brokers that have an endpoint on the listener the request
+  came in on (``ctx.listener_name``; ``BrokerView.listener_name`` without a context).
 - ``controller_id``: clients cannot reach a KRaft controller, so (as Kafka) a live broker id
   is given — the lowest one.
 - A partition's ``offline_replicas``: replicas whose broker is not registered, or whose
@@ -43,12 +44,17 @@ def valid_topic_name(name: str | None) -> bool:
     return bool(name) and name not in (".", "..") and _LEGAL_TOPIC.match(name) is not None  # type: ignore[arg-type]
 
 
-def live_brokers(api: BrokerApi) -> list[tuple[int, str, int, str | None]]:
+def listener_of(api: BrokerApi, ctx: Any) -> str:
+    """The listener the request came in on (Kafka answers with that listener's endpoints)."""
+    return getattr(ctx, "listener_name", None) or api.view.listener_name
+
+
+def live_brokers(api: BrokerApi, listener_name: str) -> list[tuple[int, str, int, str | None]]:
     out = []
     for broker_id, reg in sorted(api.view.image.brokers.items()):
         if reg.fenced:
             continue
-        endpoint = reg.endpoint(api.view.listener_name)
+        endpoint = reg.endpoint(listener_name)
         if endpoint is not None:
             out.append((broker_id, endpoint.host, endpoint.port, reg.rack))
     return out
@@ -81,7 +87,7 @@ async def auto_create(api: BrokerApi, names: list[str]) -> None:
             log.warning("auto-create of %s: %s %s", t.name, t.error_code.name, t.error_message)
 
 
-async def handle_metadata(api: BrokerApi, req: Any) -> Any:
+async def handle_metadata(api: BrokerApi, ctx: Any, req: Any) -> Any:
     version = req.__version__
     view = api.view
     image = view.image
@@ -135,7 +141,7 @@ async def handle_metadata(api: BrokerApi, req: Any) -> Any:
                 offline_replicas=offline_replicas(api, p.replicas, p.directories)))
         topics.append(build(topic_cls, error_code=ErrorCode.none, name=image.topics[tid].name, topic_id=tid,
                             is_internal=False, partitions=tuple(parts)))
-    brokers = live_brokers(api)
+    brokers = live_brokers(api, listener_of(api, ctx))
     return build(resp_cls, throttle_time=NO_THROTTLE,
                  brokers=tuple(build(broker_cls, node_id=b, host=h, port=pt, rack=r) for b, h, pt, r in brokers),
                  cluster_id=view.cluster_id, controller_id=brokers[0][0] if brokers else -1,

@@ -85,6 +85,12 @@ def _append_partition(api: BrokerApi, topic_id: uuid.UUID | None, index: int, re
 
     key = (topic_id, index)
     table = api.producers
+    if api.producer_epochs.get(key) != registration.leader_epoch:
+        # A new leadership term: sequences appended meanwhile by other leaders are unknown
+        # here, so stale entries must not turn a healthy producer's batch into a (fatal)
+        # OUT_OF_ORDER_SEQUENCE_NUMBER.
+        table.forget_partition(key)
+        api.producer_epochs[key] = registration.leader_epoch
     verdicts = []
     for h in headers:
         v = table.check(key, h.producer_id, h.producer_epoch, h.base_sequence,
@@ -125,7 +131,7 @@ def _append_partition(api: BrokerApi, topic_id: uuid.UUID | None, index: int, re
                             wait_offset=last_offset + 1, topic_id=topic_id)
 
 
-async def handle_produce(api: BrokerApi, req: Any) -> Any | None:
+async def handle_produce(api: BrokerApi, ctx: Any, req: Any) -> Any | None:
     version = req.__version__
     acks = req.acks
     by_id = version >= 13

@@ -25,8 +25,9 @@ partition logs, its log-dir state, its controller channel and its dir mover.
     Errors: an exception in ``BrokerView.storage_exceptions`` (or a plain ``OSError``)
     means the dir failed → KAFKA_STORAGE_ERROR and ``on_storage_error``; any other
     exception carrying an integer ``error_code`` (CORRUPT_MESSAGE, MESSAGE_TOO_LARGE,
-    OFFSET_OUT_OF_RANGE, …) is answered with that code. ``offset_for_timestamp`` is
-    optional (ListOffsets by timestamp scans batch headers through ``read`` without it).
+    OFFSET_OUT_OF_RANGE, …) is answered with that code. ``offset_for_timestamp(ts) ->
+    int | None`` (base offset of the first batch whose max timestamp is ≥ ts) is optional:
+    without it ListOffsets by timestamp scans batch headers through ``read``.
 
 After every leader append the handlers call ``BrokerView.on_leader_append`` and after a
 follower fetch ``on_follower_fetch``: the runtime moves the high watermark (min LEO of the
