@@ -46,7 +46,7 @@ def _now_ms() -> int:
 
 
 def bench_append(base: str, batch: bytes, count: int, *, fsync_each: bool, name: str) -> tuple[dict, PartitionLog]:
-    cfg = LogConfig(segment_bytes=64 << 20, flush_interval_messages=1 if fsync_each else 2**63 - 1)
+    cfg = LogConfig(segment_bytes=16 << 20, flush_interval_messages=1 if fsync_each else 2**63 - 1)
     channel = DirFailureChannel(_abort)
     log = PartitionLog.create(base, name, 0, uuid.uuid4(), cfg, channel, _now_ms)
     start = time.perf_counter()

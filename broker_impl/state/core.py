@@ -16,6 +16,7 @@ import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from kafka_common.ids import to_base64
 from broker_impl.state.assignments import AssignmentsManager
 from broker_impl.state.effects import Halt, QueueAssignment, ReportDirFailure, StartDirMover, TopicPartition, event
 from broker_impl.state.failure_timer import FailureTimer
@@ -79,8 +80,8 @@ class BrokerCore:
                 break
             if isinstance(e, QueueAssignment):
                 self.assignments.queue(e.topic_id, e.partition, e.dir_id, e.reason, now_ms)
-                out.append(event("assignment_queued", topic_id=str(e.topic_id), partition=e.partition,
-                                 dir_id=str(e.dir_id), reason=e.reason))
+                out.append(event("assignment_queued", topic_id=to_base64(e.topic_id), partition=e.partition,
+                                 dir_id=to_base64(e.dir_id), reason=e.reason))
             elif isinstance(e, ReportDirFailure):
                 self.failure_timer.arm(e.dir_id, now_ms)
                 out += self.lifecycle.on_dir_failure(e.dir_id, now_ms)
@@ -220,4 +221,4 @@ class BrokerCore:
         if target is None:
             return []
         self.replicas.on_swap_done(tp, target)
-        return [event("dir_move_done", topic=tp.topic, partition=tp.partition, dir_id=str(target))]
+        return [event("dir_move_done", topic=tp.topic, partition=tp.partition, dir_id=to_base64(target))]

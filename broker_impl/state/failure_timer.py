@@ -12,6 +12,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 
+from kafka_common.ids import to_base64
 from broker_impl.state.effects import Shutdown, event
 
 
@@ -41,8 +42,8 @@ class FailureTimer:
         if is_acknowledged(dir_id):
             return []
         if not leads_partition_in(dir_id):
-            return [event("failure_timeout_expired", dir_id=str(dir_id), leads_partition=False)]
+            return [event("failure_timeout_expired", dir_id=to_base64(dir_id), leads_partition=False)]
         reason = (f"could not report the offline log dir {path_of(dir_id)} to the controller within "
                   f"{self.timeout_ms} ms while leading partitions in it")
-        return [event("failure_timeout_shutdown", dir_id=str(dir_id), reason=reason),
+        return [event("failure_timeout_shutdown", dir_id=to_base64(dir_id), reason=reason),
                 Shutdown(reason, clean=False)]

@@ -24,6 +24,7 @@ import enum
 import uuid
 from dataclasses import dataclass
 
+from kafka_common.ids import to_base64
 from broker_impl.state.effects import SendHeartbeat, SendRegistration, Shutdown, event
 
 NONE = 0
@@ -134,7 +135,7 @@ class Lifecycle:
                                    self.want_shut_down, self._in_flight_dirs)]
         unacked = [d for d in self._in_flight_dirs if not self.offline_dirs[d]]
         if unacked:
-            out.append(event("dir_failure_reported", dir_ids=[str(d) for d in unacked]))
+            out.append(event("dir_failure_reported", dir_ids=[to_base64(d) for d in unacked]))
         return out
 
     def _schedule(self, delay_ms: int, now_ms: int) -> None:
@@ -170,7 +171,7 @@ class Lifecycle:
         self._immediate_after_response = False
         self._next_send_ms = now_ms
         return [event("registered", broker_epoch=broker_epoch,
-                      log_dirs=[str(d) for d in self.registration_dirs])] + self.tick(now_ms)
+                      log_dirs=[to_base64(d) for d in self.registration_dirs])] + self.tick(now_ms)
 
     def on_heartbeat_response(self, error_code: int, now_ms: int, *, is_caught_up: bool = False,
                               is_fenced: bool = True, should_shut_down: bool = False) -> tuple[list, tuple[uuid.UUID, ...]]:
@@ -188,7 +189,7 @@ class Lifecycle:
         for d in acked:
             self.offline_dirs[d] = True
         if acked:
-            out.append(event("dir_failure_acked", dir_ids=[str(d) for d in acked]))
+            out.append(event("dir_failure_acked", dir_ids=[to_base64(d) for d in acked]))
         if is_fenced != self.is_fenced:
             self.is_fenced = is_fenced
             out.append(event("fenced" if is_fenced else "unfenced", broker_epoch=self.broker_epoch))

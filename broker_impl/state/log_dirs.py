@@ -15,7 +15,7 @@ import uuid
 from dataclasses import dataclass
 
 from broker_impl.state.effects import Halt, MarkDirOffline, ReportDirFailure, event
-from kafka_common.ids import halves, is_reserved
+from kafka_common.ids import halves, is_reserved, to_base64
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,7 +101,7 @@ class LogDirs:
         the last online dir, or a single-dir broker) or ReportDirFailure."""
         if dir_id == self.metadata_dir_id and dir_id not in self._paths:
             reason = f"the metadata log dir failed ({op}: errno {errno})"
-            return [event("halt", reason=reason, dir_id=str(dir_id)), Halt(reason)]
+            return [event("halt", reason=reason, dir_id=to_base64(dir_id)), Halt(reason)]
         if dir_id not in self._paths:
             raise ValueError(f"storage error on unknown directory id {dir_id} (op {op}, errno {errno})")
         if dir_id in self._offline:
@@ -109,7 +109,7 @@ class LogDirs:
         self._offline[dir_id] = None
         path = self._paths[dir_id]
         out: list = [MarkDirOffline(dir_id),
-                     event("dir_offline", dir_id=str(dir_id), path=path, errno=errno, op=op)]
+                     event("dir_offline", dir_id=to_base64(dir_id), path=path, errno=errno, op=op)]
         reason = None
         if len(self._order) == 1:
             reason = f"the only log dir {path} failed ({op}: errno {errno})"
@@ -118,7 +118,7 @@ class LogDirs:
         elif not self.online:
             reason = f"all log dirs have failed, the last was {path} ({op}: errno {errno})"
         if reason is not None:
-            out += [event("halt", reason=reason, dir_id=str(dir_id)), Halt(reason)]
+            out += [event("halt", reason=reason, dir_id=to_base64(dir_id)), Halt(reason)]
         else:
             out.append(ReportDirFailure(dir_id))
         return out

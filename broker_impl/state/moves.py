@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from broker_impl.state.effects import (Assignment, CreateFutureLog, DeleteFutureLog, QueueAssignment, StartDirMover,
                                        StopDirMover, SwapFutureLog, TopicPartition, event)
-from kafka_common.ids import LOST, TopicId
+from kafka_common.ids import LOST, TopicId, to_base64
 
 REASON_PROMOTION = "Future replica promotion"
 REASON_REVERT = "Reverting reassignment for canceled future replica"
@@ -66,7 +66,7 @@ class DirMoves:
             out.append(CreateFutureLog(tp, topic_id, target_dir))
         out += [StartDirMover(tp, source_dir, target_dir),
                 event("dir_move_started", topic=tp.topic, partition=tp.partition,
-                      source_dir=str(source_dir), target_dir=str(target_dir))]
+                      source_dir=to_base64(source_dir), target_dir=to_base64(target_dir))]
         return out
 
     def _revert(self, m: Move, dir_id: uuid.UUID, reason: str) -> list:

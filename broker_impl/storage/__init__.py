@@ -14,14 +14,14 @@ Modules (each documents its part of the API):
   ``OffsetOutOfRange``, ``LogNotFound``
 """
 
-from broker_impl.storage.errors import (InvalidRecordBatch, KafkaStorageError, LogDirStartupError, LogNotFound,
+from broker_impl.storage.errors import (InconsistentTopicId, InvalidRecordBatch, KafkaStorageError, LogDirStartupError, LogNotFound,
                                         OffsetOutOfRange, StorageError)
 from broker_impl.storage.failure import DirFailureChannel
-from broker_impl.storage.log_manager import InconsistentTopicId, LogManager
+from broker_impl.storage.log_manager import LogManager, failure_callback_by_id
 from broker_impl.storage.partition_log import LogConfig, PartitionLog
 from broker_impl.storage.probe import probe
 from broker_impl.storage.startup import LogDirInfo, LogDirSet, load_log_dirs
 
 __all__ = ["DirFailureChannel", "InconsistentTopicId", "InvalidRecordBatch", "KafkaStorageError", "LogConfig",
            "LogDirInfo", "LogDirSet", "LogDirStartupError", "LogManager", "LogNotFound", "OffsetOutOfRange",
-           "PartitionLog", "StorageError", "load_log_dirs", "probe"]
+           "PartitionLog", "StorageError", "failure_callback_by_id", "load_log_dirs", "probe"]

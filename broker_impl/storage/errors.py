@@ -11,7 +11,9 @@
     │                                 (error_code CORRUPT_MESSAGE = 2, or MESSAGE_TOO_LARGE = 10)
     ├── OffsetOutOfRange              fetch offset outside [log_start_offset, log_end_offset]
     │                                 (OFFSET_OUT_OF_RANGE = 1)
-    └── LogNotFound                   no log for that partition in the manager
+    ├── LogNotFound                   no log for that partition / a path not in log.dirs
+    └── InconsistentTopicId           the log on disk has another topic id than metadata
+                                      (INCONSISTENT_TOPIC_ID = 103)
 
 Only :class:`KafkaStorageError` means "the disk failed"; the others are caller errors and
 never take a dir offline.
@@ -72,3 +74,9 @@ class OffsetOutOfRange(StorageError):
 
 class LogNotFound(StorageError):
     """No such partition log in this log manager."""
+
+
+class InconsistentTopicId(StorageError):
+    """The log on disk belongs to another incarnation of the topic (different topic id)."""
+
+    error_code = 103

@@ -34,7 +34,7 @@ log = logging.getLogger(__name__)
 
 # Operation names used in on_failure(dir, errno, op) and in KafkaStorageError.op.
 OPS = ("append", "fsync", "roll", "read", "index", "checkpoint", "create_log", "delete_log",
-       "truncate", "load", "probe", "epoch_checkpoint", "partition_metadata", "close")
+       "truncate", "load", "lock", "probe", "epoch_checkpoint", "partition_metadata", "close")
 
 
 class DirFailureChannel:

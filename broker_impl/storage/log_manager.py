@@ -10,6 +10,7 @@ Start-up (the runtime)::
                              ("storage_error", dirs.id_of(path), errno, op)),
                          now_ms=clock.monotonic_ms)
 
+(or ``on_failure=failure_callback_by_id(dirs, fn)`` to get ``fn(dir_id, errno, op)``).
 ``on_failure(dir_path, errno, op)`` fires once per dir, synchronously in the thread that hit
 the error (see :mod:`.failure`); map the path with ``dirs.id_of(path)`` and feed the pure core
 ``on_storage_error(dir_id, errno, op)``. The operation that failed raises
@@ -40,11 +41,17 @@ Calls::
 
 Files per log dir: ``replication-offset-checkpoint``, ``recovery-point-offset-checkpoint``,
 ``.kafka_cleanshutdown`` (present only between a clean close and the next open: segments are
-then trusted instead of recovered).
+then trusted instead of recovered), ``.lock`` (flock held while open; a second broker on the
+same dir is a fatal LogDirStartupError, an unlockable read-only/failed dir goes offline).
+
+Dirs that fail while ``open`` loads them (lock, checkpoints, segments: op ``lock``/``load``)
+are reported through ``on_failure`` during ``open``: the runtime must accept callbacks
+before its core exists (queue them), or read ``lm.channel.offline_dirs()`` afterwards.
 """
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import os
 import shutil
@@ -55,7 +62,7 @@ from typing import Callable
 from kafka_common import ids
 from kafka_runtime import fsutil
 from broker_impl.storage import checkpoint as ckpt
-from broker_impl.storage.errors import KafkaStorageError, LogNotFound, StorageError
+from broker_impl.storage.errors import InconsistentTopicId, KafkaStorageError, LogDirStartupError, LogNotFound
 from broker_impl.storage.failure import DirFailureChannel, OnFailure
 from broker_impl.storage.partition_log import LogConfig, PartitionLog, parse_partition_dir_name, partition_dir_name
 from broker_impl.storage.probe import probe
@@ -63,11 +70,16 @@ from broker_impl.storage.startup import LogDirSet
 
 log = logging.getLogger(__name__)
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+LOCK_FILE = ".lock"
 Key = tuple[str, int]
 
 
-class InconsistentTopicId(StorageError):
-    """The log on disk belongs to another incarnation of the topic (different topic id)."""
+def failure_callback_by_id(dir_set: LogDirSet, on_storage_error: Callable[[uuid.UUID, int, str], None]) -> OnFailure:
+    """Adapt the core's ``on_storage_error(dir_id, errno, op)`` to ``on_failure(path, errno, op)``.
+    A path without a known id (cannot happen for dirs online at start) is passed as None."""
+    def on_failure(dir_path: str, errno: int, op: str) -> None:
+        on_storage_error(dir_set.id_of(dir_path), errno, op)
+    return on_failure
 
 
 class LogManager:
@@ -82,6 +94,7 @@ class LogManager:
         self._logs: dict[Key, PartitionLog] = {}
         self._futures: dict[Key, PartitionLog] = {}
         self._offline_partitions: dict[Key, tuple[str, uuid.UUID | None]] = {}
+        self._lock_fds: dict[str, int] = {}
         for info in dir_set.dirs:
             if not info.online:
                 self.channel.mark_offline_at_start(info.path)
@@ -95,11 +108,41 @@ class LogManager:
         lm = cls(dir_set, config, on_failure=on_failure, now_ms=now_ms)
         for path in lm.online_dirs():
             try:
+                lm._lock_dir(path)
                 lm._load_dir(path)
             except KafkaStorageError as exc:
                 log.error("log dir %s failed while loading logs: %s", path, exc)
                 lm._forget_dir(path)
+                fd = lm._lock_fds.pop(path, None)
+                if fd is not None:
+                    os.close(fd)
         return lm
+
+    def _lock_dir(self, path: str) -> None:
+        """``<dir>/.lock`` held with flock for the process lifetime. Held by someone else →
+        fatal (two brokers on one dir); any other OSError (read-only or failed disk) → the dir
+        goes offline instead of crashing start-up (KAFKA-17310)."""
+        with self.channel.io(path, "lock"):
+            fd = os.open(os.path.join(path, LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                self.release_locks()
+                raise LogDirStartupError(f"Failed to acquire lock on file {LOCK_FILE} in {path}. A broker in "
+                                         f"another process or thread is using this directory.") from None
+            except OSError:
+                os.close(fd)
+                raise
+            self._lock_fds[path] = fd
+
+    def release_locks(self) -> None:
+        for path, fd in list(self._lock_fds.items()):
+            del self._lock_fds[path]
+            try:
+                os.close(fd)
+            except OSError:
+                pass
 
     def _load_dir(self, path: str) -> None:
         with self.channel.io(path, "load"):
@@ -112,6 +155,8 @@ class LogManager:
             if parsed is None:
                 continue
             topic, partition, kind = parsed
+            if topic == ids.METADATA_TOPIC:
+                continue  # the metadata log (raft) is not a partition log of this manager
             full = os.path.join(path, name)
             with self.channel.io(path, "load"):
                 if not os.path.isdir(full):
@@ -183,6 +228,12 @@ class LogManager:
         with self._lock:
             if not self.channel.is_offline(dir_path):
                 self.channel.mark_offline_at_start(dir_path)
+            fd = self._lock_fds.pop(dir_path, None)
+            if fd is not None:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
             return self._forget_dir(dir_path)
 
     def _forget_dir(self, dir_path: str) -> list[tuple[str, int, uuid.UUID | None]]:
@@ -272,7 +323,11 @@ class LogManager:
                                        dir_name=name)
         plog = PartitionLog.load(path, name, self.config, self.channel, self._now_ms, recovery_point=0,
                                  high_watermark=0, clean_shutdown=False)
-        self._check_topic_id(plog, topic_id)
+        try:
+            self._check_topic_id(plog, topic_id)
+        except Exception:
+            plog.close()
+            raise
         return plog
 
     def _check_topic_id(self, plog: PartitionLog, topic_id: uuid.UUID | None) -> None:
@@ -421,3 +476,4 @@ class LogManager:
                     pass
             for plog in [*self._logs.values(), *self._futures.values()]:
                 plog.close()
+            self.release_locks()

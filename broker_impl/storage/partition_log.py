@@ -18,6 +18,7 @@ dir failure channel and surfaces as :class:`KafkaStorageError`)::
     log.truncate_to(offset)                         follower truncation of a divergent tail
     log.truncate_fully_and_start_at(offset)         follower far behind the leader's start
     log.flush(), log.maybe_flush(now_ms)            fsync; log.flush.interval.messages/.ms
+    log.offset_for_timestamp(ts_ms) -> offset | None    ListOffsets by time (header scan)
     log.size_bytes, log.close(), log.delete()
 
 Segments roll by size (``log.segment.bytes``) and age (``log.roll.ms``, clock injected as
@@ -383,6 +384,20 @@ class PartitionLog:
                         return seg.read(offset, max_bytes, upper_offset, min_one)
             return b""
 
+    def offset_for_timestamp(self, timestamp_ms: int) -> int | None:
+        """ListOffsets by time without a time index: the base offset of the first batch whose
+        max timestamp is ≥ ``timestamp_ms`` (a linear header scan; None if there is none)."""
+        with self._lock:
+            with self._channel.io(self.log_dir, "read"):
+                for seg in self._segments:
+                    pos = 0
+                    while pos < seg.size:
+                        header = seg._header_at(pos)
+                        if header.max_timestamp >= timestamp_ms:
+                            return max(header.base_offset, self._log_start)
+                        pos += header.size_bytes
+            return None
+
     # ---- truncation ----------------------------------------------------------------------
     def truncate_to(self, offset: int) -> bool:
         """Remove every offset ≥ ``offset`` (the batch containing it included, as Kafka does).
@@ -442,7 +457,8 @@ class PartitionLog:
         with self._lock:
             self.close()
             with self._channel.io(self.log_dir, "delete_log"):
-                shutil.rmtree(self.path)
+                if os.path.lexists(self.path):  # already gone is not a disk failure
+                    shutil.rmtree(self.path)
                 fsutil.fsync_dir(self.log_dir)
 
     def __repr__(self) -> str:

@@ -116,6 +116,8 @@ class LogSegment:
             offsets.append(off)
             positions.append(pos)
             last_off, last_pos = off, pos
+        if self.size > 0 and not positions:
+            return False  # a non-empty segment always indexes its first batch: the index is lost
         pos = positions[-1] if positions else 0
         next_offset = self.base_offset
         while pos < self.size:

@@ -8,7 +8,8 @@ reads every ``meta.properties`` and either returns the dir set or raises
 * ``node.id`` ≠ the configured node id; ``cluster.id`` differing between dirs (or from the
   configured ``cluster.id`` when one is given);
 * a readable data dir with no ``meta.properties`` ("run kraft-storage format");
-* an unreadable metadata dir; no readable dir at all; the same dir listed twice.
+* an unreadable metadata dir; no readable dir at all; the same dir listed twice;
+* a ``__cluster_metadata-0`` dir in a data dir that is not the metadata dir.
 
 A file without ``directory.id`` gets a fresh random non-reserved id (``rng`` injected; never
 equal to another dir's id) and is rewritten atomically; if the rewrite fails start-up fails.
@@ -163,6 +164,11 @@ def load_log_dirs(log_dirs: list[str] | tuple[str, ...], metadata_log_dir: str, 
         if reads[p].missing:
             raise LogDirStartupError(f"No meta.properties found in {p} (have you run `kraft-storage format` "
                                      f"to format the directory?)")
+
+    for p in all_dirs:
+        if p != meta_dir and reads[p].props is not None and os.path.isdir(os.path.join(p, ids.METADATA_TOPIC + "-0")):
+            raise LogDirStartupError(f"Found unexpected metadata location in data directory {p} (the metadata "
+                                     f"log dir is {meta_dir})")
 
     rewritten = []
     infos = []

@@ -11,6 +11,8 @@ size of what it names (a RemoveTopicRecord costs its partitions). Indexes kept i
 - ``register_offsets[broker]``: offset of the broker's latest RegisterBrokerRecord
   (the "caught up" rule for unfencing).
 - ``dir_owner(dir_id)``: the registered broker whose online dirs include ``dir_id``.
+- ``known_dirs(broker)`` / ``offline_dirs(broker)``: every dir the broker ever registered
+  (until unregistered) / those of them not online now (a resent OfflineLogDirs is known).
 
 Replay rules (reference §1.1, §2.4): BrokerRegistrationChangeRecord ``log_dirs`` empty = no
 change, ``fenced`` -1/0/1 = unfence/no change/fence; every PartitionChangeRecord bumps the
@@ -74,6 +76,7 @@ class MetadataImage:
         self._by_isr: dict[int, set[PartitionKey]] = {}
         self._by_replica: dict[int, set[PartitionKey]] = {}
         self._dir_owner: dict[uuid.UUID, int] = {}
+        self._known_dirs: dict[int, frozenset[uuid.UUID]] = {}
         self._changes = ImageChanges()
         self._partition_count = 0
 
@@ -97,6 +100,19 @@ class MetadataImage:
 
     def dir_owner(self, dir_id: uuid.UUID) -> int | None:
         return self._dir_owner.get(dir_id)
+
+    def known_dirs(self, broker_id: int) -> frozenset[uuid.UUID]:
+        """Every dir the broker has registered (any incarnation) since it was last
+        unregistered: its online dirs plus those that went offline."""
+        return self._known_dirs.get(broker_id, frozenset())
+
+    def offline_dirs(self, broker_id: int) -> frozenset[uuid.UUID]:
+        """Known dirs of the broker that are not among its online dirs now (and that no
+        other broker owns now)."""
+        reg = self.brokers.get(broker_id)
+        online = set(reg.log_dirs) if reg else set()
+        return frozenset(d for d in self.known_dirs(broker_id)
+                         if d not in online and self._dir_owner.get(d) in (None, broker_id))
 
     def partition_count(self) -> int:
         return self._partition_count
@@ -128,7 +144,7 @@ class MetadataImage:
     # broker records
 
     def _register(self, rec: r.RegisterBrokerRecord, offset: int) -> None:
-        dirs = tuple(sorted(set(rec.log_dirs), key=lambda d: d.int))
+        dirs = sorted_dirs(rec.log_dirs)
         if len(dirs) != len(rec.log_dirs):
             raise ImageError(f"RegisterBrokerRecord broker {rec.broker_id}: duplicate log dirs")
         for d in dirs:
@@ -146,6 +162,7 @@ class MetadataImage:
         self._set_dirs(rec.broker_id, old.log_dirs if old else (), dirs)
         self.brokers[rec.broker_id] = new
         self.register_offsets[rec.broker_id] = offset
+        self._known_dirs[rec.broker_id] = self._known_dirs.get(rec.broker_id, frozenset()) | set(dirs)
         self._note_broker(rec.broker_id, old, new)
 
     def _unregister(self, rec: r.UnregisterBrokerRecord, offset: int) -> None:
@@ -153,6 +170,7 @@ class MetadataImage:
         self._set_dirs(rec.broker_id, old.log_dirs, ())
         del self.brokers[rec.broker_id]
         self.register_offsets.pop(rec.broker_id, None)
+        self._known_dirs.pop(rec.broker_id, None)
         self._note_broker(rec.broker_id, old, None)
 
     def _fence(self, rec: r.FenceBrokerRecord, offset: int) -> None:
@@ -168,27 +186,14 @@ class MetadataImage:
     def _change_broker(self, broker_id: int, epoch: int, fenced: int, in_cs: int,
                        log_dirs: tuple[uuid.UUID, ...], what: str) -> None:
         old = self._broker_at_epoch(broker_id, epoch, what)
-        if fenced not in (-1, 0, 1):
-            raise ImageError(f"{what} broker {broker_id}: invalid fenced value {fenced}")
-        if in_cs not in (0, 1):
-            raise ImageError(f"{what} broker {broker_id}: invalid in_controlled_shutdown value {in_cs}")
-        new_fenced = old.fenced if fenced == 0 else fenced == 1
-        new_cs = old.in_controlled_shutdown or in_cs == 1
-        dirs = old.log_dirs
-        if log_dirs:  # empty = no change
-            dirs = tuple(sorted(set(log_dirs), key=lambda d: d.int))
-            if len(dirs) != len(log_dirs):
-                raise ImageError(f"{what} broker {broker_id}: duplicate log dirs")
-            for d in dirs:
-                owner = self._dir_owner.get(d)
-                if is_reserved(d) or (owner is not None and owner != broker_id):
-                    raise ImageError(f"{what} broker {broker_id}: dir {d} is reserved or owned by {owner}")
-        new = BrokerRegistration(
-            broker_id=broker_id, epoch=old.epoch, incarnation_id=old.incarnation_id,
-            endpoints=old.endpoints, rack=old.rack, fenced=new_fenced,
-            in_controlled_shutdown=new_cs, log_dirs=dirs)
-        if dirs != old.log_dirs:
-            self._set_dirs(broker_id, old.log_dirs, dirs)
+        new = merge_broker_change(old, fenced, in_cs, log_dirs, what)
+        for d in new.log_dirs:
+            owner = self._dir_owner.get(d)
+            if owner is not None and owner != broker_id:
+                raise ImageError(f"{what} broker {broker_id}: dir {d} owned by broker {owner}")
+        if new.log_dirs != old.log_dirs:
+            self._known_dirs[broker_id] = self._known_dirs.get(broker_id, frozenset()) | set(new.log_dirs)
+            self._set_dirs(broker_id, old.log_dirs, new.log_dirs)
         self.brokers[broker_id] = new
         self._note_broker(broker_id, old, new)
 
@@ -264,32 +269,10 @@ class MetadataImage:
 
     def _partition_change(self, rec: r.PartitionChangeRecord, offset: int) -> None:
         tid = TopicId(rec.topic_id)
-        where = f"PartitionChangeRecord {rec.topic_id}:{rec.partition_id}"
         old = self.partition(tid, rec.partition_id)
         if old is None:
-            raise ImageError(f"{where}: unknown partition")
-        replicas = old.replicas if rec.replicas is None else tuple(rec.replicas)
-        if rec.directories is not None:
-            dirs = _directories(rec.directories, replicas, where)
-        elif replicas != old.replicas:
-            # Keep each retained replica's dir; added replicas: MIGRATING (KAFKA-16583).
-            by_broker = dict(zip(old.replicas, old.directories))
-            dirs = tuple(by_broker.get(b, MIGRATING) for b in replicas)
-        else:
-            dirs = old.directories
-        leader, leader_epoch = old.leader, old.leader_epoch
-        if rec.leader != r.NO_LEADER_CHANGE:
-            leader, leader_epoch = rec.leader, old.leader_epoch + 1
-        new = _checked(PartitionRegistration, where,
-                       topic_id=tid, partition_id=rec.partition_id, replicas=replicas,
-                       isr=old.isr if rec.isr is None else tuple(rec.isr),
-                       leader=leader, leader_epoch=leader_epoch,
-                       partition_epoch=old.partition_epoch + 1, directories=dirs,
-                       removing_replicas=old.removing_replicas if rec.removing_replicas is None else tuple(rec.removing_replicas),
-                       adding_replicas=old.adding_replicas if rec.adding_replicas is None else tuple(rec.adding_replicas),
-                       leader_recovery_state=old.leader_recovery_state if rec.leader_recovery_state == r.NO_LRS_CHANGE
-                       else rec.leader_recovery_state)
-        _validate(new)
+            raise ImageError(f"PartitionChangeRecord {rec.topic_id}:{rec.partition_id}: unknown partition")
+        new = merge_partition_change(old, rec)
         self._unindex(old)
         self._partitions[tid][rec.partition_id] = new
         self._index(new)
@@ -339,6 +322,68 @@ class MetadataImage:
             del self._changes.partitions[key]  # created and deleted within one drain
         else:
             self._changes.partitions[key] = (first_old, new)
+
+
+def merge_partition_change(old: PartitionRegistration, rec: r.PartitionChangeRecord) -> PartitionRegistration:
+    """The registration ``rec`` turns ``old`` into (Kafka's ``PartitionRegistration.merge``);
+    raises :class:`ImageError` if the result breaks an invariant."""
+    where = f"PartitionChangeRecord {rec.topic_id}:{rec.partition_id}"
+    replicas = old.replicas if rec.replicas is None else tuple(rec.replicas)
+    if rec.directories is not None:
+        dirs = _directories(rec.directories, replicas, where)
+    elif replicas != old.replicas:
+        # Keep each retained replica's dir; added replicas: MIGRATING (KAFKA-16583).
+        by_broker = dict(zip(old.replicas, old.directories))
+        dirs = tuple(by_broker.get(b, MIGRATING) for b in replicas)
+    else:
+        dirs = old.directories
+    leader, leader_epoch = old.leader, old.leader_epoch
+    if rec.leader != r.NO_LEADER_CHANGE:
+        leader, leader_epoch = rec.leader, old.leader_epoch + 1
+    new = _checked(PartitionRegistration, where,
+                   topic_id=old.topic_id, partition_id=old.partition_id, replicas=replicas,
+                   isr=old.isr if rec.isr is None else tuple(rec.isr),
+                   leader=leader, leader_epoch=leader_epoch,
+                   partition_epoch=old.partition_epoch + 1, directories=dirs,
+                   removing_replicas=old.removing_replicas if rec.removing_replicas is None
+                   else tuple(rec.removing_replicas),
+                   adding_replicas=old.adding_replicas if rec.adding_replicas is None
+                   else tuple(rec.adding_replicas),
+                   leader_recovery_state=old.leader_recovery_state
+                   if rec.leader_recovery_state == r.NO_LRS_CHANGE else rec.leader_recovery_state)
+    _validate(new)
+    return new
+
+
+def merge_broker_change(old: BrokerRegistration, fenced: int, in_controlled_shutdown: int,
+                        log_dirs: tuple[uuid.UUID, ...], what: str = "BrokerRegistrationChangeRecord"
+                        ) -> BrokerRegistration:
+    """``old`` after a registration change (fenced -1/0/1, in_controlled_shutdown 0/1,
+    log_dirs empty = no change). Dir ownership is checked by the image, not here."""
+    if fenced not in (-1, 0, 1):
+        raise ImageError(f"{what} broker {old.broker_id}: invalid fenced value {fenced}")
+    if in_controlled_shutdown not in (0, 1):
+        raise ImageError(f"{what} broker {old.broker_id}: invalid in_controlled_shutdown value "
+                         f"{in_controlled_shutdown}")
+    dirs = old.log_dirs
+    if log_dirs:
+        dirs = sorted_dirs(log_dirs)
+        if len(dirs) != len(log_dirs):
+            raise ImageError(f"{what} broker {old.broker_id}: duplicate log dirs")
+        bad = [d for d in dirs if is_reserved(d)]
+        if bad:
+            raise ImageError(f"{what} broker {old.broker_id}: reserved dir {bad[0]}")
+    return BrokerRegistration(
+        broker_id=old.broker_id, epoch=old.epoch, incarnation_id=old.incarnation_id,
+        endpoints=old.endpoints, rack=old.rack,
+        fenced=old.fenced if fenced == 0 else fenced == 1,
+        in_controlled_shutdown=old.in_controlled_shutdown or in_controlled_shutdown == 1,
+        log_dirs=dirs)
+
+
+def sorted_dirs(dirs: Iterable[uuid.UUID]) -> tuple[uuid.UUID, ...]:
+    """Distinct dirs in the registration's order (sorted by value, like Kafka's)."""
+    return tuple(sorted(set(dirs), key=lambda d: d.int))
 
 
 def _directories(dirs: tuple[uuid.UUID, ...], replicas: tuple[int, ...], where: str) -> tuple[uuid.UUID, ...]:

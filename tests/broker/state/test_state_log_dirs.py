@@ -3,7 +3,7 @@ import pytest
 from broker_impl.state.effects import Halt, MarkDirOffline, ReportDirFailure
 from broker_impl.state.log_dirs import LogDirInfo, LogDirs, sort_dir_ids
 from broker_state_helpers import D1, D2, D3, events, of
-from kafka_common.ids import LOST, uuid_of
+from kafka_common.ids import LOST, to_base64, uuid_of
 
 pytestmark = pytest.mark.unit
 
@@ -19,7 +19,7 @@ def test_first_error_marks_offline_and_reports_once():
     assert of(out, ReportDirFailure) == [ReportDirFailure(D2)]
     assert not of(out, Halt)
     ev = events(out, "dir_offline")[0].as_dict()
-    assert ev == {"dir_id": str(D2), "path": "/d2", "errno": 5, "op": "append"}
+    assert ev == {"dir_id": to_base64(D2), "path": "/d2", "errno": 5, "op": "append"}
     assert dirs.online == (D1, D3) and dirs.offline == (D2,)
     assert dirs.on_storage_error(D2, 5, "fsync") == []
 

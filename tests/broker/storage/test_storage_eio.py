@@ -7,6 +7,7 @@ from __future__ import annotations
 import errno
 import os
 import random
+import subprocess
 import uuid
 
 import pytest
@@ -48,7 +49,7 @@ def test_shutdown_fs_fails_append_fsync_probe_and_reports_once(dirs, loop_fs, fa
         victim.append_as_leader(BATCH, 1)
         survivor.append_as_leader(BATCH, 1)
     victim.flush()
-    probe(bad)  # healthy before
+    assert probe(bad) is True  # healthy before, and O_DIRECT works on a real ext4 block device
 
     loop_fs.shutdown()
     with pytest.raises(OSError) as raw:  # the bare probe sees the real EIO
@@ -120,6 +121,18 @@ def test_each_operation_reports_its_op(dirs, loop_fs, failures, op):
     else:
         with pytest.raises(KafkaStorageError):
             calls[op]()
-    assert failures.calls == [(bad, errno.EIO, op)]
+    # opening a manager on the failed fs fails at its first I/O there: taking the dir lock
+    assert failures.calls == [(bad, errno.EIO, "lock" if op == "load" else op)]
     for plog in lm.all_logs():
         plog.close()
+
+
+def test_read_only_dir_goes_offline_instead_of_crashing_startup(dirs, loop_fs, failures):
+    """KAFKA-17310: a dir whose lock cannot be taken (read-only fs) is offline, start-up goes on."""
+    good, bad = dirs
+    dir_set = load_log_dirs([*good, bad], good[0], NODE_ID, random.Random(3))
+    subprocess.run(["mount", "-o", "remount,ro", loop_fs.mnt], check=True, capture_output=True)
+    lm = LogManager.open(dir_set, LogConfig(), on_failure=failures, now_ms=lambda: 0)
+    assert lm.online_dirs() == good
+    assert failures.calls == [(bad, errno.EROFS, "lock")]
+    lm.close()

@@ -13,8 +13,8 @@ import pytest
 
 from kafka_common.clock import ManualClock
 from broker_impl.storage import checkpoint as ckpt
-from broker_impl.storage.errors import KafkaStorageError, LogNotFound
-from broker_impl.storage.log_manager import CLEAN_SHUTDOWN_FILE, InconsistentTopicId, LogManager
+from broker_impl.storage.errors import InconsistentTopicId, KafkaStorageError, LogDirStartupError, LogNotFound
+from broker_impl.storage.log_manager import CLEAN_SHUTDOWN_FILE, LogManager
 from broker_impl.storage.partition_log import LogConfig
 from broker_impl.storage.probe import PROBE_FILE
 from broker_impl.storage.startup import load_log_dirs
@@ -93,6 +93,7 @@ def test_unclean_restart_recovers_from_the_checkpointed_recovery_point(log_dirs,
     os.truncate(tail, os.path.getsize(tail) - 1)
     for plog in lm.all_logs():
         plog.close()
+    lm.release_locks()  # the process died: the kernel drops its flocks
     again = _open(log_dirs, failures, cfg)
     rec = again.get_log("a", 0)
     assert rec.log_end_offset == 8 and rec.recovery.truncated_bytes > 0
@@ -171,3 +172,58 @@ def test_probe_writes_and_fsyncs_a_block(log_dirs, failures):
     lm.probe_dir(log_dirs[0])
     assert os.path.getsize(os.path.join(log_dirs[0], PROBE_FILE)) == 4096
     assert lm.probe_all() == [] and failures.calls == []
+
+
+def test_dir_lock_second_broker_is_fatal(log_dirs, failures):
+    lm = _open(log_dirs, failures)
+    with pytest.raises(LogDirStartupError, match=f"Failed to acquire lock on file .lock in {log_dirs[0]}"):
+        _open(log_dirs, failures)
+    lm.close()
+    _open(log_dirs, failures).close()  # released by close()
+    assert failures.calls == []
+
+
+def test_log_without_partition_metadata_loads_without_topic_id(log_dirs, failures):
+    """KAFKA-16814: a missing partition.metadata must not fail start-up (the replica manager
+    treats the log as a stray)."""
+    lm = _open(log_dirs, failures)
+    lm.get_or_create_log(T1, "p", 0, log_dirs[0]).append_as_leader(make_batch(1), 0)
+    lm.close()
+    os.unlink(os.path.join(log_dirs[0], "p-0", ckpt.PARTITION_METADATA))
+    again = _open(log_dirs, failures)
+    assert again.existing_logs() == [("p", 0, None, log_dirs[0], False)]
+    again.close()
+
+
+def test_abandoned_future_log_is_loaded_and_promotable(log_dirs, failures):
+    """KAFKA-16082: a -future log left by a crash is loaded at start; the replica manager can
+    promote it even when the current log is gone."""
+    lm = _open(log_dirs, failures)
+    lm.create_future_log(T1, "f", 0, log_dirs[2]).append_as_follower(make_batch(2, epoch=1))
+    lm.close()
+    again = _open(log_dirs, failures)
+    assert again.existing_logs() == [("f", 0, T1, log_dirs[2], True)] and again.get_log("f", 0) is None
+    promoted = again.replace_current_with_future("f", 0)
+    assert (promoted.log_dir, promoted.log_end_offset) == (log_dirs[2], 2)
+    again.close()
+
+
+def test_metadata_log_dir_is_not_loaded_as_a_partition(log_dirs, failures):
+    os.makedirs(os.path.join(log_dirs[0], "__cluster_metadata-0"))
+    open(os.path.join(log_dirs[0], "__cluster_metadata-0", "00000000000000000000.log"), "wb").write(b"not kafka")
+    lm = _open(log_dirs, failures)
+    assert lm.existing_logs() == [] and failures.calls == []
+    lm.close()
+    assert open(os.path.join(log_dirs[0], "__cluster_metadata-0", "00000000000000000000.log"), "rb").read() == b"not kafka"
+
+
+def test_delete_log_removes_its_dir(log_dirs, failures):
+    lm = _open(log_dirs, failures)
+    path = lm.get_or_create_log(T1, "d", 0, log_dirs[1]).path
+    lm.delete_log("d", 0)
+    assert not os.path.exists(path) and lm.get_log("d", 0) is None
+    with pytest.raises(LogNotFound):
+        lm.delete_log("d", 0)
+    assert lm.get_or_create_log(T1, "d", 0).log_end_offset == 0  # may be created again
+    assert failures.calls == []
+    lm.close()

@@ -166,3 +166,11 @@ def test_no_readable_dir_is_fatal(tmp_path):
     open(b, "w").write("x")
     with pytest.raises(LogDirStartupError):
         load_log_dirs([a, b], b, NODE_ID, random.Random(1))
+
+
+def test_metadata_log_in_a_data_dir_other_than_the_metadata_dir_is_fatal(log_dirs):
+    os.mkdir(os.path.join(log_dirs[0], "__cluster_metadata-0"))
+    _load(log_dirs)  # in the metadata dir (the first of log.dirs): fine
+    os.mkdir(os.path.join(log_dirs[2], "__cluster_metadata-0"))
+    with pytest.raises(LogDirStartupError, match=f"unexpected metadata location in data directory {log_dirs[2]}"):
+        _load(log_dirs)
