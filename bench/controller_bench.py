@@ -52,9 +52,10 @@ CHUNK = 5000
 
 def build_cluster(proc: ControllerProcess, dir_sizes: list[int], rng: random.Random) -> dict:
     """Write a cluster into proc's metadata log. Broker 1's dir i holds dir_sizes[i] replicas
-    (len(dir_sizes) == DIRS_PER_BROKER). Every partition has RF 2: (1, b) with b cycling
+    (any number of dirs; the other brokers have DIRS_PER_BROKER). Every partition has RF 2: (1, b) with b cycling
     over brokers 2..4; broker 1 leads the even partitions."""
-    dirs = {b: [ids.random_directory_id(rng) for _ in range(DIRS_PER_BROKER)] for b in BROKERS}
+    dirs = {b: [ids.random_directory_id(rng) for _ in range(len(dir_sizes) if b == 1 else DIRS_PER_BROKER)]
+            for b in BROKERS}
     incarnations = {b: ids.random_uuid(rng) for b in BROKERS}
     records: list = [r.RegisterBrokerRecord(
         broker_id=b, incarnation_id=incarnations[b], broker_epoch=EPOCH,
@@ -197,11 +198,28 @@ async def main_async(args) -> dict:
     out: dict = {"host": {"python": platform.python_version(), "cpus": os.cpu_count(),
                           "machine": platform.machine()}, "quick": args.quick}
     scale = 10 if args.quick else 1
-    big = [1000 // scale, 10000 // scale, 100000 // scale, 9000 // scale]
-    small = [1000 // scale, 2000 // scale, 3000 // scale, 6000 // scale]
+    # broker 1's dirs: [warm-up, 1k, 1k, 1k, (10k, 100k,) remainder]. The warm-up failure
+    # runs first so one-time costs (lazy imports, first encodes) land on no measured one;
+    # three 1k dirs in each cluster give a median to compare across cluster sizes.
+    k = 1000 // scale
+    big = [100 // scale, k, k, k, 10 * k, 100 * k, 6 * k]
+    small = [100 // scale, k, k, k, 9 * k]
     procs = []
+    failures = []
+
+    async def failure_series(proc, cluster, sizes, measured):
+        offline: list = []
+        await fail_dir(proc.port, proc.cluster_id, cluster, 0, offline)  # warm-up
+        for i in measured:
+            res = await fail_dir(proc.port, proc.cluster_id, cluster, i, offline)
+            res["replicas_in_dir"] = sizes[i]
+            res["cluster_partitions"] = cluster["partitions"]
+            failures.append(res)
+            print(f"dir failure: {sizes[i]:>6} replicas in the dir (cluster {cluster['partitions']:>6} "
+                  f"partitions): {res['heartbeat_rtt_ms']:>8} ms until committed, "
+                  f"{res['partition_change_records']} PartitionChangeRecords + {res['other_records']} other, "
+                  f"{res['us_per_replica']} us/replica; fetched back in {res['fetch_back_ms']} ms", flush=True)
     try:
-        # -- big cluster: heartbeats + failures of the 1k / 10k / 100k dirs --------------------
         proc, cluster, _ = start_cluster(os.path.join(root, "big"), big, rng)
         procs.append(proc)
         print(f"big cluster: {cluster['partitions']} partitions ({cluster['partitions'] * 2} replicas), "
@@ -211,35 +229,31 @@ async def main_async(args) -> dict:
         print(f"heartbeats/s (no state change, {hb['brokers']} brokers x depth {hb['pipeline_depth']}): "
               f"{hb['per_s']}  errors={hb['errors']}", flush=True)
         hb_fsync = await heartbeat_rate(proc.port, proc.cluster_id, args.seconds / 2, toggle=True, depth=1)
-        print(f"heartbeats/s that each commit a fence/unfence record (fdatasync each): {hb_fsync['per_s']}",
-              flush=True)
+        print(f"heartbeats/s that each commit a fence/unfence record (fdatasync each): {hb_fsync['per_s']}"
+              f"  errors={hb_fsync['errors']}", flush=True)
         out["heartbeats"] = hb
         out["heartbeats_committing"] = hb_fsync
-        offline: list = []
-        failures = []
-        for i in (0, 1, 2):
-            res = await fail_dir(proc.port, proc.cluster_id, cluster, i, offline)
-            res["replicas_in_dir"] = big[i]
-            res["cluster_partitions"] = cluster["partitions"]
-            failures.append(res)
-            print(f"dir failure: {big[i]:>6} replicas in the dir (cluster {cluster['partitions']} partitions): "
-                  f"{res['heartbeat_rtt_ms']} ms until committed, {res['partition_change_records']} "
-                  f"PartitionChangeRecords + {res['other_records']} other, "
-                  f"{res['us_per_replica']} us/replica; fetched back in {res['fetch_back_ms']} ms", flush=True)
-        rc = proc.stop()
-        out["big_cluster"] = {k: cluster[k] for k in ("partitions", "build_s", "controller_start_s")}
-        out["big_cluster"]["exit_on_sigterm"] = rc
-        # -- small cluster: the same 1k dir failure -----------------------------------------
+        await failure_series(proc, cluster, big, (1, 2, 3, 4, 5))
+        out["big_cluster"] = {k2: cluster[k2] for k2 in ("partitions", "build_s", "controller_start_s")}
+        out["big_cluster"]["exit_on_sigterm"] = proc.stop()
+
         proc2, cluster2, _ = start_cluster(os.path.join(root, "small"), small, rng)
         procs.append(proc2)
-        res = await fail_dir(proc2.port, proc2.cluster_id, cluster2, 0, [])
-        res["replicas_in_dir"] = small[0]
-        res["cluster_partitions"] = cluster2["partitions"]
-        failures.append(res)
-        print(f"dir failure: {small[0]:>6} replicas in the dir (cluster {cluster2['partitions']} partitions): "
-              f"{res['heartbeat_rtt_ms']} ms until committed, {res['partition_change_records']} "
-              f"PartitionChangeRecords, {res['us_per_replica']} us/replica", flush=True)
-        proc2.stop()
+        print(f"small cluster: {cluster2['partitions']} partitions", flush=True)
+        await heartbeat_rate(proc2.port, proc2.cluster_id, 1.0)  # same warm-up as the big one
+        await failure_series(proc2, cluster2, small, (1, 2, 3))
+        out["small_cluster"] = {k2: cluster2[k2] for k2 in ("partitions", "build_s", "controller_start_s")}
+        out["small_cluster"]["exit_on_sigterm"] = proc2.stop()
+        med = {}
+        for label, n in (("big", cluster["partitions"]), ("small", cluster2["partitions"])):
+            rtts = sorted(f["heartbeat_rtt_ms"] for f in failures
+                          if f["cluster_partitions"] == n and f["replicas_in_dir"] == k)
+            med[label] = {"cluster_partitions": n, "replicas_in_dir": k, "median_ms": rtts[len(rtts) // 2],
+                          "all_ms": rtts}
+        out["same_dir_size_across_cluster_sizes"] = med
+        print(f"{k}-replica dir failure, median of 3: {med['big']['median_ms']} ms in a "
+              f"{med['big']['cluster_partitions']}-partition cluster vs {med['small']['median_ms']} ms in a "
+              f"{med['small']['cluster_partitions']}-partition cluster", flush=True)
         out["dir_failures"] = failures
         return out
     finally:

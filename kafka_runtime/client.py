@@ -96,6 +96,7 @@ class KafkaClient:
             *_, fut = self._pending.popleft()
             if not fut.done():
                 fut.set_exception(exc)
+                fut.exception()  # a caller that dropped the future must not get a warning
         self._writer.close()
 
     @property
@@ -164,6 +165,11 @@ class KafkaClient:
         if best < max(lo, theirs[0]):
             raise ClientError(f"no common version for api_key={api_key}: ours {lo}-{hi}, theirs {theirs}")
         return best
+
+    def build(self, api_key: int, lo: int, hi: int, **fields: Any) -> Any:
+        """A request of ``api_key`` at the best common version in [lo, hi]; fields the chosen
+        version lacks are dropped (see ``wire.make``)."""
+        return wire.make(wire.request_class(api_key, self.pick_version(api_key, lo, hi)), **fields)
 
     async def authenticate(self, user: str, password: str, *, timeout_s: float = 10.0) -> None:
         hs = await self.request(wire.request_class(17, 1)(mechanism="PLAIN"), timeout_s=timeout_s)

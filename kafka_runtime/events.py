@@ -8,6 +8,7 @@ text form; tuples/sets as lists. An empty path gives a log that only counts even
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
@@ -19,16 +20,27 @@ from typing import Any
 from kafka_common import ids
 
 
-def _jsonable(value: Any) -> Any:
+@functools.lru_cache(maxsize=4096)
+def _uuid_text(value: uuid.UUID) -> str:
+    return ids.to_base64(value)
+
+
+def _default(value: Any) -> Any:
+    """json.dumps hook for what JSON lacks: uuids (Kafka base64), sets; else str()."""
     if isinstance(value, uuid.UUID):
-        return ids.to_base64(value)
-    if isinstance(value, (tuple, list, set, frozenset)):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (str, int, float, bool)) or value is None:
-        return value
+        return _uuid_text(value)
+    if isinstance(value, (set, frozenset)):
+        return list(value)
     return str(value)
+
+
+def _jsonable(value: Any) -> Any:
+    """Uuids inside lists/tuples are not seen by ``default``: convert those up front."""
+    if isinstance(value, uuid.UUID):
+        return _uuid_text(value)
+    if isinstance(value, (tuple, list)) and value and isinstance(value[0], uuid.UUID):
+        return [_uuid_text(v) if isinstance(v, uuid.UUID) else v for v in value]
+    return value
 
 
 class EventLog:
@@ -53,7 +65,7 @@ class EventLog:
                                 "role": self.role, "event": event}
         for key, value in fields.items():
             line[key] = _jsonable(value)
-        text = json.dumps(line, separators=(",", ":"))
+        text = json.dumps(line, separators=(",", ":"), default=_default)
         with self._lock:
             self.count += 1
             if self._file is not None:

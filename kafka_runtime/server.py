@@ -19,10 +19,11 @@ The server does the rest, the same way for every listener:
   api key/version kio has no schema for, or bytes that do not decode, close the
   connection and log a ``bad_request`` event. A handler exception is answered with
   UNKNOWN_SERVER_ERROR and logged; nothing here lets an exception out of the loop;
-* SASL PLAIN (SaslHandshake 17 v0–v1 + SaslAuthenticate 36 v0–v2) when the listener maps
+* SASL PLAIN (SaslHandshake 17 v1 + SaslAuthenticate 36 v0–v2) when the listener maps
   to SASL_PLAINTEXT and ``authorizer.enabled=true``: before authentication only
   ApiVersions and the SASL APIs are accepted (anything else closes the connection, as
-  Kafka does); a failed login answers SASL_AUTHENTICATION_FAILED (58) and closes.
+  Kafka does); a failed login answers SASL_AUTHENTICATION_FAILED (58) and closes. A
+  SASL_PLAINTEXT listener with the authorizer disabled offers SASL without requiring it.
   ``ctx.principal`` is ``User:<name>``; ``ctx.cluster_action_allowed`` tells handlers
   whether the principal holds CLUSTER_ACTION (``super.users``).
 """
@@ -43,7 +44,9 @@ API_VERSIONS = 18
 SASL_HANDSHAKE = 17
 SASL_AUTHENTICATE = 36
 API_VERSIONS_RANGE = (0, 4)
-SASL_APIS = {SASL_HANDSHAKE: (0, 1), SASL_AUTHENTICATE: (0, 2)}
+# SaslHandshake v0 means raw (unframed) SASL tokens follow: not offered, so a v0 handshake
+# gets the generic UNSUPPORTED_VERSION reply and the client retries with v1.
+SASL_APIS = {SASL_HANDSHAKE: (1, 1), SASL_AUTHENTICATE: (0, 2)}
 ANONYMOUS = "User:ANONYMOUS"
 _QUEUE_PAUSE = 64  # frames queued on one connection before reading pauses
 
@@ -54,13 +57,17 @@ class SecurityConfig:
 
     sasl_required: bool = False
     authorizer_enabled: bool = False
+    # SASL offered but optional: a SASL_PLAINTEXT listener with the authorizer disabled, so a
+    # client configured for SASL still logs in (and one that is not still works)
+    sasl_offered: bool = False
     users: Mapping[str, str] = field(default_factory=dict)
     super_users: frozenset[str] = frozenset()
 
     @classmethod
     def for_listener(cls, cfg: ServerConfig, listener_name: str) -> "SecurityConfig":
-        sasl = cfg.authorizer_enabled and cfg.security_protocol(listener_name) == "SASL_PLAINTEXT"
-        return cls(sasl_required=sasl, authorizer_enabled=cfg.authorizer_enabled,
+        is_sasl = cfg.security_protocol(listener_name) == "SASL_PLAINTEXT"
+        return cls(sasl_required=is_sasl and cfg.authorizer_enabled, sasl_offered=is_sasl,
+                   authorizer_enabled=cfg.authorizer_enabled,
                    users=dict(cfg.sasl_plain_users), super_users=frozenset(cfg.super_users))
 
     def has_cluster_action(self, principal: str) -> bool:
@@ -116,7 +123,7 @@ class KafkaServer:
     def api_table(self) -> dict[int, tuple[int, int]]:
         table = {k: (lo, hi) for k, (lo, hi) in self.handler.supported_apis.items()}
         table[API_VERSIONS] = API_VERSIONS_RANGE
-        if self.security.sasl_required:
+        if self.security.sasl_required or self.security.sasl_offered:
             table.update(SASL_APIS)
         return table
 
@@ -263,6 +270,9 @@ class _Connection(asyncio.Protocol):
             response = wire.error_response(api_key, version, ErrorCode.unsupported_version)
         elif api_key == API_VERSIONS:
             response = wire.api_versions_response(version, table)
+        elif api_key == SASL_HANDSHAKE and ctx.authenticated:
+            response = wire.response_class(SASL_HANDSHAKE, version)(
+                error_code=ErrorCode.illegal_sasl_state, mechanisms=("PLAIN",))
         elif api_key == SASL_HANDSHAKE:
             response = self._handshake(request, version)
         elif api_key == SASL_AUTHENTICATE:
@@ -287,9 +297,6 @@ class _Connection(asyncio.Protocol):
 
     def _handshake(self, request: Any, version: int) -> Any:
         cls = wire.response_class(SASL_HANDSHAKE, version)
-        if version < 1:
-            # v0 means raw (unframed) SASL tokens follow: not supported, tell the client so.
-            return cls(error_code=ErrorCode.unsupported_version, mechanisms=("PLAIN",))
         if request.mechanism != "PLAIN":
             return cls(error_code=ErrorCode.unsupported_sasl_mechanism, mechanisms=("PLAIN",))
         self._handshake_done = True

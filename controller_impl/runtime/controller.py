@@ -30,6 +30,7 @@ from kafka_common import ids, meta_properties, wire
 from kafka_common.config import ServerConfig
 from kafka_common.wire import ErrorCode
 from kafka_common.metadata.image import MetadataImage
+from kafka_common.metadata.records import RegisterBrokerRecord
 from controller_impl.log import MetadataLog
 from kafka_runtime.events import EventLog
 from kafka_runtime.server import KafkaServer, RequestContext, SecurityConfig
@@ -127,7 +128,8 @@ class ControllerRuntime:
                              removed_segments=rec.removed_segments)
             self._log_line(f"metadata log: truncated torn/corrupt tail: {rec.reason}")
         self.leader_epoch = max(1, self.log.last_epoch + 1)
-        self.state = state_api.make_state(self.image, cfg, self.cluster_id, self.clock.monotonic_ms())
+        self.state = state_api.make_state(self.image, cfg, self.cluster_id, self.clock.monotonic_ms(),
+                                         on_problem=lambda text: self._log_line(text))
         self.supported_apis = state_api.supported_apis(self.state, DEFAULT_VERSIONS)
         self._log_line(f"metadata log: {rec.batches} batches, {rec.records} records replayed in "
                        f"{time.monotonic() - t0:.3f}s; end offset {self.log.end_offset}")
@@ -196,22 +198,27 @@ class ControllerRuntime:
             commit_hook(self.log.high_watermark - 1)
         self._commit_event.set()
         self._commit_event = asyncio.Event()
-        self._emit_changes(reason)
+        self._emit_changes(records, reason)
 
-    def _emit_changes(self, reason: str) -> None:
+    def _emit_changes(self, records: list[Any], reason: str) -> None:
         changes = self.image.drain_changes()
         emit = self.events.emit
+        registered = set()
+        for rec in records:
+            if isinstance(rec, RegisterBrokerRecord):
+                registered.add(rec.broker_id)
+                emit("registered", broker_id=rec.broker_id, broker_epoch=rec.broker_epoch,
+                     incarnation_id=rec.incarnation_id, log_dirs=list(rec.log_dirs), fenced=rec.fenced)
         for broker_id, (old, new) in changes.brokers.items():
             if new is None:
                 emit("unregistered", broker_id=broker_id)
                 continue
-            if old is None or old.epoch != new.epoch or old.incarnation_id != new.incarnation_id:
-                emit("registered", broker_id=broker_id, broker_epoch=new.epoch,
-                     log_dirs=list(new.log_dirs), fenced=new.fenced)
-            elif old.fenced != new.fenced:
+            if broker_id in registered and (old is None or old.epoch != new.epoch):
+                continue  # a new incarnation: "registered" says it all
+            if old is not None and old.fenced != new.fenced:
                 emit("fenced" if new.fenced else "unfenced", broker_id=broker_id,
                      broker_epoch=new.epoch, reason=reason)
-            if old is not None and old.log_dirs != new.log_dirs:
+            if old is not None and old.log_dirs != new.log_dirs and old.epoch == new.epoch:
                 emit("broker_log_dirs_changed", broker_id=broker_id, log_dirs=list(new.log_dirs),
                      removed=[d for d in old.log_dirs if d not in new.log_dirs], reason=reason)
         if not self.events.path and not self.events.echo:

@@ -10,15 +10,17 @@ the listener advertises those versions, else the runtime's defaults.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, Callable
 
 from kafka_common.config import ServerConfig
 from kafka_common.metadata.image import MetadataImage
 
 
-def make_state(image: MetadataImage, cfg: ServerConfig, cluster_id: str, now_ms: int) -> Any:
+def make_state(image: MetadataImage, cfg: ServerConfig, cluster_id: str, now_ms: int,
+               on_problem: Callable[[str], None] | None = None) -> Any:
     from controller_impl.state import ControllerState
-    return ControllerState(image, dataclasses.replace(cfg, cluster_id=cluster_id), now_ms)
+    return ControllerState(image, dataclasses.replace(cfg, cluster_id=cluster_id), now_ms,
+                           on_problem=on_problem)
 
 
 def supported_apis(state: Any, defaults: dict[int, tuple[int, int]]) -> dict[int, tuple[int, int]]:

@@ -7,7 +7,8 @@ Registration (behaviour.md §2, D2, §6; reference §2.1-2.2), in Kafka's order:
 3. ``LogDirs`` empty, reserved (D1), listed twice, or an online dir of another registered
    broker → INVALID_REQUEST (42) (D2; Kafka says 119);
 4. same incarnation → same epoch, fenced and controlled-shutdown state kept, dirs replaced
-   (KAFKA-16757, KAFKA-16952); new incarnation → epoch = the offset the
+   (KAFKA-16757, KAFKA-16952) — and, beyond Kafka (reference §9.2), it leaves the ISRs of
+   its replicas in dirs it no longer lists, so no leader sits in a dir that is gone; new incarnation → epoch = the offset the
    RegisterBrokerRecord will get, fenced. A new incarnation of a known broker first leaves
    every ISR (its old process is gone; it rejoins through AlterPartition).
 """
@@ -24,7 +25,7 @@ from kafka_common.metadata.model import BrokerRegistration
 from kafka_common.wire import ErrorCode
 
 from controller_impl.state.heartbeats import BrokerSessions
-from controller_impl.state.replication_control import remove_from_isrs
+from controller_impl.state.replication_control import leave_isrs_in_dirs, remove_from_isrs
 from controller_impl.state.result import ZERO_THROTTLE
 from controller_impl.state.view import WorkingView
 
@@ -83,6 +84,9 @@ def register(view: WorkingView, req: Any, now_ms: int, *, cluster_id: str,
     if same_incarnation:
         assert existing is not None
         epoch, fenced, in_cs = existing.epoch, existing.fenced, existing.in_controlled_shutdown
+        dropped = set(existing.log_dirs) - set(dirs)
+        if dropped:  # its replicas there are offline now: leave ISRs as for a failed dir
+            leave_isrs_in_dirs(view, req.broker_id, dropped)
     else:
         if existing is not None:
             remove_from_isrs(view, req.broker_id)

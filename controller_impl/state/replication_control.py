@@ -68,7 +68,19 @@ def dirs_offline(view: WorkingView, broker_id: int, newly_offline: set[uuid.UUID
     broker is fenced instead and stays fenced until it registers again."""
     reg = view.broker(broker_id)
     assert reg is not None
-    for dir_id in sorted(newly_offline, key=lambda d: d.int):
+    leave_isrs_in_dirs(view, broker_id, newly_offline)
+    remaining = tuple(d for d in reg.log_dirs if d not in newly_offline)
+    if remaining:
+        view.emit(r.BrokerRegistrationChangeRecord(broker_id=broker_id, broker_epoch=reg.epoch,
+                                                   log_dirs=remaining))
+    else:
+        fence(view, broker_id)
+
+
+def leave_isrs_in_dirs(view: WorkingView, broker_id: int, dirs: set[uuid.UUID]) -> None:
+    """ISR shrink + leader move for the partitions whose replica on ``broker_id`` lives in
+    one of ``dirs`` — found through the image's dir index, O(replicas in those dirs)."""
+    for dir_id in sorted(dirs, key=lambda d: d.int):
         for key in sorted(view.image.partitions_in_dir(dir_id)):
             part = view.partition(*key)
             if part is None or broker_id not in part.replicas or part.directory(broker_id) != dir_id:
@@ -76,12 +88,6 @@ def dirs_offline(view: WorkingView, broker_id: int, newly_offline: set[uuid.UUID
             rec = build_change(view, part, remove=broker_id)
             if rec is not None:
                 view.emit(rec)
-    remaining = tuple(d for d in reg.log_dirs if d not in newly_offline)
-    if remaining:
-        view.emit(r.BrokerRegistrationChangeRecord(broker_id=broker_id, broker_epoch=reg.epoch,
-                                                   log_dirs=remaining))
-    else:
-        fence(view, broker_id)
 
 
 # --- AlterPartition --------------------------------------------------------------------

@@ -26,6 +26,7 @@ from kafka_common.batch_header import BatchHeader, CorruptBatch, iter_batches
 from kafka_common.metadata.records import decode_record, encode_record
 
 NO_PRODUCER_ID = -1
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 
 
 class BatchDecodeError(CorruptBatch):
@@ -39,7 +40,9 @@ def encode_batch(base_offset: int, records: Sequence[Any], *, leader_epoch: int 
         raise ValueError("a metadata batch needs at least one record")
     if base_offset < 0:
         raise ValueError(f"base_offset must be >= 0, got {base_offset}")
-    ts = TZAwareMicros.parse(datetime.datetime.fromtimestamp(timestamp_ms / 1000, datetime.UTC))
+    # kio writes int(timestamp() * 1000): place the instant half a millisecond into the
+    # wanted millisecond so float rounding can never truncate it to the one before.
+    ts = TZAwareMicros.parse(_EPOCH + datetime.timedelta(milliseconds=timestamp_ms, microseconds=500))
     kio_records = tuple(
         Record(attributes=0, timestamp=ts, offset=base_offset + i, key=None,
                value=encode_record(rec), headers=())

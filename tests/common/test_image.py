@@ -264,3 +264,16 @@ def test_indexes_match_brute_force(items):
         assert set(img.partitions_with_isr_member(b)) == {(p.topic_id, p.partition_id) for p in parts if b in p.isr}
         assert set(img.partitions_of_broker(b)) == {(p.topic_id, p.partition_id) for p in parts if b in p.replicas}
     assert img.partition_count() == len(parts)
+
+
+def test_known_and_offline_dirs_survive_a_restart_registration():
+    log = base()
+    img = log.image
+    log.apply(r.BrokerRegistrationChangeRecord(broker_id=1, broker_epoch=10, log_dirs=(D[1],)))
+    assert img.offline_dirs(1) == {D[2]} and img.known_dirs(1) == {D[1], D[2]}
+    log.apply(reg(1, [D[1]], epoch=50, inc=uuid.UUID(int=999)))  # new incarnation, D2 still gone
+    assert img.offline_dirs(1) == {D[2]}
+    log.apply(reg(2, [D[3], D[2]]))  # another broker takes D2: no longer broker 1's
+    assert img.offline_dirs(1) == frozenset()
+    log.apply(r.UnregisterBrokerRecord(broker_id=1, broker_epoch=50))
+    assert img.known_dirs(1) == frozenset()

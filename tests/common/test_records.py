@@ -160,6 +160,12 @@ def test_batches_round_trip_with_offsets(groups, base, ts_ms):
         expected = header.next_offset
 
 
+@pytest.mark.parametrize("ts_ms", [0, 1, 999, 1001, 1_700_000_000_123, 1_763_800_000_001, 2**41 - 1])
+def test_batch_timestamp_is_exact(ts_ms):
+    ((header, _),) = decode_batches(encode_batch(0, [r.NoOpRecord()], timestamp_ms=ts_ms))
+    assert header.base_timestamp == ts_ms == header.max_timestamp
+
+
 def test_batch_crc_and_truncation_detected():
     data = bytearray(encode_batch(0, [r.NoOpRecord(), r.FenceBrokerRecord(id=1, epoch=1)], timestamp_ms=1))
     with pytest.raises(bh.CorruptBatch):

@@ -178,7 +178,7 @@ SASL = SecurityConfig(sasl_required=True, authorizer_enabled=True,
 def test_sasl_plain_login_gives_principal_and_cluster_action_to_super_users():
     async def body(server, handler):
         broker = await KafkaClient.connect("127.0.0.1", server.port, sasl=("broker", "b-secret"))
-        assert broker.versions[17] == (0, 1) and broker.versions[36] == (0, 2)
+        assert broker.versions[17] == (1, 1) and broker.versions[36] == (0, 2)
         assert (await broker.request(hb(1))).error_code == ErrorCode.none
         alice = await KafkaClient.connect("127.0.0.1", server.port, sasl=("alice", "a-secret"))
         assert (await alice.request(hb(3))).error_code == ErrorCode.cluster_authorization_failed
@@ -212,6 +212,17 @@ def test_requests_before_authentication_close_the_connection_but_api_versions_wo
     run(body, security=SASL)
 
 
+def test_handshake_v0_is_not_offered():
+    async def body(server, handler):
+        client = await KafkaClient.connect("127.0.0.1", server.port)
+        resp = await client.request(wire.request_class(17, 0)(mechanism="PLAIN"))
+        assert resp.error_code == ErrorCode.unsupported_version
+        await client.authenticate("broker", "b-secret")  # v1 still works on the same connection
+        assert (await client.request(hb(1))).error_code == ErrorCode.none
+        await client.close()
+    run(body, security=SASL)
+
+
 def test_unknown_mechanism_is_refused():
     async def body(server, handler):
         client = await KafkaClient.connect("127.0.0.1", server.port)
@@ -238,5 +249,42 @@ def test_security_config_from_server_properties():
                        "sasl.plain.users=broker:pw\nsuper.users=User:broker\n")
     sec = SecurityConfig.for_listener(cfg, "CONTROLLER")
     assert sec.sasl_required and sec.has_cluster_action("User:broker")
+    off = parse_config("process.roles=controller\nnode.id=1\nlisteners=CONTROLLER://h:1\n"
+                       "metadata.log.dir=/x\nlistener.security.protocol.map=CONTROLLER:SASL_PLAINTEXT\n")
+    optional = SecurityConfig.for_listener(off, "CONTROLLER")
+    assert optional.sasl_offered and not optional.sasl_required
     assert not sec.has_cluster_action("User:ANONYMOUS")
     assert not SecurityConfig.for_listener(cfg, "PLAIN").sasl_required
+
+
+def test_client_picks_the_best_common_version():
+    async def body(server, handler):
+        client = await KafkaClient.connect("127.0.0.1", server.port)
+        assert client.pick_version(63, 0, 2) == 1
+        req = client.build(63, 0, 2, broker_id=4, broker_epoch=1, current_metadata_offset=0,
+                           want_fence=False, want_shut_down=False, offline_log_dirs=())
+        assert type(req).__version__ == 1
+        assert (await client.request(req)).error_code == ErrorCode.none
+        with pytest.raises(ClientError, match="no common version"):
+            client.pick_version(63, 2, 5)
+        with pytest.raises(ClientError, match="does not support"):
+            client.pick_version(0, 3, 9)
+        await client.close()
+    run(body)
+
+
+def test_sasl_offered_but_optional_without_authorizer():
+    sec = SecurityConfig(sasl_offered=True, users={"broker": "pw"})
+
+    async def body(server, handler):
+        plain = await KafkaClient.connect("127.0.0.1", server.port)
+        assert 17 in plain.versions
+        assert (await plain.request(hb(1))).error_code == ErrorCode.none
+        logged = await KafkaClient.connect("127.0.0.1", server.port, sasl=("broker", "pw"))
+        assert (await logged.request(hb(3))).error_code == ErrorCode.none
+        assert handler.seen == [(1, "User:ANONYMOUS"), (3, "User:broker")]
+        again = await logged.request(wire.request_class(17, 1)(mechanism="PLAIN"))
+        assert again.error_code == ErrorCode.illegal_sasl_state
+        await plain.close()
+        await logged.close()
+    run(body, security=sec)

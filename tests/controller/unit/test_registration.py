@@ -125,3 +125,16 @@ def test_records_use_written_versions():
     res, _ = h.register(1, [d(1, 1)])
     assert isinstance(res.records[0], r.RegisterBrokerRecord)
     assert r.encode_record(res.records[0])[:3] == b"\x01\x00\x03"
+
+
+def test_same_incarnation_dropping_a_dir_leaves_the_isrs_there():
+    h = Harness()
+    h.start_broker(1, [d(1, 1), d(1, 2)])
+    h.start_broker(2, [d(2, 1)])
+    _, t = h.create_topic("t", assignments=[[1, 2], [1, 2]])
+    tid = t.topic_id
+    h.assign(1, {d(1, 1): [(tid, 0)], d(1, 2): [(tid, 1)]})
+    res, resp = h.register(1, [d(1, 1)])
+    assert code(resp) == 0 and kinds(res) == ["PartitionChangeRecord", "RegisterBrokerRecord"]
+    assert h.part(tid, 1).leader == 2 and h.part(tid, 1).isr == (2,)
+    assert h.part(tid, 0).leader == 1
