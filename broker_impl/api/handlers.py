@@ -94,3 +94,10 @@ class BrokerApi:
 
     def notify_all(self) -> None:
         self.purgatory.notify_all()
+
+    def on_image_changes(self, changes: Any) -> None:
+        """After the runtime applied a metadata batch: wake waiters of every partition it
+        changed (leadership/ISR moves complete or fail delayed produces and fetches).
+        ``changes`` is ``MetadataImage.drain_changes()``'s value (``.partitions`` keys)."""
+        for topic_id, partition in getattr(changes, "partitions", {}):
+            self.notify_partition(topic_id, partition)
