@@ -98,6 +98,7 @@ class BrokerApi:
     def on_image_changes(self, changes: Any) -> None:
         """After the runtime applied a metadata batch: wake waiters of every partition it
         changed (leadership/ISR moves complete or fail delayed produces and fetches).
-        ``changes`` is ``MetadataImage.drain_changes()``'s value (``.partitions`` keys)."""
+        ``changes`` is the ``ImageChanges`` value the runtime drained from the image for its
+        replica management (only ``.partitions`` keys are read)."""
         for topic_id, partition in getattr(changes, "partitions", {}):
             self.notify_partition(topic_id, partition)

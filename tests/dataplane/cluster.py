@@ -51,6 +51,7 @@ class MetadataFeed:
     def __init__(self, image: MetadataImage) -> None:
         self.image = image
         self.next_offset = 0
+        self.on_changes: Any = None  # the runtime's reaction to an applied batch
 
     def append(self, *records: Any) -> None:
         data = encode_batch(self.next_offset, list(records), timestamp_ms=0)
@@ -58,7 +59,9 @@ class MetadataFeed:
             for i, rec in enumerate(decoded):
                 self.image.replay(rec, header.base_offset + i)
             self.next_offset = header.base_offset + len(decoded)
-        self.image.drain_changes()
+        changes = self.image.drain_changes()
+        if self.on_changes is not None:
+            self.on_changes(changes)
 
 
 class PureControllerChannel:
@@ -233,9 +236,17 @@ class Broker:
         self.view = StorageBrokerView(node_id, self.image, self.lm, self.controller, self.mover)
         self.api = BrokerApi(self.view, producer_id_base=node_id << 32)
         self.view.api = self.api
+        self.feed.on_changes = self._on_changes
         self.server = KafkaServer(self.api, host="127.0.0.1", port=0, listener_name="PLAINTEXT",
                                   log=self.server_log.append)
         self.loop: Any = None
+
+    def _on_changes(self, changes: Any) -> None:
+        """What the runtime does after applying metadata: HW may move (ISR shrank), then
+        waiters of the changed partitions re-check."""
+        for topic_id, partition in changes.partitions:
+            self.view._update_hw(topic_id, partition)
+        self.api.on_image_changes(changes)
 
     @property
     def dir_ids(self) -> list[uuid.UUID]:

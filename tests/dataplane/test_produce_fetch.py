@@ -249,3 +249,29 @@ def test_leader_epoch_checks_and_diverging_epoch_for_followers(broker3):
         finally:
             await c.close()
     b.loop.run(go())
+
+
+def test_delayed_produce_completes_on_isr_shrink_and_fails_on_leader_move(broker3):
+    b = broker3
+
+    async def go():
+        tid = await b.create_topic("moving", 2, replicas=(1, 2))
+        c1 = await RawConnection.open(b.server.port)
+        c2 = await RawConnection.open(b.server.port)
+        try:
+            c1.send(produce_request(9, "moving", 0, make_batch([b"a"]), acks=-1, timeout_ms=20_000))
+            c2.send(produce_request(9, "moving", 1, make_batch([b"b"]), acks=-1, timeout_ms=20_000))
+            w1 = asyncio.ensure_future(c1.receive(wire.response_class(0, 9)))
+            w2 = asyncio.ensure_future(c2.receive(wire.response_class(0, 9)))
+            await asyncio.sleep(0.2)
+            assert not w1.done() and not w2.done()
+            # the controller drops lagging replica 2 from partition 0's ISR: the HW reaches the batch
+            b.feed.append(r.PartitionChangeRecord(partition_id=0, topic_id=tid, isr=(1,)))
+            assert _perr((await asyncio.wait_for(w1, 10))[1]) == (ErrorCode.none, 0)
+            # partition 1's leadership moves to broker 2 before the ISR had the batch
+            b.feed.append(r.PartitionChangeRecord(partition_id=1, topic_id=tid, leader=2, isr=(2,)))
+            assert _perr((await asyncio.wait_for(w2, 10))[1])[0] is ErrorCode.not_leader_or_follower
+        finally:
+            await c1.close()
+            await c2.close()
+    b.loop.run(go())
