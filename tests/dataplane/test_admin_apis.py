@@ -181,6 +181,17 @@ def test_describe_log_dirs_v4_carries_directory_id_tag_and_offline_dir(broker2di
                 wire.request_module(35, 1).DescribableLogDirTopic(topic="d", partitions=(1,)),)))
             listed = [(t.name, p.partition_index) for res in filtered.results for t in res.topics for p in t.partitions]
             assert listed == [("d", 1)]
+            # a move of partition 1 to the other dir is under way: its future log is listed too
+            current = b.lm.get_log("d", 1)
+            other = next(d.path for d in b.lm.dir_set.data_dirs if d.path != current.log_dir)
+            future = b.lm.create_future_log(current.topic_id, "d", 1, other)
+            future.append_as_follower(current.read(0, 1 << 20, None))
+            await c.call(produce_request(9, "d", 1, make_batch([b"w", b"x"]), acks=1))  # the future lags 2
+            resp = await c.call(wire.request_class(35, 4)(topics=None), DescribeLogDirsResponseV4)
+            entries = {(res.log_dir, p.partition_index, p.is_future_key): (p.partition_size, p.offset_lag)
+                       for res in resp.results for t in res.topics for p in t.partitions if t.name == "d"}
+            assert entries[(other, 1, True)] == (future.size_bytes, 2)
+            assert entries[(current.log_dir, 1, False)][0] == current.size_bytes
             # the dir holding partition 0 fails
             dead = b.lm.get_log("d", 0).log_dir
             b.lm.mark_offline(dead)
