@@ -64,3 +64,32 @@ def test_admin_clients_create_topics_and_describe_cluster(broker):
     PRODUCERS["confluent"](broker.bootstrap, "by-confluent", records, "zstd", partition=2)
     got = CONSUMERS["kafka-python"](broker.bootstrap, "by-confluent", len(records), partition=2)
     assert [(k, v, h) for k, v, h, _o in got] == records
+
+
+def test_clients_list_offsets_by_time_and_watermarks(broker):
+    from confluent_kafka import Consumer
+    from confluent_kafka import TopicPartition as CTP
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+
+    p = KafkaProducer(bootstrap_servers=broker.bootstrap, acks="all", linger_ms=0)
+    try:
+        for i, ts in enumerate((1_000_000, 2_000_000, 3_000_000)):
+            p.send("times", value=b"v%d" % i, partition=0, timestamp_ms=ts).get(30)  # one batch each
+    finally:
+        p.close(5)
+    tp = TopicPartition("times", 0)
+    c = KafkaConsumer(bootstrap_servers=broker.bootstrap, group_id=None)
+    try:
+        assert c.beginning_offsets([tp]) == {tp: 0} and c.end_offsets([tp]) == {tp: 3}
+        found = c.offsets_for_times({tp: 1_500_000})[tp]
+        assert (found.offset, found.timestamp) == (1, 2_000_000)
+        assert c.offsets_for_times({tp: 9_000_000})[tp] is None
+    finally:
+        c.close()
+    cc = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "wm", "enable.auto.commit": False})
+    try:
+        assert cc.get_watermark_offsets(CTP("times", 0), timeout=30) == (0, 3)
+        (hit,) = cc.offsets_for_times([CTP("times", 0, 2_500_000)], timeout=30)
+        assert hit.offset == 2
+    finally:
+        cc.close()
