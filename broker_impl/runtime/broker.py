@@ -154,7 +154,8 @@ class BrokerRuntime:
     # ------------------------------------------------------------------ feeding the core
     def _storage_error(self, path: str, errno: int, op: str) -> None:
         self._storage_errors.append((path, errno, op))
-        self._feed([])
+        if self.core is not None:  # errors while loading the logs wait for the core's start
+            self._feed([])
 
     def _feed(self, effects: list) -> None:
         """Execute effects; storage errors raised meanwhile are fed after the current effect."""
