@@ -275,3 +275,21 @@ def test_delayed_produce_completes_on_isr_shrink_and_fails_on_leader_move(broker
             await c1.close()
             await c2.close()
     b.loop.run(go())
+
+
+def test_replica_fetch_from_a_non_replica_is_refused(broker3):
+    b = broker3
+
+    async def go():
+        tid = await b.create_topic("pair", 1, replicas=(1, 2))
+        c = await RawConnection.open(b.server.port)
+        try:
+            assert _perr(await c.call(produce_request(9, "pair", 0, make_batch([b"a"]), acks=1)))[0] is ErrorCode.none
+            f = await c.call(fetch_request(16, tid, 0, 0, replica_id=3))
+            assert f.responses[0].partitions[0].error_code is ErrorCode.not_leader_or_follower
+            assert (tid, 0, 3) not in b.view.follower_leo
+            f = await c.call(fetch_request(16, tid, 0, 1, replica_id=2))
+            assert f.responses[0].partitions[0].error_code is ErrorCode.none and b.view.follower_leo[(tid, 0, 2)] == 1
+        finally:
+            await c.close()
+    b.loop.run(go())
