@@ -293,3 +293,21 @@ def test_replica_fetch_from_a_non_replica_is_refused(broker3):
         finally:
             await c.close()
     b.loop.run(go())
+
+
+def test_one_request_with_consecutive_batches_of_one_producer(broker):
+    async def go():
+        await broker.create_topic("two", 1)
+        c = await RawConnection.open(broker.server.port)
+        try:
+            first = make_batch([b"a", b"b"], producer_id=5, epoch=0, base_seq=0)
+            second = make_batch([b"c"], producer_id=5, epoch=0, base_seq=2)
+            assert _perr(await c.call(produce_request(9, "two", 0, first + second))) == (ErrorCode.none, 0)
+            third = make_batch([b"d"], producer_id=5, epoch=0, base_seq=3)
+            assert _perr(await c.call(produce_request(9, "two", 0, third))) == (ErrorCode.none, 3)
+            gap = make_batch([b"e"], producer_id=5, epoch=0, base_seq=4) + make_batch([b"f"], producer_id=5, epoch=0, base_seq=9)
+            assert _perr(await c.call(produce_request(9, "two", 0, gap)))[0] is ErrorCode.out_of_order_sequence_number
+        finally:
+            await c.close()
+        assert broker.lm.get_log("two", 0).log_end_offset == 4
+    broker.loop.run(go())
