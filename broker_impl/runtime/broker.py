@@ -62,6 +62,20 @@ class StartupError(Exception):
     """The broker cannot start (storage rules, config)."""
 
 
+def extra_ms(cfg: ServerConfig, key: str, default: int) -> int:
+    """A broker-only timing key not in ServerConfig's table (read from the raw properties)."""
+    text = cfg.raw.get(key)
+    if text is None or text.strip() == "":
+        return default
+    try:
+        value = int(text.strip())
+    except ValueError:
+        raise StartupError(f"{key}={text!r}: not an integer") from None
+    if value < 1:
+        raise StartupError(f"{key}={text!r}: must be >= 1")
+    return value
+
+
 class SystemClock:
     def monotonic_ms(self) -> int:
         return time.monotonic_ns() // 1_000_000
@@ -133,7 +147,9 @@ class BrokerRuntime:
         self.core = BrokerCore(CoreConfig(
             broker_id=cfg.node_id, heartbeat_interval_ms=cfg.broker_heartbeat_interval_ms,
             session_timeout_ms=cfg.broker_session_timeout_ms,
-            log_dir_failure_timeout_ms=cfg.log_dir_failure_timeout_ms),
+            log_dir_failure_timeout_ms=cfg.log_dir_failure_timeout_ms,
+            initial_registration_timeout_ms=extra_ms(cfg, "initial.broker.registration.timeout.ms", 60000),
+            controlled_shutdown_timeout_ms=extra_ms(cfg, "controlled.shutdown.timeout.ms", 30000)),
             dirs, dir_set.metadata_dir.directory_id, self.rng, existing)
         host, port = controller_address(cfg)
         sasl = controller_sasl(cfg)
@@ -170,6 +186,9 @@ class BrokerRuntime:
                     continue
                 path, errno, op = self._storage_errors.popleft()
                 dir_id = self.dir_set.id_of(path)
+                if op == "probe":
+                    self.events.emit("probe_failed", path=path, errno=errno,
+                                     dir_id=ids.to_base64(dir_id) if dir_id else None)
                 if dir_id is None:
                     self._halt(f"I/O error on log dir {path} which has no directory id ({op}: errno {errno})")
                     return
@@ -223,7 +242,7 @@ class BrokerRuntime:
             self.events.emit("dir_mover_unsupported", effect=type(e).__name__, topic=e.tp.topic,
                              partition=e.tp.partition)
         elif isinstance(e, fx.Halt):
-            self._halt(e.reason)
+            self._halt(e.reason, emitted=True)  # the core wrote the halt event
         elif isinstance(e, fx.Shutdown):
             self._finish(0 if e.clean else 1, e.reason)
         else:
@@ -266,9 +285,10 @@ class BrokerRuntime:
         assert self.core is not None
         self._feed(self.core.on_swap_done(tp, self._now()))
 
-    def _halt(self, reason: str) -> None:
+    def _halt(self, reason: str, *, emitted: bool = False) -> None:
         print(f"{PROG}: halted: {reason}", file=sys.stderr, flush=True)
-        self.events.emit("halt", reason=reason)
+        if not emitted:
+            self.events.emit("halt", reason=reason)
         self.events.close()
         os._exit(1)
 
