@@ -13,14 +13,14 @@ import sys
 import time
 from pathlib import Path
 
-AUTO_SPARK_BYTES = 64 * 1024 * 1024  # auto: Spark when the inputs' Parquet exceeds this
+AUTO_SPARK_ROWS = 5_000_000  # auto: Spark when the inputs hold more rows than this (see docs/analysis.md)
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("results", nargs="+", help="run dirs or dirs of runs (e.g. results/)")
     parser.add_argument("--engine", choices=("auto", "pandas", "spark"), default="auto",
-                        help="auto: pandas below %d MiB of Parquet input, else Spark (default auto)"
-                        % (AUTO_SPARK_BYTES >> 20))
+                        help="auto: pandas up to %d input rows (events+client_ops+metrics), else Spark "
+                        "(default auto)" % AUTO_SPARK_ROWS)
     parser.add_argument("--master", default=None, help="Spark master URL (default local[*])")
     parser.add_argument("--out", default="results/analysis", help="output dir (default results/analysis)")
     parser.add_argument("--baseline", nargs="+", default=None, metavar="PATH",
@@ -40,8 +40,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def choose_engine(engine: str, run_dirs) -> str:
     if engine != "auto":
         return engine
-    size = sum(f.stat().st_size for d in run_dirs for f in Path(d).rglob("*.parquet"))
-    return "spark" if size > AUTO_SPARK_BYTES else "pandas"
+    import pyarrow.parquet as pq
+
+    rows = sum(pq.ParquetFile(f).metadata.num_rows for d in run_dirs
+               for t in ("events", "client_ops", "metrics") for f in (Path(d) / t).glob("scenario=*/*.parquet"))
+    return "spark" if rows > AUTO_SPARK_ROWS else "pandas"
 
 
 def analyze(run_dirs, engine: str, master: str | None = None):

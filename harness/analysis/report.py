@@ -61,7 +61,7 @@ def terminal_table(df: pd.DataFrame, columns: Sequence[str] | None = None) -> st
     numeric = [pd.api.types.is_numeric_dtype(df[c]) and not pd.api.types.is_bool_dtype(df[c]) for c in df.columns]
     lines = []
     for n, r in enumerate(cells):
-        lines.append("  ".join(c.rjust(w) if numeric[i] and n else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))))
+        lines.append("  ".join(c.rjust(w) if numeric[i] else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))))
         if n == 0:
             lines.append("  ".join("-" * w for w in widths))
     return "\n".join(lines)

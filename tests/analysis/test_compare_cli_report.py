@@ -123,3 +123,14 @@ def test_timeline_run_must_exist(before_after, tmp_path, capsys):
     rc = jbodlab.main(["analyze", str(before_after / "before"), "--engine", "pandas", "--out", str(tmp_path),
                        "--timeline-run", "nope"])
     assert rc == 2 and "--timeline-run" in capsys.readouterr().err
+
+
+def test_auto_engine_by_input_rows(before_after, monkeypatch):
+    from harness import results_schema as rs
+    from harness.analysis import cli as analyze_cli
+
+    dirs = rs.find_run_dirs([before_after / "before"])
+    assert analyze_cli.choose_engine("auto", dirs) == "pandas"
+    monkeypatch.setattr(analyze_cli, "AUTO_SPARK_ROWS", 100)
+    assert analyze_cli.choose_engine("auto", dirs) == "spark"
+    assert analyze_cli.choose_engine("pandas", dirs) == "pandas"
