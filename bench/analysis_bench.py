@@ -73,7 +73,7 @@ def main(argv=None) -> int:
             s_summary = spark_engine.analyze(subset, spark=spark)
             times.append(round(time.monotonic() - t, 2))
         row = {"event_rows_target": size, "event_rows": events, "runs": k, "spark_wall_s": min(times),
-               "spark_wall_s_all": times}
+               "spark_wall_s_all": times, "loadavg_1m": round(os.getloadavg()[0], 2)}
         if size <= args.pandas_max:
             t = time.monotonic()
             p_summary = pandas_engine.analyze(subset)
@@ -96,7 +96,8 @@ def main(argv=None) -> int:
         "generated_event_rows": truth.event_rows, "generated_client_ops": truth.client_op_rows,
         "generate_s": round(gen_s, 1), "rows": rows,
         "host": {"cpus": os.cpu_count(), "python": platform.python_version(), "machine": platform.machine()},
-        "note": "wall time of spark_engine.analyze (read Parquet, all summaries, collect); shared 2-core host",
+        "note": "wall time of spark_engine.analyze (read Parquet, all summaries, collect); shared 2-core host "
+                "(loadavg_1m: the host's 1-minute load average after each size; other work runs concurrently)",
     }
     print(f"\n{'event rows':>11} {'runs':>5} {'spark s':>8} {'pandas s':>9} {'size×':>6} {'time×':>6} {'rows/s':>9}")
     for r in rows:

@@ -34,6 +34,8 @@ TITLES = {
     "unavailability_summary": "Client unavailability around fault windows (ms)",
     "event_latency": "First occurrence of each node event after the fault (ms)",
     "per_partition": "Per-partition breakdown (ms)",
+    "checks_summary": "Checker verdicts (number of runs)",
+    "resources_summary": "Resource samples per scenario (cpu %, RSS MiB)",
     "comparison": "Comparison with the baseline",
 }
 
@@ -229,7 +231,8 @@ def pick_timeline_runs(summary: m.Summary) -> list[Path]:
 
 
 # --------------------------------------------------------------------------------------------- report
-REPORT_TABLES = ("latency", "timeout_accuracy", "unavailability_summary", "event_latency", "per_partition")
+REPORT_TABLES = ("latency", "timeout_accuracy", "unavailability_summary", "event_latency", "checks_summary",
+                 "resources_summary", "per_partition")
 
 
 def write_report(summary: m.Summary, out_dir: Path, *, comparison: pd.DataFrame | None = None,

@@ -130,3 +130,20 @@ def test_runs_without_faults_or_ops_give_empty_tables(tmp_path):
     assert s["latency"]["count"].tolist() == [1]
     for name in ("fault_windows", "unavailability", "event_latency", "timeout_accuracy", "per_partition"):
         assert s[name].empty and list(s[name].columns) == list(m.SUMMARY_TABLES[name])
+
+
+def test_checks_and_resources_summaries(tmp_path, grid_runs, pandas_summary):
+    cs = pandas_summary["checks_summary"]
+    assert _row(cs, scenario="S1-leader", checker="durability", valid="true")["runs"] == 42
+    for i, valid in enumerate(("true", "false", "unknown", "false")):
+        run = tmp_path / f"r{i}"
+        rs.write_run_json(run, rs.RunInfo(run_id=f"r{i}", scenario="S3", seed=i, fault_backend="dm"))
+        rs.write_table(run, "checks", [dict(run_id=f"r{i}", scenario="S3", checker="durability", valid=valid)])
+        rs.write_table(run, "resources", [dict(run_id=f"r{i}", scenario="S3", node_id=1, ts_ns=k, cpu_percent=10.0 * k,
+                                               rss_bytes=(i + 1) * 1024 * 1024) for k in range(3)])
+    s = pandas_engine.analyze(sorted(tmp_path.iterdir()))
+    assert s["checks_summary"][["valid", "runs"]].values.tolist() == [["false", 2], ["true", 1], ["unknown", 1]]
+    res = s["resources_summary"].set_index("resource")
+    assert res.loc["cpu_percent", "count"] == 12 and res.loc["cpu_percent", "p50"] == 10.0
+    assert (res.loc["rss_mib", "min"], res.loc["rss_mib", "max"]) == (1.0, 4.0)
+    assert set(s["resources_summary"]["backend"]) == {"dm"}
