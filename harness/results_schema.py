@@ -133,7 +133,7 @@ METRICS_SCHEMA = pa.schema(
         pa.field("broker_heartbeat_interval_ms", pa.int64()),
         pa.field("broker_session_timeout_ms", pa.int64()),
         pa.field("queued_assignments", pa.int64()),
-        pa.field("config", pa.string(), nullable=False),  # grouping label, see config_label()
+        pa.field("config", pa.string(), nullable=False),  # grouping label; default: config_label(METRIC_CONFIG_FIELDS)
     ],
     metadata={"jbodlab.table": "metrics", "jbodlab.schema_version": str(SCHEMA_VERSION)},
 )
@@ -182,6 +182,8 @@ _ENUMS: dict[str, dict[str, tuple[str, ...]]] = {
     "metrics": {"metric": METRICS, "unit": ("ms", "count")},
     "checks": {"valid": VALIDITY},
 }
+# configuration columns of `metrics` that make up the default `config` grouping label
+METRIC_CONFIG_FIELDS = ("log_dir_failure_timeout_ms", "broker_heartbeat_interval_ms", "broker_session_timeout_ms")
 # event fields copied into typed columns of `events` (attrs keeps them too)
 EVENT_TYPED_FIELDS = ("role", "dir_id", "path", "topic", "partition", "leader", "isr", "errno",
                       "op", "reason", "fault_id", "fault_kind")
@@ -324,8 +326,14 @@ def read_run_json(run_dir: str | os.PathLike) -> RunInfo:
 # ---------------------------------------------------------------------------------------------
 # Writer
 def to_table(name: str, rows: Iterable[Mapping[str, Any]] | pa.Table) -> pa.Table:
-    """Validate ``rows`` (dicts, or a pyarrow Table) against table ``name``'s logical schema."""
+    """Validate ``rows`` (dicts, or a pyarrow Table) against table ``name``'s logical schema.
+
+    ``metrics.config`` may be left out: it then defaults to ``config_label`` of the row's
+    ``METRIC_CONFIG_FIELDS`` (``'default'`` when they are all null).
+    """
     schema = _schema(name)
+    if name == "metrics":
+        rows = _default_config(rows)
     if isinstance(rows, pa.Table):
         extra = set(rows.column_names) - set(schema.names)
         if extra:
@@ -359,6 +367,25 @@ def to_table(name: str, rows: Iterable[Mapping[str, Any]] | pa.Table) -> pa.Tabl
         raise ResultsError(f"{name}: {bad or exc}") from None
     _check_table(name, table)
     return table
+
+
+def _default_config(rows: Iterable[Mapping[str, Any]] | pa.Table) -> list[dict] | pa.Table:
+    if isinstance(rows, pa.Table):
+        if "config" in rows.column_names and rows.column("config").null_count == 0:
+            return rows
+        present = [f for f in METRIC_CONFIG_FIELDS if f in rows.column_names]
+        given = rows.column("config").to_pylist() if "config" in rows.column_names else [None] * rows.num_rows
+        fields = rows.select(present).to_pylist()
+        labels = [g if g is not None else config_label(**f) for g, f in zip(given, fields)]
+        if "config" in rows.column_names:
+            rows = rows.drop_columns(["config"])
+        return rows.append_column("config", pa.array(labels, pa.string()))
+    out = []
+    for row in rows:
+        if row.get("config") is None:
+            row = {**row, "config": config_label(**{f: row.get(f) for f in METRIC_CONFIG_FIELDS})}
+        out.append(row)
+    return out
 
 
 def _find_bad_field(schema: pa.Schema, rows: Sequence[Mapping[str, Any]]) -> str | None:

@@ -80,3 +80,18 @@ def test_bad_run_dirs_named(tmp_path):
 def test_config_label_is_canonical():
     assert rs.config_label(b=2, a=1, c=None) == "a=1,b=2"
     assert rs.config_label() == "default"
+
+
+def test_metrics_config_defaults_to_label_of_config_fields(tmp_path):
+    import pyarrow as pa
+
+    row = _metric(log_dir_failure_timeout_ms=5000, broker_session_timeout_ms=9000)
+    del row["config"]
+    bare = _metric()
+    del bare["config"]
+    t = rs.to_table("metrics", [row, bare, _metric(config="mine")])
+    assert t.column("config").to_pylist() == [
+        "broker_session_timeout_ms=9000,log_dir_failure_timeout_ms=5000", "default", "mine"]
+    as_table = pa.table({k: [v] for k, v in row.items()})
+    assert rs.to_table("metrics", as_table).column("config").to_pylist() == [
+        "broker_session_timeout_ms=9000,log_dir_failure_timeout_ms=5000"]
