@@ -236,13 +236,30 @@ def event_row(obj: Mapping[str, Any], *, run_id: str, scenario: str, source: str
         "event": obj["event"],
         "attrs": json.dumps(attrs, sort_keys=True, default=str),
     }
+    node_id = obj.get("node_id")
+    if node_id is not None and not _is_int(node_id):
+        raise ResultsError(f"event {obj.get('event')!r}: node_id must be an integer, got {node_id!r}")
     for key in EVENT_TYPED_FIELDS:
-        if key in obj and obj[key] is not None:
-            value = obj[key]
-            if key in ("dir_id", "fault_id") and not isinstance(value, str):
-                value = str(value)
-            row[key] = value
+        value = obj.get(key)
+        if value is None:
+            continue
+        # a value that does not fit the typed column stays only in attrs (nothing is lost)
+        if key in _INT_EVENT_FIELDS:
+            if _is_int(value):
+                row[key] = value
+        elif key == "isr":
+            if isinstance(value, (list, tuple)) and all(_is_int(v) for v in value):
+                row[key] = list(value)
+        else:
+            row[key] = value if isinstance(value, str) else str(value)
     return row
+
+
+_INT_EVENT_FIELDS = ("partition", "leader", "errno")
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and -2**31 <= value < 2**31
 
 
 # ---------------------------------------------------------------------------------------------
