@@ -188,7 +188,6 @@ METRIC_CONFIG_FIELDS = ("log_dir_failure_timeout_ms", "broker_heartbeat_interval
 EVENT_TYPED_FIELDS = ("role", "dir_id", "path", "topic", "partition", "leader", "isr", "errno",
                       "op", "reason", "fault_id", "fault_kind")
 _SCENARIO_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-_RUN_ID_RE = _SCENARIO_RE
 
 
 class ResultsError(ValueError):
