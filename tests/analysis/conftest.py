@@ -70,7 +70,31 @@ def _write_hand_run(root):
                             ts_invoke_ns=(t - 5) * ms, ts_complete_ns=t * ms))
     rs.write_table(run, "client_ops", ops)
     rs.write_table(run, "metrics", [dict(run_id="hand", scenario="S9", backend="fuse", metric="detect_ms",
-                                         value=40.0, unit="ms", config="default")])
+                                         value=40.0, unit="ms", config="default"),
+                                    dict(run_id="hand", scenario="S9", backend="fuse", metric="isr_shrink_ms",
+                                         value=12.0, unit="ms", partition=0)])  # no topic, default config
+    _write_two_fault_run(root)
+    return run
+
+
+def _write_two_fault_run(root):
+    """One run (a soak) with two faults, each healed: windows, joins and delays per fault."""
+    run = root / "soak"
+    rs.write_run_json(run, rs.RunInfo(run_id="soak", scenario="S11", seed=0, fault_backend="dm"))
+    ms = 1_000_000
+    ev = [rs.event_row(o, run_id="soak", scenario="S11", source=s) for s, o in [
+        ("harness", {"ts_ns": 1000 * ms, "event": "fault_injected", "fault_id": "a", "fault_kind": "error"}),
+        ("node", {"ts_ns": 1030 * ms, "event": "dir_offline", "node_id": 1}),
+        ("harness", {"ts_ns": 2000 * ms, "event": "fault_healed", "fault_id": "a"}),
+        ("harness", {"ts_ns": 5000 * ms, "event": "fault_injected", "fault_id": "b", "fault_kind": "delay(50)"}),
+        ("node", {"ts_ns": 5070 * ms, "event": "dir_offline", "node_id": 2}),
+        ("harness", {"ts_ns": 6000 * ms, "event": "fault_healed", "fault_id": "b"}),
+    ]]
+    rs.write_table(run, "events", ev)
+    oks = [900, 1200, 1250, 4950, 5400, 5450]
+    rs.write_table(run, "client_ops", [dict(run_id="soak", scenario="S11", op="produce", topic="t", partition=0,
+                                            outcome="ok", ts_invoke_ns=(t - 1) * ms, ts_complete_ns=t * ms)
+                                       for t in oks])
     return run
 
 

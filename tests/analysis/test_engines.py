@@ -147,3 +147,25 @@ def test_checks_and_resources_summaries(tmp_path, grid_runs, pandas_summary):
     assert res.loc["cpu_percent", "count"] == 12 and res.loc["cpu_percent", "p50"] == 10.0
     assert (res.loc["rss_mib", "min"], res.loc["rss_mib", "max"]) == (1.0, 4.0)
     assert set(s["resources_summary"]["backend"]) == {"dm"}
+
+
+def test_two_faults_in_one_run_are_separate_windows(tmp_path, write_hand_run):
+    write_hand_run(tmp_path)
+    s = pandas_engine.analyze([tmp_path / "soak"])
+    fw = s["fault_windows"]
+    assert fw["fault_id"].tolist() == ["a", "b"] and fw["duration_ms"].tolist() == [1000.0, 1000.0]
+    assert fw["fault_kind"].tolist() == ["error", "delay(50)"]
+    un = s["unavailability"].set_index("fault_id")
+    assert un.loc["a", "unavailable_ms"] == 300.0 and un.loc["b", "unavailable_ms"] == 450.0
+    # gaps overlapping a [1000, 2000]: 900→1200, 1200→1250, 1250→4950 (3700); b [5000, 6000]: 4950→5400 only
+    assert un.loc["a", "longest_gap_ms"] == 3700.0 and un.loc["b", "longest_gap_ms"] == 450.0
+    el = s["event_latency"].set_index("event")
+    assert el.loc["dir_offline", "count"] == 2
+    assert (el.loc["dir_offline", "min"], el.loc["dir_offline", "max"]) == (30.0, 70.0)
+
+
+def test_metric_without_topic_gets_its_own_partition_row(tmp_path, write_hand_run):
+    run = write_hand_run(tmp_path)
+    pp = pandas_engine.analyze([run])["per_partition"]
+    assert len(pp) == 1 and pp.iloc[0]["topic"] is None and pp.iloc[0]["partition"] == 0
+    assert pp.iloc[0]["config"] == "default" and pp.iloc[0]["p50"] == 12.0

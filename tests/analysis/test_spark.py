@@ -28,7 +28,7 @@ def mixed_runs(grid_runs, tmp_path_factory, write_hand_run):
     synth.generate(root / "bg", [ScenarioSpec("S10-flaky", backends=("fuse", "dm"), runs=3, background_events=2000)],
                    seed=5)
     write_hand_run(root)
-    return rs.find_run_dirs([grid_runs[0], root / "bg", root / "hand"])
+    return rs.find_run_dirs([grid_runs[0], root / "bg", root / "hand", root / "soak"])
 
 
 def test_spark_equals_pandas_exactly(spark, mixed_runs):
