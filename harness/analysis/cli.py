@@ -21,10 +21,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--engine", choices=("auto", "pandas", "spark"), default="auto",
                         help="auto: pandas up to %d input rows (events+client_ops+metrics), else Spark "
                         "(default auto)" % AUTO_SPARK_ROWS)
-    parser.add_argument("--master", default=None, help="Spark master URL (default local[*])")
+    parser.add_argument("--master", default=None, help="Spark master URL (default local[*]); implies Spark under auto")
     parser.add_argument("--out", default="results/analysis", help="output dir (default results/analysis)")
-    parser.add_argument("--baseline", nargs="+", default=None, metavar="PATH",
-                        help="baseline runs, or the --out dir of an earlier analysis: compare and gate")
+    parser.add_argument("--baseline", action="append", default=None, metavar="PATH",
+                        help="baseline runs (repeatable), or the --out dir of an earlier analysis: compare and gate")
     parser.add_argument("--threshold", type=float, default=0.10,
                         help="relative p50/p99 increase that counts as a regression (default 0.10)")
     parser.add_argument("--min-delta-ms", type=float, default=1.0,
@@ -84,7 +84,9 @@ def run(args: argparse.Namespace) -> int:
             timeline = [infos[r] for r in args.timeline_run]
         if args.threshold < 0 or args.min_delta_ms < 0:
             raise rs.ResultsError("--threshold and --min-delta-ms must be ≥ 0")
-        engine = choose_engine(args.engine, run_dirs)
+        engine = "spark" if (args.engine == "auto" and args.master) else choose_engine(args.engine, run_dirs)
+        if engine == "pandas" and args.master:
+            raise rs.ResultsError("--master needs --engine spark (or auto)")
         summary = analyze(run_dirs, engine, args.master)
         comparison, meta = None, {}
         if args.baseline:

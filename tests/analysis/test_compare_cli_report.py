@@ -134,3 +134,9 @@ def test_auto_engine_by_input_rows(before_after, monkeypatch):
     monkeypatch.setattr(analyze_cli, "AUTO_SPARK_ROWS", 100)
     assert analyze_cli.choose_engine("auto", dirs) == "spark"
     assert analyze_cli.choose_engine("pandas", dirs) == "pandas"
+
+
+def test_master_with_pandas_is_refused(before_after, tmp_path, capsys):
+    rc = jbodlab.main(["analyze", str(before_after / "before"), "--engine", "pandas", "--master", "local[1]",
+                       "--out", str(tmp_path)])
+    assert rc == 2 and "--master needs --engine spark" in capsys.readouterr().err
