@@ -133,7 +133,7 @@ METRICS_SCHEMA = pa.schema(
         pa.field("broker_heartbeat_interval_ms", pa.int64()),
         pa.field("broker_session_timeout_ms", pa.int64()),
         pa.field("queued_assignments", pa.int64()),
-        pa.field("config", pa.string(), nullable=False),  # grouping label, see config_label()
+        pa.field("config", pa.string(), nullable=False),  # grouping label; default: config_label(METRIC_CONFIG_FIELDS)
     ],
     metadata={"jbodlab.table": "metrics", "jbodlab.schema_version": str(SCHEMA_VERSION)},
 )
@@ -182,11 +182,12 @@ _ENUMS: dict[str, dict[str, tuple[str, ...]]] = {
     "metrics": {"metric": METRICS, "unit": ("ms", "count")},
     "checks": {"valid": VALIDITY},
 }
+# configuration columns of `metrics` that make up the default `config` grouping label
+METRIC_CONFIG_FIELDS = ("log_dir_failure_timeout_ms", "broker_heartbeat_interval_ms", "broker_session_timeout_ms")
 # event fields copied into typed columns of `events` (attrs keeps them too)
 EVENT_TYPED_FIELDS = ("role", "dir_id", "path", "topic", "partition", "leader", "isr", "errno",
                       "op", "reason", "fault_id", "fault_kind")
 _SCENARIO_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-_RUN_ID_RE = _SCENARIO_RE
 
 
 class ResultsError(ValueError):
@@ -234,13 +235,30 @@ def event_row(obj: Mapping[str, Any], *, run_id: str, scenario: str, source: str
         "event": obj["event"],
         "attrs": json.dumps(attrs, sort_keys=True, default=str),
     }
+    node_id = obj.get("node_id")
+    if node_id is not None and not _is_int(node_id):
+        raise ResultsError(f"event {obj.get('event')!r}: node_id must be an integer, got {node_id!r}")
     for key in EVENT_TYPED_FIELDS:
-        if key in obj and obj[key] is not None:
-            value = obj[key]
-            if key in ("dir_id", "fault_id") and not isinstance(value, str):
-                value = str(value)
-            row[key] = value
+        value = obj.get(key)
+        if value is None:
+            continue
+        # a value that does not fit the typed column stays only in attrs (nothing is lost)
+        if key in _INT_EVENT_FIELDS:
+            if _is_int(value):
+                row[key] = value
+        elif key == "isr":
+            if isinstance(value, (list, tuple)) and all(_is_int(v) for v in value):
+                row[key] = list(value)
+        else:
+            row[key] = value if isinstance(value, str) else str(value)
     return row
+
+
+_INT_EVENT_FIELDS = ("partition", "leader", "errno")
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and -2**31 <= value < 2**31
 
 
 # ---------------------------------------------------------------------------------------------
@@ -324,8 +342,14 @@ def read_run_json(run_dir: str | os.PathLike) -> RunInfo:
 # ---------------------------------------------------------------------------------------------
 # Writer
 def to_table(name: str, rows: Iterable[Mapping[str, Any]] | pa.Table) -> pa.Table:
-    """Validate ``rows`` (dicts, or a pyarrow Table) against table ``name``'s logical schema."""
+    """Validate ``rows`` (dicts, or a pyarrow Table) against table ``name``'s logical schema.
+
+    ``metrics.config`` may be left out: it then defaults to ``config_label`` of the row's
+    ``METRIC_CONFIG_FIELDS`` (``'default'`` when they are all null).
+    """
     schema = _schema(name)
+    if name == "metrics":
+        rows = _default_config(rows)
     if isinstance(rows, pa.Table):
         extra = set(rows.column_names) - set(schema.names)
         if extra:
@@ -359,6 +383,25 @@ def to_table(name: str, rows: Iterable[Mapping[str, Any]] | pa.Table) -> pa.Tabl
         raise ResultsError(f"{name}: {bad or exc}") from None
     _check_table(name, table)
     return table
+
+
+def _default_config(rows: Iterable[Mapping[str, Any]] | pa.Table) -> list[dict] | pa.Table:
+    if isinstance(rows, pa.Table):
+        if "config" in rows.column_names and rows.column("config").null_count == 0:
+            return rows
+        present = [f for f in METRIC_CONFIG_FIELDS if f in rows.column_names]
+        given = rows.column("config").to_pylist() if "config" in rows.column_names else [None] * rows.num_rows
+        fields = rows.select(present).to_pylist()
+        labels = [g if g is not None else config_label(**f) for g, f in zip(given, fields)]
+        if "config" in rows.column_names:
+            rows = rows.drop_columns(["config"])
+        return rows.append_column("config", pa.array(labels, pa.string()))
+    out = []
+    for row in rows:
+        if row.get("config") is None:
+            row = {**row, "config": config_label(**{f: row.get(f) for f in METRIC_CONFIG_FIELDS})}
+        out.append(row)
+    return out
 
 
 def _find_bad_field(schema: pa.Schema, rows: Sequence[Mapping[str, Any]]) -> str | None:

@@ -13,18 +13,18 @@ import sys
 import time
 from pathlib import Path
 
-AUTO_SPARK_BYTES = 64 * 1024 * 1024  # auto: Spark when the inputs' Parquet exceeds this
+AUTO_SPARK_ROWS = 5_000_000  # auto: Spark when the inputs hold more rows than this (see docs/analysis.md)
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("results", nargs="+", help="run dirs or dirs of runs (e.g. results/)")
     parser.add_argument("--engine", choices=("auto", "pandas", "spark"), default="auto",
-                        help="auto: pandas below %d MiB of Parquet input, else Spark (default auto)"
-                        % (AUTO_SPARK_BYTES >> 20))
-    parser.add_argument("--master", default=None, help="Spark master URL (default local[*])")
+                        help="auto: pandas up to %d input rows (events+client_ops+metrics), else Spark "
+                        "(default auto)" % AUTO_SPARK_ROWS)
+    parser.add_argument("--master", default=None, help="Spark master URL (default local[*]); implies Spark under auto")
     parser.add_argument("--out", default="results/analysis", help="output dir (default results/analysis)")
-    parser.add_argument("--baseline", nargs="+", default=None, metavar="PATH",
-                        help="baseline runs, or the --out dir of an earlier analysis: compare and gate")
+    parser.add_argument("--baseline", action="append", default=None, metavar="PATH",
+                        help="baseline runs (repeatable), or the --out dir of an earlier analysis: compare and gate")
     parser.add_argument("--threshold", type=float, default=0.10,
                         help="relative p50/p99 increase that counts as a regression (default 0.10)")
     parser.add_argument("--min-delta-ms", type=float, default=1.0,
@@ -40,8 +40,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def choose_engine(engine: str, run_dirs) -> str:
     if engine != "auto":
         return engine
-    size = sum(f.stat().st_size for d in run_dirs for f in Path(d).rglob("*.parquet"))
-    return "spark" if size > AUTO_SPARK_BYTES else "pandas"
+    import pyarrow.parquet as pq
+
+    rows = sum(pq.ParquetFile(f).metadata.num_rows for d in run_dirs
+               for t in ("events", "client_ops", "metrics") for f in (Path(d) / t).glob("scenario=*/*.parquet"))
+    return "spark" if rows > AUTO_SPARK_ROWS else "pandas"
 
 
 def analyze(run_dirs, engine: str, master: str | None = None):
@@ -81,7 +84,9 @@ def run(args: argparse.Namespace) -> int:
             timeline = [infos[r] for r in args.timeline_run]
         if args.threshold < 0 or args.min_delta_ms < 0:
             raise rs.ResultsError("--threshold and --min-delta-ms must be ≥ 0")
-        engine = choose_engine(args.engine, run_dirs)
+        engine = "spark" if (args.engine == "auto" and args.master) else choose_engine(args.engine, run_dirs)
+        if engine == "pandas" and args.master:
+            raise rs.ResultsError("--master needs --engine spark (or auto)")
         summary = analyze(run_dirs, engine, args.master)
         comparison, meta = None, {}
         if args.baseline:

@@ -32,6 +32,10 @@ PER_PARTITION_KEYS = ("scenario", "metric", "backend", "config", "topic", "parti
 TIMEOUT_KEYS = ("scenario", "backend", "config", "log_dir_failure_timeout_ms")
 UNAVAIL_SUMMARY_KEYS = ("scenario", "metric", "backend")
 EVENT_LATENCY_KEYS = ("scenario", "backend", "event")
+CHECKS_KEYS = ("scenario", "checker", "valid")
+RESOURCE_KEYS = ("scenario", "backend", "resource")
+RESOURCE_COLUMNS = {"cpu_percent": 1.0, "rss_bytes": 1.0 / (1024 * 1024)}  # column -> scale (rss in MiB)
+RESOURCE_NAMES = {"cpu_percent": "cpu_percent", "rss_bytes": "rss_mib"}
 
 FAULT_WINDOW_COLUMNS = ("run_id", "scenario", "backend", "fault_id", "fault_kind", "start_ns", "end_ns",
                         "duration_ms", "healed")
@@ -46,6 +50,8 @@ SUMMARY_TABLES: dict[str, tuple[str, ...]] = {
     "unavailability": UNAVAIL_COLUMNS,
     "unavailability_summary": UNAVAIL_SUMMARY_KEYS + STATS,
     "event_latency": EVENT_LATENCY_KEYS + STATS,
+    "checks_summary": CHECKS_KEYS + ("runs",),
+    "resources_summary": RESOURCE_KEYS + STATS,
 }
 SORT_KEYS: dict[str, tuple[str, ...]] = {
     "latency": LATENCY_KEYS,
@@ -55,8 +61,10 @@ SORT_KEYS: dict[str, tuple[str, ...]] = {
     "unavailability": ("run_id", "fault_id", "topic", "partition"),
     "unavailability_summary": UNAVAIL_SUMMARY_KEYS,
     "event_latency": EVENT_LATENCY_KEYS,
+    "checks_summary": CHECKS_KEYS,
+    "resources_summary": RESOURCE_KEYS,
 }
-_INT_COLUMNS = {"count", "partition", "log_dir_failure_timeout_ms", "start_ns", "end_ns", "last_ok_ns",
+_INT_COLUMNS = {"count", "runs", "partition", "log_dir_failure_timeout_ms", "start_ns", "end_ns", "last_ok_ns",
                 "first_ok_ns", "failed_ops"}
 _BOOL_COLUMNS = {"healed", "recovered"}
 _FLOAT_COLUMNS = {"min", "p50", "p90", "p99", "max", "duration_ms", "unavailable_ms", "longest_gap_ms"}

@@ -34,7 +34,7 @@ def _to_pandas(table: pa.Table) -> pd.DataFrame:
 
 
 def load(run_dirs: Sequence[Path]) -> tuple[dict[str, pd.DataFrame], pd.DataFrame]:
-    runs = rs.read_runs(run_dirs, tables=("events", "client_ops", "metrics"))
+    runs = rs.read_runs(run_dirs, tables=("events", "client_ops", "metrics", "checks", "resources"))
     frames = {name: _to_pandas(t) for name, t in runs.tables.items()}
     info = pd.DataFrame({"run_id": [i.run_id for i in runs.infos],
                          "backend": [i.fault_backend for i in runs.infos]})
@@ -69,6 +69,16 @@ def analyze(run_dirs: Sequence[Path]) -> m.Summary:
                       unavail.assign(metric="longest_gap_ms", value=unavail["longest_gap_ms"])])
     tables["unavailability_summary"] = _grouped_stats(long, m.UNAVAIL_SUMMARY_KEYS, "value")
     tables["event_latency"] = _grouped_stats(event_delays(events, windows), m.EVENT_LATENCY_KEYS, "delay_ms")
+    checks = frames["checks"]
+    tables["checks_summary"] = (checks.groupby(list(m.CHECKS_KEYS), as_index=False)["run_id"].nunique()
+                                .rename(columns={"run_id": "runs"}))
+    res = frames["resources"].merge(info, on="run_id", how="left")
+    long_res = pd.concat([pd.DataFrame({"scenario": res["scenario"], "backend": res["backend"],
+                                        "resource": m.RESOURCE_NAMES[c],
+                                        "value": res[c].astype("float64") * scale})
+                          for c, scale in m.RESOURCE_COLUMNS.items()]) if not res.empty else pd.DataFrame(
+        columns=["scenario", "backend", "resource", "value"])
+    tables["resources_summary"] = _grouped_stats(long_res, m.RESOURCE_KEYS, "value")
     tables = {name: m.normalize(name, df) for name, df in tables.items()}
     values = metrics.loc[:, ["scenario", "metric", "backend", "config", "value"]].reset_index(drop=True)
     return m.Summary(tables=tables, metric_values=values, engine="pandas", runs=len(info), run_dirs=list(run_dirs))

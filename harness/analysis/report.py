@@ -34,6 +34,8 @@ TITLES = {
     "unavailability_summary": "Client unavailability around fault windows (ms)",
     "event_latency": "First occurrence of each node event after the fault (ms)",
     "per_partition": "Per-partition breakdown (ms)",
+    "checks_summary": "Checker verdicts (number of runs)",
+    "resources_summary": "Resource samples per scenario (cpu %, RSS MiB)",
     "comparison": "Comparison with the baseline",
 }
 
@@ -61,7 +63,7 @@ def terminal_table(df: pd.DataFrame, columns: Sequence[str] | None = None) -> st
     numeric = [pd.api.types.is_numeric_dtype(df[c]) and not pd.api.types.is_bool_dtype(df[c]) for c in df.columns]
     lines = []
     for n, r in enumerate(cells):
-        lines.append("  ".join(c.rjust(w) if numeric[i] and n else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))))
+        lines.append("  ".join(c.rjust(w) if numeric[i] else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))))
         if n == 0:
             lines.append("  ".join("-" * w for w in widths))
     return "\n".join(lines)
@@ -229,7 +231,8 @@ def pick_timeline_runs(summary: m.Summary) -> list[Path]:
 
 
 # --------------------------------------------------------------------------------------------- report
-REPORT_TABLES = ("latency", "timeout_accuracy", "unavailability_summary", "event_latency", "per_partition")
+REPORT_TABLES = ("latency", "timeout_accuracy", "unavailability_summary", "event_latency", "checks_summary",
+                 "resources_summary", "per_partition")
 
 
 def write_report(summary: m.Summary, out_dir: Path, *, comparison: pd.DataFrame | None = None,

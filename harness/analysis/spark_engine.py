@@ -200,6 +200,16 @@ def analyze(run_dirs: Sequence[Path], spark=None, master: str | None = None) -> 
         .withColumn("delay_ms", (F.col("first_ns") - F.col("start_ns")).cast("double") / F.lit(1e6))
     out["event_latency"] = _stats(first, m.EVENT_LATENCY_KEYS, "delay_ms")
 
+    checks = read(spark, run_dirs, "checks")
+    out["checks_summary"] = checks.groupBy(*m.CHECKS_KEYS).agg(F.countDistinct("run_id").cast("long").alias("runs"))
+    res = read(spark, run_dirs, "resources").join(F.broadcast(info), "run_id", "left")
+    long_res = None
+    for c, scale in m.RESOURCE_COLUMNS.items():
+        part = res.select("scenario", "backend", F.lit(m.RESOURCE_NAMES[c]).alias("resource"),
+                          (F.col(c).cast("double") * F.lit(scale)).alias("value"))
+        long_res = part if long_res is None else long_res.unionByName(part)
+    out["resources_summary"] = _stats(long_res, m.RESOURCE_KEYS, "value")
+
     tables = {name: m.normalize(name, _collect(df)) for name, df in out.items()}
     values = _collect(metrics.select("scenario", "metric", "backend", "config", "value"))
     for df in (metrics, windows, unavail):

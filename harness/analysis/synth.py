@@ -14,6 +14,7 @@ of which the first ``leader_partitions`` are led by that broker. Times (ms after
 * client recovery of p = (its ISR shrink or leader change) + C_p, C_p ~ ``client_retry_ms``;
   ``client_unavailable_ms`` = first ok completion after the fault − last ok completion before
 * with ``timeout_shutdown``: ``failure_timeout_shutdown`` at ldft + E, E ~ ``timeout_error_ms``
+  (the fault is then healed 1 s after the shutdown at the earliest)
 * ``fencing_ms`` ~ ``fencing_ms`` at start-up, with ``queued_assignments`` ~ U{0..partitions}
 
 ``Dist("grid", lo, hi)`` spreads a group's values evenly over [lo, hi] (shuffled across its
@@ -154,15 +155,11 @@ def _one_run(run_dir: Path, spec: ScenarioSpec, rng: np.random.Generator, *, run
              ldft: int, start_ns: int, seed: int, d: dict) -> dict:
     scenario = spec.name
     label = rs.config_label(log_dir_failure_timeout_ms=ldft)
-    rs.write_run_json(run_dir, rs.RunInfo(
-        run_id=run_id, scenario=scenario, seed=seed, fault_backend=backend,
-        fidelity={"dm": "block-eio-dm", "fuse": "block-eio-fuse"}.get(backend, backend),
-        scenario_value={"id": scenario, "synthetic": True, "partitions": spec.partitions},
-        versions={"jbodlab": "synthetic", "git_sha": "synthetic"}, host={"synthetic": True},
-        configs={str(b): {"log.dir.failure.timeout.ms": ldft} for b in BROKERS},
-        started_ns=start_ns, ended_ns=start_ns + _ns(spec.duration_ms)))
     t0 = start_ns + _ns(spec.fault_at_ms)
-    t_heal = t0 + _ns(spec.fault_duration_ms)
+    shut_ns = _ns(ldft + d["timeout_error_ms"]) if spec.timeout_shutdown else 0
+    # the fault lasts until the broker has shut down (S4), the run 1 s beyond the heal
+    t_heal = t0 + max(_ns(spec.fault_duration_ms), shut_ns + _ns(1000))
+    end_ns = max(start_ns + _ns(spec.duration_ms), t_heal + _ns(1000))
     fault_id = f"{run_id}-f1"
     dir_id = f"dir-{FAILED_BROKER}-d1"
     topic = "t"
@@ -220,14 +217,13 @@ def _one_run(run_dir: Path, spec: ScenarioSpec, rng: np.random.Generator, *, run
         recover_ns.append(change_ns + _ns(d["client_retry_ms"][p]))
 
     if spec.timeout_shutdown:
-        shut_ns = _ns(ldft + d["timeout_error_ms"])
         ev("node", t0 + shut_ns, "failure_timeout_shutdown", FAILED_BROKER, role="broker", dir_id=dir_id,
            reason="log.dir.failure.timeout.ms elapsed")
         metric("failure_timeout_shutdown_ms", shut_ns / 1e6, node_id=FAILED_BROKER, dir_id=dir_id)
     ev("harness", t_heal, "fault_healed", FAILED_BROKER, fault_id=fault_id, fault_kind="error", dir_id=dir_id)
 
     # client ops: one produce per partition every op_interval_ms, 2 ms latency; outage per partition
-    op_rows, unavail = _client_ops(spec, run_id, scenario, topic, start_ns, t0, recover_ns, fault_id)
+    op_rows, unavail = _client_ops(spec, run_id, scenario, topic, start_ns, end_ns, t0, recover_ns, fault_id)
     for u in unavail:
         metric("client_unavailable_ms", (u["first_ok_ns"] - u["last_ok_ns"]) / 1e6, topic=topic,
                partition=u["partition"])
@@ -237,13 +233,13 @@ def _one_run(run_dir: Path, spec: ScenarioSpec, rng: np.random.Generator, *, run
     rs.write_table(run_dir, "metrics", metrics)
     events_table = rs.to_table("events", events)
     if spec.background_events:
-        events_table = pa.concat_tables([events_table, _background(spec, rng, run_id, scenario, start_ns)])
+        events_table = pa.concat_tables([events_table, _background(spec, rng, run_id, scenario, start_ns, end_ns)])
     rs.write_table(run_dir, "events", events_table)
     rs.write_table(run_dir, "client_ops", op_rows)
     rs.write_table(run_dir, "checks", [dict(common, checker=c, valid="true" if spec.acked_lost == 0 else "false",
                                             details=json.dumps({"synthetic": True}))
                                        for c in ("durability", "failover", "liveness")])
-    ts = start_ns + np.arange(0, _ns(spec.duration_ms), 1_000_000_000, dtype=np.int64)
+    ts = np.arange(start_ns, end_ns, 1_000_000_000, dtype=np.int64)
     rs.write_table(run_dir, "resources", pa.table({
         "run_id": [run_id] * (len(ts) * len(BROKERS)), "scenario": [scenario] * (len(ts) * len(BROKERS)),
         "node_id": pa.array(np.repeat(np.array(BROKERS, dtype=np.int32), len(ts))),
@@ -251,16 +247,22 @@ def _one_run(run_dir: Path, spec: ScenarioSpec, rng: np.random.Generator, *, run
         "cpu_percent": rng.uniform(1, 30, len(ts) * len(BROKERS)),
         "rss_bytes": rng.integers(50_000_000, 80_000_000, len(ts) * len(BROKERS)),
     }))
+    rs.write_run_json(run_dir, rs.RunInfo(
+        run_id=run_id, scenario=scenario, seed=seed, fault_backend=backend,
+        fidelity={"dm": "block-eio-dm", "fuse": "block-eio-fuse"}.get(backend, backend),
+        scenario_value={"id": scenario, "synthetic": True, "partitions": spec.partitions},
+        versions={"jbodlab": "synthetic", "git_sha": "synthetic"}, host={"synthetic": True},
+        configs={str(b): {"log.dir.failure.timeout.ms": ldft} for b in BROKERS},
+        started_ns=start_ns, ended_ns=end_ns))
     window = dict(common, fault_id=fault_id, start_ns=t0, end_ns=t_heal)
     return {"metrics": metrics, "window": window, "unavailability": unavail,
             "events": events_table.num_rows, "ops": op_rows.num_rows}
 
 
-def _client_ops(spec: ScenarioSpec, run_id: str, scenario: str, topic: str, start_ns: int, t0: int,
+def _client_ops(spec: ScenarioSpec, run_id: str, scenario: str, topic: str, start_ns: int, end: int, t0: int,
                 recover_ns: list[int], fault_id: str) -> tuple[pa.Table, list[dict]]:
     interval = _ns(spec.op_interval_ms)
     latency = 2_000_000
-    end = start_ns + _ns(spec.duration_ms)
     slots = np.arange(start_ns, end - latency, interval, dtype=np.int64)
     cols: dict[str, list] = {k: [] for k in ("partition", "offset", "value_id", "outcome", "ts_invoke_ns",
                                              "ts_complete_ns", "error")}
@@ -294,9 +296,10 @@ def _client_ops(spec: ScenarioSpec, run_id: str, scenario: str, topic: str, star
     return table, unavail
 
 
-def _background(spec: ScenarioSpec, rng: np.random.Generator, run_id: str, scenario: str, start_ns: int) -> pa.Table:
+def _background(spec: ScenarioSpec, rng: np.random.Generator, run_id: str, scenario: str, start_ns: int,
+                end_ns: int) -> pa.Table:
     n = spec.background_events
-    ts = start_ns + rng.integers(0, _ns(spec.duration_ms), n, dtype=np.int64)
+    ts = rng.integers(start_ns, end_ns, n, dtype=np.int64)
     names = np.array(BACKGROUND_EVENTS)[rng.integers(0, len(BACKGROUND_EVENTS), n)]
     node = rng.choice(np.array(BROKERS + (CONTROLLER_ID,), dtype=np.int32), n)
     schema = rs.EVENTS

@@ -80,3 +80,31 @@ def test_bad_run_dirs_named(tmp_path):
 def test_config_label_is_canonical():
     assert rs.config_label(b=2, a=1, c=None) == "a=1,b=2"
     assert rs.config_label() == "default"
+
+
+def test_metrics_config_defaults_to_label_of_config_fields(tmp_path):
+    import pyarrow as pa
+
+    row = _metric(log_dir_failure_timeout_ms=5000, broker_session_timeout_ms=9000)
+    del row["config"]
+    bare = _metric()
+    del bare["config"]
+    t = rs.to_table("metrics", [row, bare, _metric(config="mine")])
+    assert t.column("config").to_pylist() == [
+        "broker_session_timeout_ms=9000,log_dir_failure_timeout_ms=5000", "default", "mine"]
+    as_table = pa.table({k: [v] for k, v in row.items()})
+    assert rs.to_table("metrics", as_table).column("config").to_pylist() == [
+        "broker_session_timeout_ms=9000,log_dir_failure_timeout_ms=5000"]
+
+
+def test_event_row_keeps_odd_values_in_attrs_only():
+    import uuid
+
+    d = uuid.UUID(int=7)
+    row = rs.event_row({"ts_ns": 1, "event": "dir_offline", "node_id": 1, "errno": "EIO", "isr": "1,2",
+                        "dir_id": d, "leader": True}, run_id="r", scenario="S", source="node")
+    assert row["dir_id"] == str(d) and "errno" not in row and "isr" not in row and "leader" not in row
+    assert json.loads(row["attrs"])["errno"] == "EIO"
+    rs.to_table("events", [row])  # valid
+    with pytest.raises(rs.ResultsError, match="node_id"):
+        rs.event_row({"ts_ns": 1, "event": "x", "node_id": "one"}, run_id="r", scenario="S", source="node")
