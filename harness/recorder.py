@@ -68,9 +68,11 @@ def event_rows(history: History, *, run_id: str, scenario: str,
             obj["role"] = e.role
         row = rs.event_row(obj, run_id=run_id, scenario=scenario, source=source)
         for key in _INT_COLUMNS + _STR_COLUMNS + ("isr",):
-            if row.get(key) is not None and not _typed_ok(key, row[key]):
+            value = obj.get(key)
+            # event_row leaves a typed column null when the value does not fit; say so
+            if value is not None and (row.get(key) is None or not _typed_ok(key, row[key])):
                 if problems is not None:
-                    problems.append(f"events: entry {e.index} ({row['event']}): {key}={row[key]!r} has the wrong "
+                    problems.append(f"events: entry {e.index} ({row['event']}): {key}={value!r} has the wrong "
                                     "type; kept in attrs only")
                 row[key] = None
         rows.append(row)
