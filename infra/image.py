@@ -8,7 +8,8 @@ Two layers:
    package list and mirror.
 2. ``jbodlab-node:<source hash>`` — ``docker build --network none`` FROM the base: a venv in
    ``/opt/jbodlab`` with the project wheel and the wheels of pyproject ``dependencies``
-   (only the runtime ones), from a wheelhouse built on the host (deps cached in
+   (only the runtime ones; the wheel holds only the runtime packages kafka_common,
+   kafka_runtime, controller_impl, broker_impl), from a wheelhouse built on the host (deps cached in
    ``/var/cache/jbodlab/wheels/``). The image carries the label ``jbodlab.source-hash``;
    it is rebuilt only when the hash of the sources + pyproject changes.
 
@@ -40,7 +41,9 @@ Say = Callable[[str], None]
 SUITE = "bookworm"
 MIRROR = "http://deb.debian.org/debian"
 BASE_PACKAGES = ("python3", "python3-venv", "procps", "iproute2")
-PACKAGES_DIRS = ("kafka_common", "kafka_runtime", "controller_impl", "broker_impl", "harness", "infra", "scenarios")
+# What runs inside a node: the broker/controller runtime. Host-only packages (harness, infra,
+# scenarios) are neither hashed nor installed, so editing the lab does not rebuild the image.
+PACKAGES_DIRS = ("kafka_common", "kafka_runtime", "controller_impl", "broker_impl")
 SOURCE_LABEL = "jbodlab.source-hash"
 VENV = "/opt/jbodlab"
 LOCK_PATH = Path("/var/lock/jbodlab-setup.lock")

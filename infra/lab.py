@@ -38,7 +38,8 @@ from infra.docker import BindMount, ContainerSpec, Docker
 from infra.errors import InfraError
 from infra.faults import DiskFault
 from infra.fuse_daemon import FuseDaemon
-from infra.mounts import mount_at, mounts_under
+from infra.procfaults import ProcessFault, ResourceSample, sample
+from infra.netfaults import Isolate, NetTarget, Netem, Partition
 from infra.naming import (LAB_LABEL, ROLE_LABEL, check_name, container_name, lab_dir, network_name,
                           new_lab_id)
 
@@ -183,8 +184,30 @@ class Lab:
         return spec.name
 
     # ---- faults -----------------------------------------------------------------------
+    def net_target(self, node: str) -> NetTarget:
+        """A running node as a network-fault target (container pid + IP on the lab network)."""
+        name = self.container_name(node)
+        if self.network is None:
+            raise InfraError(f"lab {self.lab_id} has no network")
+        return NetTarget(node, name, self.docker.pid(name), self.docker.ip(name, self.network))
+
+    def partition(self, a: str, b: str) -> Partition:
+        return Partition(self.net_target(a), self.net_target(b))
+
+    def isolate(self, node: str) -> Isolate:
+        return Isolate(self.net_target(node))
+
+    def netem(self, node: str, *, delay_ms: float = 0.0, jitter_ms: float = 0.0, loss_pct: float = 0.0) -> Netem:
+        return Netem(self.net_target(node), delay_ms, jitter_ms, loss_pct)
+
     def disk_fault(self, node: str, dirname: str, kind: str, **params) -> DiskFault:
         return DiskFault(self.disk(node, dirname), kind, self.backend, **params)
+
+    def process_fault(self, node: str, kind: str, signal: str = "KILL") -> ProcessFault:
+        return ProcessFault(self.docker, self.container_name(node), kind, signal)
+
+    def sample(self, node: str) -> ResourceSample:
+        return sample(self.docker, self.container_name(node))
 
     def repair_disk(self, node: str, dirname: str, busy_timeout_s: float = 10.0) -> str:
         return repair_disk(self.disk(node, dirname), busy_timeout_s=busy_timeout_s)
