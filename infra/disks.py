@@ -128,7 +128,7 @@ def create_disk(backend: DiskBackend, *, lab_id: str, lab_dir: Path, node: str, 
     """Backing file → device → mkfs → mount → ``data/``. Undoes its own steps on failure."""
     if fstype not in fs.FSTYPES:
         raise DeviceError(f"filesystem type {fstype!r} is not supported (choose from {', '.join(fs.FSTYPES)})")
-    if size_mb < (300 if fstype == "xfs" else 16):
+    if size_mb < (300 if fstype == "xfs" else 1 if fstype == "raw" else 16):
         raise DeviceError(f"disk size {size_mb} MiB too small for {fstype}")
     fs_bytes = size_mb << 20
     image = lab_dir / "backing" / f"{disk_key(node, dirname)}.img"
@@ -138,6 +138,8 @@ def create_disk(backend: DiskBackend, *, lab_id: str, lab_dir: Path, node: str, 
     loop_dev, block_dev = backend.attach(lab_id, node, dirname, image)
     disk = Disk(lab_id, node, dirname, fstype, backend.name, image, loop_dev, block_dev,
                 lab_dir / "nodes" / node / dirname, fs_bytes)
+    if fstype == "raw":
+        return disk
     try:
         fs.mkfs(block_dev, fstype, fs_bytes)
         fs.mount(block_dev, disk.mountpoint, fstype)

@@ -11,7 +11,7 @@ from infra import _cmd
 from infra.errors import CommandError, DeviceError
 from infra.mounts import mount_at
 
-FSTYPES = ("ext4", "xfs")
+FSTYPES = ("ext4", "xfs", "raw")  # raw: the bare block device, no filesystem, not mounted
 BLOCK = 4096
 
 
@@ -19,7 +19,7 @@ def mkfs(dev: str, fstype: str, fs_bytes: int) -> None:
     """Make ``fstype`` on the first ``fs_bytes`` of ``dev`` (the rest is the probe area)."""
     if fstype == "ext4":
         argv = ["mkfs.ext4", "-q", "-F", "-b", str(BLOCK), "-m", "0",
-                "-E", "lazy_itable_init=1,lazy_journal_init=1,nodiscard", dev, str(fs_bytes // BLOCK)]
+                "-E", "lazy_itable_init=0,lazy_journal_init=1,nodiscard", dev, str(fs_bytes // BLOCK)]
     elif fstype == "xfs":
         argv = ["mkfs.xfs", "-q", "-f", "-K", "-d", f"size={fs_bytes}", dev]
     else:

@@ -23,7 +23,7 @@ Say = Callable[[str], None]
 
 HOST_PACKAGES = (
     "docker.io", "debootstrap", "fuse3", "libfuse3-3", "xfsprogs", "e2fsprogs", "kcat",
-    "iproute2", "util-linux", "psmisc", "procps", "kmod",
+    "iproute2", "iptables", "util-linux", "psmisc", "procps", "kmod",
 )
 DOCKER_SOCKET = Path("/var/run/docker.sock")
 FUSECTL_DIR = Path("/sys/fs/fuse/connections")

@@ -64,7 +64,7 @@ class NodeSpec:
 class Topology:
     nodes: tuple[NodeSpec, ...]
     disk_size_mb: int = 512
-    fstype: str = "ext4"
+    fstype: str = "ext4"            # ext4 | xfs | raw (bare device, nothing mounted)
     backend: str = "auto"
     network: bool = True
 
