@@ -199,6 +199,8 @@ def _stop_pid(pid: int, root: Path) -> None:
     for sig in (signal.SIGTERM, signal.SIGKILL):
         try:
             os.kill(pid, sig)
+            if sig == signal.SIGTERM:
+                os.kill(pid, signal.SIGCONT)  # a stopped (wedged) daemon must run to see SIGTERM
         except ProcessLookupError:
             return
         deadline = time.monotonic() + 3

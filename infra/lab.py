@@ -36,6 +36,7 @@ from infra import _cmd, capability, fs, image
 from infra.disks import Disk, DiskBackend, DmBackend, FuseBackend, PlainBackend, create_disk, destroy_disk, repair_disk
 from infra.docker import BindMount, ContainerSpec, Docker
 from infra.errors import InfraError
+from infra.faultmodes import FaultMode
 from infra.faults import DiskFault
 from infra.fuse_daemon import FuseDaemon
 from infra.procfaults import ProcessFault, ResourceSample, sample
@@ -224,6 +225,11 @@ class Lab:
     # ---- teardown ---------------------------------------------------------------------
     def destroy(self) -> None:
         """Remove everything of this lab (containers, network, mounts, devices, daemon, files)."""
+        for disk in self.disks.values():  # heal first: a delayed or failing disk must not stall `docker rm`
+            try:
+                self.backend.set_mode(disk, FaultMode())
+            except Exception:  # noqa: BLE001 - a dead daemon is handled by the crash-safe path below
+                pass
         for name in self.docker.containers(self.lab_id):
             self.docker.remove(name)
         if self.network:

@@ -81,6 +81,8 @@ def test_cleanup_after_sigkill_leaves_nothing(node_image, jbodtest_loop):
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
     assert not survey()[lab_id].live
+    for pid in before["daemons"]:  # the worst case: the FUSE daemon is wedged too
+        os.kill(pid, signal.SIGSTOP)
     out = subprocess.run([sys.executable, "-m", "harness.cli", "cleanup", "--lab", lab_id], cwd=ROOT,
                          capture_output=True, text=True, timeout=180)
     print(out.stdout)
