@@ -103,6 +103,44 @@ def bench_throughput(runs: int = 3) -> dict[str, dict[str, float]]:
     return results
 
 
+def bench_isolation(ops: int = 300) -> dict[str, float]:
+    """Latency of 4 KiB append+fsync on one disk while another disk of the same FUSE daemon has
+    8 requests at a time stuck in delay:200 — does one slow disk starve a broker's other dirs?"""
+    import threading
+
+    from infra.faults import probe_device
+    topo = Topology(nodes=(NodeSpec("n1", ("d1", "d2")),), disk_size_mb=256, backend="fuse", network=False)
+    with Lab.create(topo) as lab:
+        data = lab.disk("n1", "d1").data_path
+
+        def lat() -> list[float]:
+            out = subprocess.run([sys.executable, "-c", LATENCY, str(data / "lat"), str(ops)],
+                                 capture_output=True, text=True, check=True).stdout.split()
+            return [float(x) for x in out]
+
+        quiet = lat()
+        fault = lab.disk_fault("n1", "d2", "delay", delay_ms=200, probe=False)
+        fault.inject()
+        stop = threading.Event()
+
+        def hammer() -> None:
+            while not stop.is_set():
+                probe_device(lab.disk("n1", "d2"), "write")
+
+        threads = [threading.Thread(target=hammer) for _ in range(8)]
+        for t in threads:
+            t.start()
+        try:
+            busy = lat()
+        finally:
+            stop.set()
+            fault.heal()
+            for t in threads:
+                t.join(timeout=30)
+    return {"quiet_p50_ms": quiet[0], "quiet_p99_ms": quiet[1], "neighbour_delayed_p50_ms": busy[0],
+            "neighbour_delayed_p99_ms": busy[1]}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--skip-full-cold", action="store_true", help="do not delete the cached rootfs/base image")
@@ -113,7 +151,8 @@ def main() -> int:
         return 2
     report = {"host": {"kernel": platform.release(), "cpus": os.cpu_count(), "python": platform.python_version(),
                        "loadavg_at_start": os.getloadavg()},
-              "image": bench_image(not args.skip_full_cold), "lab_4x4": bench_lab(), "throughput": bench_throughput()}
+              "image": bench_image(not args.skip_full_cold), "lab_4x4": bench_lab(), "throughput": bench_throughput(),
+              "isolation": bench_isolation()}
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=2))
@@ -127,6 +166,9 @@ def main() -> int:
         print(f"{b:5s}: dd 512 MiB conv=fsync {t['write_MBps_median']:.0f} MB/s (runs {', '.join(f'{x:.0f}' for x in t['write_MBps_runs'])}),"
               f" 4 KiB append+fsync p50 {t['append_fsync_4k_p50_ms']:.2f} ms p99 {t['append_fsync_4k_p99_ms']:.2f} ms,"
               f" daemon CPU {t['daemon_cpu_s_per_512MiB']:.2f} s/512 MiB")
+    iso = report["isolation"]
+    print(f"fuse isolation: d1 append+fsync p50/p99 {iso['quiet_p50_ms']:.2f}/{iso['quiet_p99_ms']:.2f} ms quiet, "
+          f"{iso['neighbour_delayed_p50_ms']:.2f}/{iso['neighbour_delayed_p99_ms']:.2f} ms while d2 has 8 ops in delay:200")
     print(f"fuse/plain write ratio {tp['fuse_vs_plain_write_ratio']['ratio']:.2f}; written to {out}")
     return 0
 

@@ -187,3 +187,24 @@ def test_xfs_disk_gets_eio_too(node_image):
         rec = lab.disk_fault("n1", "d1", "error-writes").inject()
         _, _, err_no, _ = wait_log(lab, writer, "ERR")
         assert int(err_no) == errno.EIO and rec.probe_errno == errno.EIO
+
+
+def test_a_delayed_disk_does_not_stall_the_other_disks_of_the_daemon(lab):
+    """One daemon serves every disk of the lab: requests stuck in a delay must not starve the rest."""
+    import threading
+
+    slow, fast = lab.disk("n1", "d2"), lab.disk("n1", "d1")
+    fault = lab.disk_fault("n1", "d2", "delay", delay_ms=2000, probe=False)
+    fault.inject()
+    stuck = [threading.Thread(target=probe_device, args=(slow, "read")) for _ in range(16)]
+    try:
+        for t in stuck:
+            t.start()
+        time.sleep(0.1)
+        for _ in range(20):
+            assert probe_device(fast, "read") is None and probe_device(fast, "write") is None
+        assert all(t.is_alive() for t in stuck), "the other disk answered while all 16 delayed ops were pending"
+    finally:
+        fault.heal()
+        for t in stuck:
+            t.join(timeout=30)
