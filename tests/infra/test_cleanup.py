@@ -111,3 +111,27 @@ def test_default_cleanup_leaves_live_labs_alone(node_image):
     time.sleep(0)  # destroy() ran: nothing of the lab left
     assert _traces(lab.lab_id) == {"containers": [], "networks": [], "mounts": [], "loops": [], "daemons": [],
                                    "dir": False}
+
+
+def test_persistent_lab_outlives_its_creator_and_loads_elsewhere(node_image):
+    reason = fuse_skip_reason()
+    if reason:
+        pytest.skip(reason)
+    code = ("from infra.lab import Lab, NodeSpec, Topology\n"
+            "lab = Lab.create(Topology(nodes=(NodeSpec('n1', ('d1', 'd2')),), disk_size_mb=32, backend='fuse',"
+            " network=False), persistent=True)\nprint(lab.lab_id)")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                         env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert out.returncode == 0, out.stderr
+    lab_id = out.stdout.strip()
+    try:
+        assert survey()[lab_id].live, "a persistent lab is live after its creator exited"
+        assert lab_id not in {c.lab_id for c in cleanup(dry_run=True)}
+        lab = Lab.load(lab_id)
+        assert set(lab.disks) == {("n1", "d1"), ("n1", "d2")}
+        rec = lab.disk_fault("n1", "d2", "error").inject()
+        assert rec.first_io_error_observed_ns is not None
+        lab.destroy()
+        assert _traces(lab_id)["dir"] is False
+    finally:
+        cleanup(lab_ids=[lab_id])
