@@ -30,6 +30,7 @@ from infra.mounts import mounts_under
 from infra.naming import LAB_LABEL, LABS_ROOT, PREFIX
 
 Say = Callable[[str], None]
+CREATE_GRACE_S = 60.0
 
 
 @dataclass
@@ -111,7 +112,11 @@ def survey() -> dict[str, LabLeftovers]:
                 from infra.lab import owner_alive
                 live = owner_alive(json.loads(meta_path.read_text()))
             except (OSError, ValueError):
-                live = False
+                # no readable lab.json: a lab being created right now (grace period) or a wreck
+                try:
+                    live = time.time() - (LABS_ROOT / lab_id).stat().st_mtime < CREATE_GRACE_S
+                except OSError:
+                    live = False
             labs[lab_id] = LabLeftovers(lab_id, live)
         return labs[lab_id]
 
