@@ -143,7 +143,7 @@ def bench_isolation(ops: int = 300) -> dict[str, float]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--skip-full-cold", action="store_true", help="do not delete the cached rootfs/base image")
+    ap.add_argument("--skip-full-cold", action="store_true", help="do not delete the cached rootfs and base image (the full cold build briefly untags images other users of this host may be starting)")
     ap.add_argument("--out", default=str(ROOT / "results" / "bench" / "infra.json"))
     args = ap.parse_args()
     if os.geteuid() != 0:

@@ -184,9 +184,16 @@ def test_xfs_disk_gets_eio_too(node_image):
                              backend="fuse")) as lab:
         writer = start_writer(lab, "n1", "d1")
         wait_log(lab, writer, "READY")
-        rec = lab.disk_fault("n1", "d1", "error-writes").inject()
+        fault = lab.disk_fault("n1", "d1", "error-writes")
+        rec = fault.inject()
         _, _, err_no, _ = wait_log(lab, writer, "ERR")
         assert int(err_no) == errno.EIO and rec.probe_errno == errno.EIO
+        lab.docker.remove(writer)
+        fault.heal(repair_fs=True)  # xfs shut down: unmount, xfs_repair -L, mount
+        lab.start_node("n1")
+        r = container_python(lab, "n1", "import os;fd=os.open('/jbodlab/disks/d1/data/log',os.O_WRONLY|os.O_APPEND);"
+                             "os.write(fd,b'x'*4096);os.fsync(fd)")
+        assert r.returncode == 0, r.stderr
 
 
 def test_a_delayed_disk_does_not_stall_the_other_disks_of_the_daemon(lab):
