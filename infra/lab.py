@@ -142,6 +142,7 @@ class Lab:
                     lab.disks[(node.name, d)] = create_disk(
                         lab.backend, lab_id=lab_id, lab_dir=root, node=node.name, dirname=d,
                         size_mb=topology.disk_size_mb, fstype=topology.fstype)
+                    lab._save()  # cleanup finds the loop device even if the FUSE mount vanishes
             if topology.network:
                 lab.network = network_name(lab_id)
                 lab.docker.create_network(lab.network, lab_id)

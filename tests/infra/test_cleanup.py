@@ -135,3 +135,27 @@ def test_persistent_lab_outlives_its_creator_and_loads_elsewhere(node_image):
         assert _traces(lab_id)["dir"] is False
     finally:
         cleanup(lab_ids=[lab_id])
+
+
+def test_cleanup_after_the_fuse_daemon_died(node_image):
+    """kill -9 of the daemon: auto_unmount drops the FUSE mount under the loop devices, whose
+    backing paths then point into a detached mount; cleanup still finds them (lab.json)."""
+    reason = fuse_skip_reason()
+    if reason:
+        pytest.skip(reason)
+    lab = Lab.create(Topology(nodes=(NodeSpec("n1", ("d1", "d2")),), disk_size_mb=32, backend="fuse",
+                              network=False))
+    try:
+        loops = [d.loop_dev for d in lab.disks.values()]
+        os.kill(lab.daemon.pid(), signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while any(m.target.endswith("/fuse") for m in mounts_under(LABS_ROOT / lab.lab_id)) \
+                and time.monotonic() < deadline:
+            time.sleep(0.05)
+        cleanup(lab_ids=[lab.lab_id])
+        assert _traces(lab.lab_id) == {"containers": [], "networks": [], "mounts": [], "loops": [],
+                                       "daemons": [], "dir": False}
+        assert all(loopdev.backing_file(dev) is None or not loopdev.backing_file(dev).endswith(
+            ("n1--d1.img", "n1--d2.img")) for dev in loops), "loop devices of the dead daemon detached"
+    finally:
+        cleanup(lab_ids=[lab.lab_id])
