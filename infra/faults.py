@@ -55,6 +55,7 @@ class FaultRecord:
     probe_latency_ms: float | None = None
     state_after_inject: str | None = None
     state_after_heal: str | None = None
+    device_healthy_after_heal: bool | None = None
     fs_read_only_after_heal: bool | None = None
     fs_repair: str | None = None
 
@@ -126,6 +127,8 @@ class DiskFault:
         else:
             rec.state_after_heal = self.backend.set_mode(self.disk, FaultMode())
         rec.healed_ns = time.time_ns()
+        if self.kind != "enospc" and self.probe:
+            rec.device_healthy_after_heal = device_healthy(self.disk)
         rec.fs_read_only_after_heal = fs.is_read_only(self.disk.mountpoint)
         if repair_fs and self.disk.fstype != "raw":
             rec.fs_repair = repair_disk(self.disk, busy_timeout_s=busy_timeout_s)
@@ -159,6 +162,15 @@ class DiskFault:
                 rec.first_io_error_observed_ns, rec.probe_op, rec.probe_errno = time.time_ns(), op, err
                 return
             time.sleep(self.probe_interval_s)
+
+
+def device_healthy(disk: Disk) -> bool:
+    """O_DIRECT read and write probes succeed. A write may report once an error left on the
+    block device's page-cache mapping by an earlier failed writeback (the kernel reports such an
+    error once, then clears it), so a failed write probe is retried once."""
+    if _probe_io(disk, "read") is not None:
+        return False
+    return _probe_io(disk, "write") is None or _probe_io(disk, "write") is None
 
 
 def probe_device(disk: Disk, op: str = "read") -> int | None:

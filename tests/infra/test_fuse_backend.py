@@ -10,7 +10,7 @@ import time
 import pytest
 
 from infra import fs
-from infra.faults import probe_device
+from infra.faults import device_healthy, probe_device
 from infra.lab import Lab, NodeSpec, Topology
 from tests.infra.conftest import container_python, fuse_skip_reason, start_writer, wait_log
 
@@ -123,7 +123,7 @@ def test_heal_restores_service_after_repair(lab):
     wait_log(lab, writer, "ERR")
     rec = fault.heal()
     assert rec.healed_ns >= rec.injected_ns and rec.state_after_heal and '"ok"' in rec.state_after_heal
-    assert probe_device(lab.disk("n1", "d1"), "write") is None, "the device works again"
+    assert rec.device_healthy_after_heal and device_healthy(lab.disk("n1", "d1")), "the device works again"
     lab.docker.remove(writer)  # the node holds the fs: stop it, repair (umount, e2fsck, mount), start again
     fault.heal(repair_fs=True)  # already healed: only the filesystem repair runs now
     assert fault.record.fs_repair and not fs.is_read_only(lab.disk("n1", "d1").mountpoint)
