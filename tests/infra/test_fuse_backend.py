@@ -16,12 +16,12 @@ from tests.infra.conftest import container_python, fuse_skip_reason, start_write
 
 pytestmark = pytest.mark.system
 
-PROBE_BOUND_S = 2.0
+PROBE_BOUND_S = 2.0  # the fault must be visible to a writer within this bound (measured: ~10-20 ms)
 
 
 def works(disk, op: str) -> bool:
     """The op succeeds (allowing the kernel to report a stale writeback error of the device once or twice)."""
-    return any(probe_device(disk, op) is None for _ in range(3))  # the fault must be visible to a writer within this bound (measured: ~10-20 ms)
+    return any(probe_device(disk, op) is None for _ in range(3))
 
 
 @pytest.fixture
