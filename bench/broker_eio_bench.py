@@ -35,6 +35,7 @@ import errno
 import json
 import os
 import platform
+import random
 import shutil
 import statistics
 import sys
@@ -99,7 +100,8 @@ async def _wait_committed(ctrl, brokers, d2_id, hit: set[int], timeout_s: float)
         await client.close()
 
 
-def one_run(probe_ms: int | None, n_dir: int, rf: int, size_mb: int, settle_timeout_s: float) -> dict:
+def one_run(probe_ms: int | None, n_dir: int, rf: int, size_mb: int, settle_timeout_s: float,
+            rng: random.Random) -> dict:
     work = tempfile.mkdtemp(prefix="broker-eio-bench-", dir="/tmp")
     procs: list = []
     fs = None
@@ -136,7 +138,10 @@ def one_run(probe_ms: int | None, n_dir: int, rf: int, size_mb: int, settle_time
         if on_d2 != len(hit):
             raise RuntimeError(f"{on_d2} logs in {d2} but the metadata places {len(hit)} there")
         facts["logs_s"] = round(time.monotonic() - t0, 2)
-        time.sleep(2.0)  # let the last fsyncs and the storage worker drain
+        # let the last fsyncs and the storage worker drain, then inject at a random phase of
+        # the probe cycle (a fixed delay would hit the same phase every run)
+        phase_s = rng.uniform(0, (probe_ms or 1000) / 1000)
+        time.sleep(2.0 + phase_s)
 
         inject_ns = fs.shutdown()
         asyncio.run(_wait_committed(ctrl, brokers, d2_id, hit, 120))
@@ -160,6 +165,7 @@ def one_run(probe_ms: int | None, n_dir: int, rf: int, size_mb: int, settle_time
             "probe_ms": probe_ms if probe_ms is not None else 1000, "probe_ms_set": probe_ms is not None,
             "rf": rf, "partitions_total": 3 * n_dir, "partitions_in_dir": len(hit), "led_by_broker_in_dir": len(led),
             "setup_assign_s": facts["assign_s"], "setup_logs_s": facts["logs_s"], "first_failed_op": offline[0]["op"],
+            "inject_phase_ms": round(phase_s * 1000, 1),
             "inject_to_dir_offline_ms": ms(inject_ns, offline[0]["ts_ns"]),
             "dir_offline_to_reported_ms": ms(offline[0]["ts_ns"], reported["ts_ns"]),
             "dir_offline_to_committed_ms": ms(offline[0]["ts_ns"], changed["ts_ns"]),
@@ -186,6 +192,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dir-partitions", type=int, default=1000, help="partitions wanted in the failed dir")
     ap.add_argument("--rf", type=int, choices=(1, 2), default=2)
     ap.add_argument("--size-mb", type=int, default=256, help="size of the loop file system")
+    ap.add_argument("--seed", type=int, default=858, help="seed of the random injection phase")
     ap.add_argument("--settle-timeout-s", type=float, default=600)
     ap.add_argument("--out", default=os.path.join(ROOT, "results", "bench", "broker_eio.json"))
     args = ap.parse_args(argv)
@@ -193,13 +200,14 @@ def main(argv: list[str] | None = None) -> int:
     if reason:
         print(f"broker_eio_bench: cannot run: {reason}", file=sys.stderr)
         return 2
+    rng = random.Random(args.seed)
     probes = [None if v.strip() == "default" else int(v) for v in args.probe_ms.split(",")]
     runs, summary = [], {}
     for probe in probes:
         label = "default(1000)" if probe is None else str(probe)
         mine = []
         for i in range(args.runs):
-            r = one_run(probe, args.dir_partitions, args.rf, args.size_mb, args.settle_timeout_s)
+            r = one_run(probe, args.dir_partitions, args.rf, args.size_mb, args.settle_timeout_s, rng)
             mine.append(r)
             print(f"probe={label:13s} run {i + 1}: {r['partitions_in_dir']} partitions in the dir "
                   f"({r['led_by_broker_in_dir']} led), first op {r['first_failed_op']}: "
@@ -219,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
         "command": " ".join([os.path.relpath(sys.argv[0], ROOT), *(argv if argv is not None else sys.argv[1:])]),
         "host": {"python": platform.python_version(), "machine": platform.machine(), "cpus": os.cpu_count(),
                  "kernel": platform.release(), "loadavg": os.getloadavg()},
-        "params": {"dir_partitions": args.dir_partitions, "rf": args.rf, "runs": args.runs,
+        "params": {"dir_partitions": args.dir_partitions, "seed": args.seed, "rf": args.rf, "runs": args.runs,
                    "fault": "EXT4_IOC_SHUTDOWN NOLOGFLUSH on an ext4 loop device"},
         "summary_median": summary, "runs": runs,
     }
