@@ -28,6 +28,7 @@ import asyncio
 import errno
 import importlib.util
 import os
+import subprocess
 import sys
 import time
 
@@ -305,3 +306,32 @@ async def wait_connect(port: int) -> KafkaClient:
             if time.monotonic() > deadline:
                 raise
             await asyncio.sleep(0.1)
+
+
+def test_loop_fs_fails_with_eio_and_cleanup_leaves_nothing(loop_fs_factory):
+    """The fixture itself: after the shutdown ioctl the kernel answers EIO (reads, writes,
+    creates); cleanup with a file still open in this process unmounts, detaches the loop
+    device and removes the image."""
+    fs = loop_fs_factory(size_mb=8)
+    assert os.path.ismount(fs.mnt) and not os.listdir(fs.mnt)   # lost+found removed
+    path = os.path.join(fs.mnt, "f")
+    with open(path, "wb") as f:
+        f.write(b"x" * 4096)
+        f.flush()
+        os.fsync(f.fileno())
+    held = os.open(path, os.O_RDWR)
+    t = fs.shutdown()
+    assert fs.shutdown_ns == t and abs(time.time_ns() - t) < 60 * 10**9
+    for op in (lambda: os.open(os.path.join(fs.mnt, "g"), os.O_CREAT | os.O_WRONLY),
+               lambda: os.pwrite(held, b"y", 0), lambda: os.fsync(held), lambda: os.open(path, os.O_RDONLY)):
+        with pytest.raises(OSError) as info:
+            op()
+        assert info.value.errno == errno.EIO
+    root, mnt = fs.root, fs.mnt
+    fs.cleanup()   # closes `held` itself
+    with pytest.raises(OSError):
+        os.fstat(held)
+    assert not os.path.exists(root) and not os.path.ismount(mnt)
+    listing = subprocess.run(["losetup", "-a"], capture_output=True, text=True).stdout
+    assert root not in listing, listing   # the device may be reused at once: look for our image
+    fs.cleanup()   # idempotent
