@@ -46,6 +46,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [ROOT, os.path.join(ROOT, "tests"), os.path.join(ROOT, "tests", "broker", "integration")]
 
 from broker_cluster import BrokerProcess, reader_for, unfenced, until, wait_until  # noqa: E402
+from broker_impl.runtime.broker import HW_CHECKPOINT_INTERVAL_MS  # noqa: E402
 from controller_impl.runtime.sim import ControllerProcess, create_topic  # noqa: E402
 from kafka_common import ids  # noqa: E402
 from kafka_common.ids import UNASSIGNED  # noqa: E402
@@ -140,7 +141,9 @@ def one_run(probe_ms: int | None, n_dir: int, rf: int, size_mb: int, settle_time
         facts["logs_s"] = round(time.monotonic() - t0, 2)
         # let the last fsyncs and the storage worker drain, then inject at a random phase of
         # the probe cycle (a fixed delay would hit the same phase every run)
-        phase_s = rng.uniform(0, (probe_ms or 1000) / 1000)
+        # (probe off, 0: the next I/O is the 5 s high-watermark checkpoint; default: 1000 ms)
+        cycle_ms = 1000 if probe_ms is None else probe_ms or HW_CHECKPOINT_INTERVAL_MS
+        phase_s = rng.uniform(0, cycle_ms / 1000)
         time.sleep(2.0 + phase_s)
 
         inject_ns = fs.shutdown()
@@ -162,7 +165,7 @@ def one_run(probe_ms: int | None, n_dir: int, rf: int, size_mb: int, settle_time
         if not alive:
             raise RuntimeError(f"a broker died: {[b.stderr() for b in brokers if not b.alive()]}")
         return {
-            "probe_ms": probe_ms if probe_ms is not None else 1000, "probe_ms_set": probe_ms is not None,
+            "probe_ms": probe_ms if probe_ms is not None else 1000, "inject_cycle_ms": cycle_ms, "probe_ms_set": probe_ms is not None,
             "rf": rf, "partitions_total": 3 * n_dir, "partitions_in_dir": len(hit), "led_by_broker_in_dir": len(led),
             "setup_assign_s": facts["assign_s"], "setup_logs_s": facts["logs_s"], "first_failed_op": offline[0]["op"],
             "inject_phase_ms": round(phase_s * 1000, 1),
@@ -216,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"inject→committed {r['inject_to_committed_ms']} ms "
                   f"(events done {r['inject_to_events_done_ms']} ms; setup {r['setup_assign_s']} s)", flush=True)
         runs += mine
-        summary[label] = {k: statistics.median(r[k] for r in mine) for k in FIGURES}
+        summary[label] = {k: round(statistics.median(r[k] for r in mine), 2) for k in FIGURES}
         summary[label]["runs"] = len(mine)
         s = summary[label]
         print(f"probe={label:13s} MEDIAN of {len(mine)}: inject→dir_offline {s['inject_to_dir_offline_ms']} ms, "
