@@ -1,0 +1,23 @@
+"""The broker's client-facing request handlers (Kafka protocol via kio entities).
+
+Entry point: :class:`broker_impl.api.handlers.BrokerApi`, built on the narrow
+:class:`broker_impl.api.view.BrokerView` protocol (metadata image lookups, local replicas by
+``(topic_id, partition)``, local dir states, controller channel, dir mover) — see
+``view.py`` for the contract the runtime implements. One module per API family:
+``produce``, ``fetch``, ``metadata``, ``admin`` (ListOffsets, CreateTopics, InitProducerId,
+DescribeCluster, FindCoordinator), ``log_dirs`` (DescribeLogDirs with the directory-id tag,
+AlterReplicaLogDirs), ``legacy_produce`` (Produce v0–2 schemas kio lacks).
+
+Mounting it in the broker runtime::
+
+    api = BrokerApi(view, producer_id_base=(node_id << 48) | ((broker_epoch & 0xFFFFFF) << 24))
+    server = KafkaServer(api, host=..., port=..., listener_name=name,
+                         security=SecurityConfig.for_listener(cfg, name))
+    # after each applied metadata batch:   api.on_image_changes(image.drain_changes())
+    # when the HW moves for another reason: api.notify_partition(topic_id, partition)
+
+``storage_view.LogManagerView`` is a complete BrokerView over ``LogManager`` +
+``MetadataImage`` (the tests mount exactly that); the runtime adds ISR management
+(AlterPartition) through its ``follower_leo`` / ``caught_up_ms`` state and
+``on_follower_progress`` hook, and calls ``refresh_high_watermark`` when the ISR changes.
+"""
