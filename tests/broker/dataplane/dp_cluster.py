@@ -15,7 +15,21 @@ sys.path.insert(0, os.path.join(HERE, "..", "integration"))
 from broker_cluster import BrokerProcess, reader_for, unfenced, until, wait_until  # noqa: E402
 from controller_impl.runtime.sim import ControllerProcess  # noqa: E402
 
-__all__ = ["Cluster", "BrokerProcess", "wait_until"]
+__all__ = ["Cluster", "BrokerProcess", "wait_until", "LoopFs", "loop_skip_reason"]
+
+
+def _storage_conftest():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("jbod_storage_conftest",
+                                                  os.path.join(HERE, "..", "storage", "conftest.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+_sc = _storage_conftest()
+LoopFs = _sc.LoopFs  # ext4 on a loop device under /tmp/jbodtest-*, EXT4_IOC_SHUTDOWN → EIO
+loop_skip_reason = _sc._loop_skip_reason
 
 FAST = {
     "replica.fetch.wait.max.ms": "100",
@@ -28,6 +42,15 @@ FAST = {
 
 
 class DpBroker(BrokerProcess):
+    dir_override: dict[int, str] | None = None  # dir index → path (a mounted loop fs)
+
+    @property
+    def dirs(self) -> list[str]:
+        paths = [os.path.join(self.workdir, f"data{i}") for i in range(self.n_dirs)]
+        for i, path in (self.dir_override or {}).items():
+            paths[i] = path
+        return paths
+
     @property
     def metadata_dir(self) -> str:
         return os.path.join(self.workdir, "meta")
@@ -98,6 +121,19 @@ class Cluster:
             if time.monotonic() > deadline:
                 raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
             time.sleep(0.2)
+
+    def create_topic(self, name: str, assignments: dict[int, list[int]]) -> None:
+        from controller_impl.runtime.sim import create_topic
+
+        async def run():
+            client, _reader = await reader_for(self.ctrl)
+            try:
+                resp = await create_topic(client, name, len(assignments), len(assignments[0]),
+                                          assignments=assignments)
+                assert resp.topics[0].error_code.value == 0, resp
+            finally:
+                await client.close()
+        asyncio.run(run())
 
     def kill(self) -> None:
         for b in reversed(self.brokers):
