@@ -180,7 +180,10 @@ class BrokerRuntime:
         listener_name = self.listener.name if self.listener is not None else "PLAINTEXT"
         self.view = RuntimeView(self, listener_name)
         self.fetchers = FetcherManager(FetchHost(self, listener_name), wait_max_ms=cfg.replica_fetch_wait_max_ms,
-                                       max_bytes=cfg.replica_fetch_max_bytes)
+                                       max_bytes=cfg.replica_fetch_max_bytes,
+                                       on_truncated=lambda tp, offset: self.events.emit(
+                                           "follower_truncated", topic=tp.topic, partition=tp.partition,
+                                           offset=offset))
         self.mover = DirMover(self.lm, self._future_caught_up)
         self._feed(self.core.start(self._now()))
         self._tasks = [asyncio.create_task(self._driver(), name="core-driver"),

@@ -61,9 +61,12 @@ class DpBroker(BrokerProcess):
 
 
 class Cluster:
-    def __init__(self, tmp_path, n_brokers: int = 3, broker_extra: dict | None = None) -> None:
+    def __init__(self, tmp_path, n_brokers: int = 3, broker_extra: dict | None = None,
+                 session_timeout_ms: int = 3000) -> None:
         self.ctrl = ControllerProcess(str(tmp_path / "controller"),
-                                      extra={"broker.session.timeout.ms": "3000", "default.replication.factor": "3"})
+                                      extra={"broker.session.timeout.ms": str(session_timeout_ms),
+                                             "default.replication.factor": "3"})
+        broker_extra = {"broker.session.timeout.ms": str(session_timeout_ms), **(broker_extra or {})}
         self.brokers = [DpBroker(str(tmp_path / f"broker{i}"), i + 1, self.ctrl, extra={**FAST, **(broker_extra or {})})
                         for i in range(n_brokers)]
 
@@ -134,6 +137,22 @@ class Cluster:
             finally:
                 await client.close()
         asyncio.run(run())
+
+    def produce_raw(self, broker, topic: str, partition: int, values: list[bytes], acks: int = -1,
+                    timeout_ms: int = 5000) -> tuple[int, int]:
+        """One Produce v9 request straight to ``broker`` → (error code, base offset)."""
+        from tests.dataplane.protocol import RawConnection, make_batch, produce_request
+
+        async def run():
+            c = await RawConnection.open(broker.port)
+            try:
+                resp = await c.call(produce_request(9, topic, partition, make_batch(values), acks=acks,
+                                                    timeout_ms=timeout_ms))
+            finally:
+                await c.close()
+            pr = resp.responses[0].partition_responses[0]
+            return int(pr.error_code.value), pr.base_offset
+        return asyncio.run(run())
 
     def kill(self) -> None:
         for b in reversed(self.brokers):
