@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -158,3 +159,57 @@ class Cluster:
         for b in reversed(self.brokers):
             b.kill()
         self.ctrl.kill()
+
+
+class BackgroundProducer:
+    """Keeps producing numbered values; records what was acked (partition, value)."""
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int) -> None:
+        self.topic, self.partitions = topic, partitions
+        from confluent_kafka import Producer
+        self.p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
+                           "linger.ms": 5, "message.timeout.ms": 60000, "retry.backoff.ms": 100})
+        self.acked: list[tuple[int, bytes, float]] = []
+        self.errors: list = []
+        self.stop = threading.Event()
+        self.sent = 0
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _cb(self, err, msg) -> None:
+        if err:
+            self.errors.append(err)
+        else:
+            self.acked.append((msg.partition(), msg.value(), time.monotonic()))
+
+    def _run(self) -> None:
+        while not self.stop.is_set():
+            for _ in range(20):
+                self.p.produce(self.topic, f"value-{self.sent}".encode(), f"k{self.sent}".encode(),
+                               partition=self.sent % self.partitions, on_delivery=self._cb)
+                self.sent += 1
+            self.p.poll(0.02)
+        self.p.flush(60)
+
+    def finish(self) -> None:
+        self.stop.set()
+        self.thread.join(90)
+
+    def acked_after(self, t: float, partition: int) -> int:
+        return sum(1 for p, _v, at in self.acked if at > t and p == partition)
+
+
+def consume_all(bootstrap: str, topic: str, partitions: int, expected: set[tuple[int, bytes]],
+                timeout_s: float = 40) -> set[tuple[int, bytes]]:
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "validate", "enable.auto.commit": False})
+    got: set[tuple[int, bytes]] = set()
+    try:
+        c.assign([TopicPartition(topic, i, OFFSET_BEGINNING) for i in range(partitions)])
+        deadline = time.monotonic() + timeout_s
+        while not expected <= got and time.monotonic() < deadline:
+            m = c.poll(0.2)
+            if m is not None and m.error() is None:
+                got.add((m.partition(), m.value()))
+    finally:
+        c.close()
+    return got

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import sys
 import os
-import threading
 import time
 
 import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "dataplane"))
-from dp_cluster import Cluster, LoopFs, loop_skip_reason, wait_until  # noqa: E402
+from dp_cluster import BackgroundProducer, Cluster, LoopFs, consume_all, loop_skip_reason, wait_until  # noqa: E402
 
 pytestmark = pytest.mark.integration
 TOPIC = "validated"
@@ -43,54 +42,6 @@ def cluster(tmp_path, loop_fs, request):
     return c
 
 
-class BackgroundProducer:
-    """Keeps producing numbered values; records what was acked (partition, value)."""
-
-    def __init__(self, bootstrap: str) -> None:
-        from confluent_kafka import Producer
-        self.p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
-                           "linger.ms": 5, "message.timeout.ms": 60000, "retry.backoff.ms": 100})
-        self.acked: list[tuple[int, bytes, float]] = []
-        self.errors: list = []
-        self.stop = threading.Event()
-        self.sent = 0
-        self.thread = threading.Thread(target=self._run, daemon=True)
-
-    def _cb(self, err, msg) -> None:
-        if err:
-            self.errors.append(err)
-        else:
-            self.acked.append((msg.partition(), msg.value(), time.monotonic()))
-
-    def _run(self) -> None:
-        while not self.stop.is_set():
-            for _ in range(20):
-                self.p.produce(TOPIC, f"value-{self.sent}".encode(), f"k{self.sent}".encode(),
-                               partition=self.sent % 3, on_delivery=self._cb)
-                self.sent += 1
-            self.p.poll(0.02)
-        self.p.flush(60)
-
-    def acked_after(self, t: float, partition: int) -> int:
-        return sum(1 for p, _v, at in self.acked if at > t and p == partition)
-
-
-def consume_all(bootstrap: str, expected: set[tuple[int, bytes]], timeout_s: float = 40) -> set[tuple[int, bytes]]:
-    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "validate", "enable.auto.commit": False})
-    got: set[tuple[int, bytes]] = set()
-    try:
-        c.assign([TopicPartition(TOPIC, i, OFFSET_BEGINNING) for i in range(3)])
-        deadline = time.monotonic() + timeout_s
-        while not expected <= got and time.monotonic() < deadline:
-            m = c.poll(0.2)
-            if m is not None and m.error() is None:
-                got.add((m.partition(), m.value()))
-    finally:
-        c.close()
-    return got
-
-
 def test_acks_all_survives_real_eio_on_a_leader_dir(cluster, loop_fs):
     b1 = cluster.brokers[0]
     failing_dir_id = b1.dir_ids()[loop_fs.mnt]
@@ -104,7 +55,7 @@ def test_acks_all_survives_real_eio_on_a_leader_dir(cluster, loop_fs):
     victim = victims[0]
     assert im.partition(tid, victim).leader == 1
 
-    prod = BackgroundProducer(cluster.bootstrap)
+    prod = BackgroundProducer(cluster.bootstrap, TOPIC, 3)
     prod.thread.start()
     try:
         wait_until(lambda: prod.acked_after(0, victim) > 200, 20, "records acked before the failure")
@@ -128,7 +79,7 @@ def test_acks_all_survives_real_eio_on_a_leader_dir(cluster, loop_fs):
     events = [e["event"] for e in b1.events()]
     assert "dir_offline" in events and "halt" not in events
     expected = {(p, v) for p, v, _t in prod.acked}
-    got = consume_all(cluster.bootstrap, expected)
+    got = consume_all(cluster.bootstrap, TOPIC, 3, expected)
     missing = expected - got
     assert not missing, f"{len(missing)} acked records lost, e.g. {sorted(missing)[:3]}"
     # the other partitions (broker 1's healthy dirs) kept their leader
