@@ -18,8 +18,8 @@ Data plane (``broker_impl.runtime.dataplane``, ``broker_impl.replication``): onc
 is registered and caught up, G's ``BrokerApi`` serves the client listener over a
 ``RuntimeView``; partition-role effects (BecomeLeader/Follower, UpdateLeaderState,
 Start/StopFetcher, Start/StopDirMover, SwapFutureLog) run on the loop *after* the storage
-effects queued before them (a barrier through the storage worker), so a log exists before
-it is led or followed. Leaders keep ``LeaderIsr`` state (ISR via AlterPartition, HW),
+effects of the same partition queued before them (``_order_role``), so a log exists before
+it is led or followed, and a hung dir holds up only its own partitions. Leaders keep ``LeaderIsr`` state (ISR via AlterPartition, HW),
 followers fetch through ``FetcherManager``, moves copy through ``DirMover``.
 """
 
@@ -119,6 +119,8 @@ class BrokerRuntime:
         self._stopping = False
         self._tasks: list[asyncio.Task] = []
         self._bg: set[asyncio.Task] = set()
+        self._storage_tail: dict[fx.TopicPartition, concurrent.futures.Future] = {}
+        self._role_queue: dict[fx.TopicPartition, collections.deque] = {}
         self.core: BrokerCore | None = None
         self.lm: LogManager | None = None
         self.view: RuntimeView | None = None
@@ -255,16 +257,12 @@ class BrokerRuntime:
         elif isinstance(e, fx.SendAssignments):
             self._spawn(self._send_assignments(e))
         elif isinstance(e, STORAGE_EFFECTS):
-            self._storage_pool.submit(self._storage_effect, e)
+            fut = self._storage_pool.submit(self._storage_effect, e)
+            tp = getattr(e, "tp", None)
+            if tp is not None:
+                self._storage_tail[tp] = fut
         elif isinstance(e, ROLE_EFFECTS):
-            # stopping is safe at once (and again in order); the rest waits for the storage
-            # effects queued before it (the log must exist before it is led or followed)
-            if isinstance(e, (fx.StopFetcher, fx.MarkPartitionsOffline)):
-                self._apply_role(e)
-            elif isinstance(e, fx.StopDirMover):
-                assert self.mover is not None
-                self.mover.stop(e.tp)
-            self._storage_pool.submit(self._loop.call_soon_threadsafe, self._apply_role, e)
+            self._order_role(e)
         elif isinstance(e, fx.Halt):
             self._halt(e.reason, emitted=True)  # the core wrote the halt event
         elif isinstance(e, fx.Shutdown):
@@ -310,6 +308,49 @@ class BrokerRuntime:
         self._feed(self.core.on_swap_done(tp, self._now()))
 
     # ------------------------------------------------------------------ data plane
+    def _order_role(self, e: Any) -> None:
+        """Role effects of a partition run after the storage effects of that partition queued
+        before them (its log must exist before it is led, followed or moved), in order; other
+        partitions are not held up (a hung dir stalls only its own partitions)."""
+        if isinstance(e, (fx.StopFetcher, fx.MarkPartitionsOffline)):
+            free = tuple(tp for tp in e.partitions if not self._role_queue.get(tp))
+            held = [tp for tp in e.partitions if self._role_queue.get(tp)]
+            if free:
+                self._apply_role(fx.StopFetcher(free) if isinstance(e, fx.StopFetcher)
+                                 else fx.MarkPartitionsOffline(e.dir_id, free))
+            for tp in held:
+                self._role_queue[tp].append(fx.StopFetcher((tp,)) if isinstance(e, fx.StopFetcher)
+                                            else fx.MarkPartitionsOffline(e.dir_id, (tp,)))
+            return
+        tp = e.tp
+        if isinstance(e, fx.StopDirMover) and self.mover is not None:
+            self.mover.stop(tp)  # stop copying at once; the effect still runs in order
+        queue = self._role_queue.get(tp)
+        if queue:
+            queue.append(e)
+            return
+        tail = self._storage_tail.get(tp)
+        if tail is None or tail.done():
+            self._storage_tail.pop(tp, None)
+            self._apply_role(e)
+            return
+        self._role_queue[tp] = collections.deque([e])
+        self._wait_storage(tp, tail)
+
+    def _wait_storage(self, tp: fx.TopicPartition, fut: concurrent.futures.Future) -> None:
+        fut.add_done_callback(lambda _f: self._loop.call_soon_threadsafe(self._drain_roles, tp))
+
+    def _drain_roles(self, tp: fx.TopicPartition) -> None:
+        queue = self._role_queue.get(tp)
+        while queue:
+            tail = self._storage_tail.get(tp)
+            if tail is not None and not tail.done():
+                self._wait_storage(tp, tail)  # a later storage effect of this partition
+                return
+            self._storage_tail.pop(tp, None)
+            self._apply_role(queue.popleft())
+        self._role_queue.pop(tp, None)
+
     def _topic_id(self, tp: fx.TopicPartition) -> uuid.UUID | None:
         return self.image.topic_ids.get(tp.topic)
 
