@@ -56,20 +56,29 @@ class DpBroker(BrokerProcess):
     def metadata_dir(self) -> str:
         return os.path.join(self.workdir, "meta")
 
+    advertise_host: str | None = None  # advertise another name than the bound address
+
     def write_config(self) -> None:
         self.extra.setdefault("metadata.log.dir", self.metadata_dir)
+        if self.advertise_host is not None:
+            if not self.port:
+                from controller_impl.runtime.sim import free_port
+                self.port = free_port()
+            self.extra["advertised.listeners"] = f"PLAINTEXT://{self.advertise_host}:{self.port}"
         super().write_config()
 
 
 class Cluster:
     def __init__(self, tmp_path, n_brokers: int = 3, broker_extra: dict | None = None,
-                 session_timeout_ms: int = 3000) -> None:
+                 session_timeout_ms: int = 3000, advertise_host: str | None = None) -> None:
         self.ctrl = ControllerProcess(str(tmp_path / "controller"),
                                       extra={"broker.session.timeout.ms": str(session_timeout_ms),
                                              "default.replication.factor": "3"})
         broker_extra = {"broker.session.timeout.ms": str(session_timeout_ms), **(broker_extra or {})}
         self.brokers = [DpBroker(str(tmp_path / f"broker{i}"), i + 1, self.ctrl, extra={**FAST, **(broker_extra or {})})
                         for i in range(n_brokers)]
+        for b in self.brokers:
+            b.advertise_host = advertise_host
 
     def prepare(self) -> None:
         """Format everything (a test may mount a file system on a data dir before start)."""
@@ -101,7 +110,7 @@ class Cluster:
 
     @property
     def bootstrap(self) -> str:
-        return ",".join(f"127.0.0.1:{b.port}" for b in self.brokers)
+        return ",".join(f"{b.advertise_host or '127.0.0.1'}:{b.port}" for b in self.brokers)
 
     def image(self):
         async def run():
