@@ -71,10 +71,10 @@ class DataPlane:
             held = [tp for tp in e.partitions if self.role_queue.get(tp)]
             if free:
                 self.apply_role(fx.StopFetcher(free) if isinstance(e, fx.StopFetcher)
-                                 else fx.MarkPartitionsOffline(e.dir_id, free))
+                                else fx.MarkPartitionsOffline(e.dir_id, free))
             for tp in held:
                 self.role_queue[tp].append(fx.StopFetcher((tp,)) if isinstance(e, fx.StopFetcher)
-                                            else fx.MarkPartitionsOffline(e.dir_id, (tp,)))
+                                           else fx.MarkPartitionsOffline(e.dir_id, (tp,)))
             return
         tp = e.tp
         if isinstance(e, fx.StopDirMover):
@@ -92,7 +92,12 @@ class DataPlane:
         self._wait_storage(tp, tail)
 
     def _wait_storage(self, tp: fx.TopicPartition, fut: concurrent.futures.Future) -> None:
-        fut.add_done_callback(lambda _f: self.rt._loop.call_soon_threadsafe(self._drain_roles, tp))
+        def done(_f: concurrent.futures.Future) -> None:
+            try:
+                self.rt._loop.call_soon_threadsafe(self._drain_roles, tp)
+            except RuntimeError:  # the loop is closed: the broker is stopping
+                pass
+        fut.add_done_callback(done)
 
     def _drain_roles(self, tp: fx.TopicPartition) -> None:
         queue = self.role_queue.get(tp)
@@ -167,7 +172,7 @@ class DataPlane:
         except StorageError as exc:
             log.error("swap of %s failed: %s", e.tp, exc)
             self.rt.events.emit("storage_effect_failed", effect="SwapFutureLog", topic=e.tp.topic,
-                             partition=e.tp.partition, error=str(exc))
+                                partition=e.tp.partition, error=str(exc))
             return
         if swapped:
             self.rt._feed(self.rt.core.on_swap_done(e.tp, self.rt._now()))
