@@ -19,6 +19,7 @@ import logging
 import uuid
 from typing import TYPE_CHECKING, Any
 
+from broker_impl.api.handlers import BrokerApi
 from broker_impl.api.storage_view import LogManagerView
 from broker_impl.state.effects import TopicPartition
 from broker_impl.state.isr import LeaderIsr, SendAlterPartition
@@ -64,6 +65,37 @@ class CoreMover:
         return code
 
 
+def diverged(plog: Any, fetch_offset: int, last_fetched_epoch: int) -> bool:
+    """A follower fetch whose position is not a prefix of the leader's log: beyond its end,
+    or (KIP-320) its last fetched epoch ends earlier here / is unknown here."""
+    if fetch_offset > plog.log_end_offset:
+        return True
+    if last_fetched_epoch < 0:
+        return False
+    epoch, end = plog.end_offset_for_epoch(last_fetched_epoch)
+    return epoch < 0 or end < fetch_offset or epoch < last_fetched_epoch
+
+
+class ReplicaAwareApi(BrokerApi):
+    """G's ``BrokerApi`` with one adaptation: before a replica Fetch is handled, each
+    partition's ``last_fetched_epoch`` is noted for ``RuntimeView.on_follower_fetch`` (the
+    handler reports progress before its diverging-epoch check and without the epoch)."""
+
+    async def handle(self, ctx: Any, header: Any, request: Any) -> Any:
+        if int(request.__api_key__) == 1:
+            version = request.__version__
+            replica = request.replica_state.replica_id if version >= 15 else request.replica_id
+            if replica >= 0:
+                view = self.view
+                for topic in request.topics:
+                    tid = topic.topic_id if version >= 13 else view.image.topic_ids.get(topic.topic)
+                    if tid is None:
+                        continue
+                    for p in topic.partitions:
+                        view.last_fetched_epoch[(tid, p.partition, replica)] = getattr(p, "last_fetched_epoch", -1)
+        return await super().handle(ctx, header, request)
+
+
 class RuntimeView(LogManagerView):
     def __init__(self, runtime: "BrokerRuntime", listener_name: str) -> None:
         cfg = runtime.cfg
@@ -77,8 +109,10 @@ class RuntimeView(LogManagerView):
         self.lag_time_max_ms = cfg.replica_lag_time_max_ms
         self.leaders: dict[tuple[uuid.UUID, int], LeaderIsr] = {}
         self.api: Any = None
-        self.alter_partition_in_flight: set[tuple[uuid.UUID, int]] = set()
         self.isr_requests = 0
+        # (topic id, partition, replica) → last_fetched_epoch of the replica fetch being
+        # handled (set by ReplicaAwareApi before G's handler runs)
+        self.last_fetched_epoch: dict[tuple[uuid.UUID, int, int], int] = {}
 
     # ------------------------------------------------------------------ roles
     def become_leader(self, topic_id: uuid.UUID, partition: int) -> None:
@@ -142,10 +176,12 @@ class RuntimeView(LogManagerView):
         if st is None:  # no leader state (yet): G's plain bookkeeping
             super().on_follower_fetch(topic_id, partition, replica_id, fetch_offset)
             return
-        self.follower_leo[(topic_id, partition, replica_id)] = fetch_offset
+        epoch = self.last_fetched_epoch.pop((topic_id, partition, replica_id), -1)
         plog = self.lm.get_log(self._name(topic_id) or "", partition)
-        if plog is not None:
-            st.leader_leo = plog.log_end_offset
+        if plog is None or diverged(plog, fetch_offset, epoch):
+            return  # a divergent follower's offset is no progress (Kafka: no fetch-state update)
+        self.follower_leo[(topic_id, partition, replica_id)] = fetch_offset
+        st.leader_leo = plog.log_end_offset
         effects, moved = st.on_follower_fetch(replica_id, fetch_offset, self.now_ms())
         if moved:
             self._publish_hw(topic_id, partition, st)

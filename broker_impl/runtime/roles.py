@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from broker_impl.api.handlers import BrokerApi
 from broker_impl.replication.fetcher import FetcherManager
 from broker_impl.replication.mover import DirMover
-from broker_impl.runtime.dataplane import FetchHost, RuntimeView, client_listener
+from broker_impl.runtime.dataplane import FetchHost, ReplicaAwareApi, RuntimeView, client_listener
 from broker_impl.state import effects as fx
 from broker_impl.storage import StorageError
 from kafka_runtime.server import KafkaServer, SecurityConfig
@@ -189,7 +189,7 @@ class DataPlane:
         if self.server is not None or self.listener is None:
             return
         epoch = self.rt.core.lifecycle.broker_epoch
-        self.api = BrokerApi(self.view, producer_id_base=(self.rt.cfg.node_id << 48) | ((epoch & 0xFFFFFF) << 24))
+        self.api = ReplicaAwareApi(self.view, producer_id_base=(self.rt.cfg.node_id << 48) | ((epoch & 0xFFFFFF) << 24))
         self.view.api = self.api
         name = self.listener.name
         self.server = KafkaServer(self.api, host=self.listener.host or "0.0.0.0", port=self.listener.port,

@@ -178,3 +178,18 @@ def test_mover_copy_step_follows_the_current_log(new_log):
     assert copy_step(late, fut2) is True
     assert (fut2.log_start_offset, fut2.log_end_offset) == (100, 102)
     assert [h.base_offset for _p, h in bh.iter_batches(fut2.read(100, 1 << 20))] == [100]
+
+
+def test_leader_counts_no_progress_from_a_divergent_follower(new_log):
+    """RuntimeView's guard (Kafka updates a follower's fetch state only for a valid fetch):
+    an offset past the leader's end, or a last fetched epoch that ends earlier here or is
+    unknown here, is not progress — else a divergent replica could join the ISR and move
+    the high watermark over records it does not have."""
+    from broker_impl.runtime.dataplane import diverged
+    leader = leader_log(new_log, [(0, 2), (2, 1)])  # epoch 0: [0, 4), epoch 2: [4, 6)
+    assert not diverged(leader, 6, 2) and not diverged(leader, 4, 0) and not diverged(leader, 3, -1)
+    assert diverged(leader, 7, 2)       # beyond the leader's end
+    assert diverged(leader, 6, 1)       # epoch 1 unknown here: ends (as epoch 0) at 4 < 6
+    assert diverged(leader, 5, 0)       # epoch 0 ends at 4 here
+    late = leader_log(new_log, [(5, 1)], "late")
+    assert diverged(late, 2, 3)         # an epoch older than everything the leader knows
