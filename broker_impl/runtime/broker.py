@@ -14,9 +14,10 @@ Halt → the ``halt`` event is written, one line on stderr, ``os._exit(1)`` (no 
 shutdown, Kafka's ``Exit.halt``). Shutdown → logs closed (clean-shutdown marker) and the
 process exits 0 (requested) or 1 (the D5 failure-timeout shutdown).
 
-Not in this runtime yet: the client listener (Produce/Fetch/Metadata), follower fetchers
-and the dir mover — partition-role effects are recorded (``self.partition_roles``) and
-logged, not executed.
+Data plane (``broker_impl.runtime.dataplane``, ``broker_impl.replication``): once the broker
+is registered and caught up, G's ``BrokerApi`` serves the client listener over a
+``RuntimeView``; partition-role effects go to :class:`broker_impl.runtime.roles.DataPlane`
+(leaders, fetchers, mover, listener), ordered after the storage effects of their partition.
 """
 
 from __future__ import annotations
@@ -29,12 +30,12 @@ import os
 import random
 import sys
 import time
-import uuid
 from typing import Any
 
 from broker_impl.runtime.controller_channel import (ControllerConnection, assignments_request, assignments_results,
                                                     controller_address, controller_sasl, heartbeat_request,
                                                     metadata_fetch_request, registration_request)
+from broker_impl.runtime.roles import ROLE_EFFECTS, DataPlane
 from broker_impl.state import effects as fx
 from broker_impl.state.core import BrokerCore, CoreConfig
 from broker_impl.state.log_dirs import LogDirInfo as CoreDirInfo
@@ -55,7 +56,7 @@ RECOVERY_CHECKPOINT_INTERVAL_MS = 60000
 
 
 STORAGE_EFFECTS = (fx.CreateLog, fx.DeleteLog, fx.MarkDirOffline, fx.RenameStray, fx.CreateFutureLog,
-                   fx.DeleteFutureLog, fx.SwapFutureLog)
+                   fx.DeleteFutureLog)
 
 
 class StartupError(Exception):
@@ -97,8 +98,6 @@ class BrokerRuntime:
         self.metadata_hwm = 0
         self.ready = False
         self.published = False
-        self.partition_roles: dict[fx.TopicPartition, Any] = {}
-        self.offline_partitions: set[fx.TopicPartition] = set()
         self.exit_code: asyncio.Future | None = None
         self._wake = asyncio.Event()
         self._pending: collections.deque = collections.deque()
@@ -109,6 +108,7 @@ class BrokerRuntime:
         self._bg: set[asyncio.Task] = set()
         self.core: BrokerCore | None = None
         self.lm: LogManager | None = None
+        self.dataplane: DataPlane | None = None
 
     # ------------------------------------------------------------------ start-up
     async def start(self) -> None:
@@ -159,10 +159,12 @@ class BrokerRuntime:
                                                      sasl=sasl, max_frame_bytes=cfg.socket_request_max_bytes)
         self.events.emit("broker_starting", log_dirs=[ids.to_base64(d.dir_id) for d in dirs],
                          existing_logs=len(existing), incarnation_id=ids.to_base64(self.incarnation_id))
+        self.dataplane = DataPlane(self)
         self._feed(self.core.start(self._now()))
         self._tasks = [asyncio.create_task(self._driver(), name="core-driver"),
                        asyncio.create_task(self._metadata_loop(), name="metadata"),
-                       asyncio.create_task(self._maintenance(), name="maintenance")]
+                       asyncio.create_task(self._maintenance(), name="maintenance"),
+                       asyncio.create_task(self.dataplane.isr_loop(), name="isr")]
 
     def _now(self) -> int:
         return self.clock.monotonic_ms()
@@ -228,19 +230,13 @@ class BrokerRuntime:
         elif isinstance(e, fx.SendAssignments):
             self._spawn(self._send_assignments(e))
         elif isinstance(e, STORAGE_EFFECTS):
-            self._storage_pool.submit(self._storage_effect, e)
-        elif isinstance(e, fx.MarkPartitionsOffline):
-            self.offline_partitions.update(e.partitions)
-            for tp in e.partitions:
-                self.partition_roles.pop(tp, None)
-        elif isinstance(e, (fx.BecomeLeader, fx.BecomeFollower, fx.UpdateLeaderState)):
-            self.partition_roles[e.tp] = e
-        elif isinstance(e, (fx.StartFetcher, fx.StopFetcher)):
-            pass  # follower fetchers: not implemented in this runtime (see module docstring)
-        elif isinstance(e, (fx.StartDirMover, fx.StopDirMover)):
-            # copying a live log between dirs needs the data plane (not in this runtime)
-            self.events.emit("dir_mover_unsupported", effect=type(e).__name__, topic=e.tp.topic,
-                             partition=e.tp.partition)
+            fut = self._storage_pool.submit(self._storage_effect, e)
+            tp = getattr(e, "tp", None)
+            if tp is not None and self.dataplane is not None:
+                self.dataplane.storage_tail[tp] = fut
+        elif isinstance(e, ROLE_EFFECTS):
+            assert self.dataplane is not None
+            self.dataplane.order_role(e)
         elif isinstance(e, fx.Halt):
             self._halt(e.reason, emitted=True)  # the core wrote the halt event
         elif isinstance(e, fx.Shutdown):
@@ -270,9 +266,6 @@ class BrokerRuntime:
                 lm.create_future_log(e.topic_id, e.tp.topic, e.tp.partition, self.dir_set.path_of(e.dir_id))
             elif isinstance(e, fx.DeleteFutureLog):
                 lm.delete_future_log(e.tp.topic, e.tp.partition)
-            elif isinstance(e, fx.SwapFutureLog):
-                lm.replace_current_with_future(e.tp.topic, e.tp.partition)
-                self._loop.call_soon_threadsafe(self._swap_done, e.tp)
         except StorageError as exc:
             log.error("%s of %s failed: %s", type(e).__name__, tp, exc)
             if not isinstance(exc, KafkaStorageError):
@@ -280,10 +273,6 @@ class BrokerRuntime:
                                  partition=tp.partition if tp else None, error=str(exc))
         except Exception:  # a bug must not kill the worker silently
             log.exception("%s failed", type(e).__name__)
-
-    def _swap_done(self, tp: fx.TopicPartition) -> None:
-        assert self.core is not None
-        self._feed(self.core.on_swap_done(tp, self._now()))
 
     def _halt(self, reason: str, *, emitted: bool = False) -> None:
         print(f"{PROG}: halted: {reason}", file=sys.stderr, flush=True)
@@ -391,6 +380,8 @@ class BrokerRuntime:
         if pcs or initial:
             self.events.emit("metadata_published", offset=self.image.last_offset, partitions=len(pcs), initial=initial)
         self._feed(self.core.apply_metadata(pcs, self._now(), offset=self.image.last_offset, initial=initial))
+        if self.dataplane is not None and self.dataplane.api is not None:
+            self.dataplane.api.on_image_changes(changes)
 
     def _maybe_ready(self) -> None:
         """Ready to unfence once registered and caught up with the metadata that holds our
@@ -404,6 +395,8 @@ class BrokerRuntime:
         if self.next_metadata_offset < self.metadata_hwm:
             return
         self.ready = True
+        assert self.dataplane is not None
+        self._spawn(self.dataplane.start_listener())
         self.events.emit("ready_to_unfence", metadata_offset=self.image.last_offset,
                          queued_assignments=self.core.queued_replica_to_dir_assignments)
         self._feed(self.core.set_ready_to_unfence(self._now()))
@@ -443,6 +436,8 @@ class BrokerRuntime:
         bounded, so a stuck connection cannot keep the process alive)."""
         self._stopping = True
         self._wake.set()
+        if self.dataplane is not None:
+            await self.dataplane.stop()
         tasks = self._tasks + list(self._bg)
         for t in tasks:
             t.cancel()
