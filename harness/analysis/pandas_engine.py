@@ -1,0 +1,135 @@
+"""The pandas implementation of the analysis: for small local result sets (same numbers as Spark).
+
+Definitions shared with ``spark_engine`` (keep the two in step; tests compare them):
+
+* fault window: per (run, fault_id): ``start`` = first ``fault_injected``, ``end`` = first
+  ``fault_healed`` at or after start, else the run's last event (``healed`` = false).
+  A null fault_id is treated as the empty string (one unnamed fault per run).
+* unavailability per window × (topic, partition) with client ops in that run:
+  ``last_ok_ns`` = latest ok completion ≤ start, ``first_ok_ns`` = earliest ok completion > start,
+  ``unavailable_ms`` = (first − last)/1e6 (null if either is missing; ``recovered`` = first exists);
+  ``longest_gap_ms`` = the longest gap between consecutive ok completions of that partition
+  that overlaps [start, end] (prev < end and next > start); ``failed_ops`` = ops with
+  outcome ``fail`` invoked in [start, end).
+* event latency: node events (source ``node``) with start ≤ ts < end: first occurrence per
+  (run, fault, node, event), delay = (ts − start)/1e6 ms.
+* timeout accuracy: ``failure_timeout_shutdown_ms − log_dir_failure_timeout_ms`` per row.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from harness import results_schema as rs
+from harness.analysis import model as m
+
+
+def _to_pandas(table: pa.Table) -> pd.DataFrame:
+    return table.to_pandas(types_mapper={pa.int64(): pd.Int64Dtype(), pa.int32(): pd.Int64Dtype()}.get)
+
+
+def load(run_dirs: Sequence[Path]) -> tuple[dict[str, pd.DataFrame], pd.DataFrame]:
+    runs = rs.read_runs(run_dirs, tables=("events", "client_ops", "metrics"))
+    frames = {name: _to_pandas(t) for name, t in runs.tables.items()}
+    info = pd.DataFrame({"run_id": [i.run_id for i in runs.infos],
+                         "backend": [i.fault_backend for i in runs.infos]})
+    return frames, info
+
+
+def _grouped_stats(df: pd.DataFrame, keys: Sequence[str], value: str) -> pd.DataFrame:
+    cols = list(keys) + list(m.STATS)
+    if df.empty:
+        return pd.DataFrame(columns=cols)
+    rows = []
+    for key, group in df.groupby(list(keys), dropna=False, sort=False):
+        key = key if isinstance(key, tuple) else (key,)
+        rows.append(dict(zip(keys, key), **m.stats_of(group[value].to_numpy(dtype=np.float64, na_value=np.nan))))
+    return pd.DataFrame(rows, columns=cols)
+
+
+def analyze(run_dirs: Sequence[Path]) -> m.Summary:
+    frames, info = load(run_dirs)
+    metrics, events, ops = frames["metrics"], frames["events"], frames["client_ops"]
+    tables: dict[str, pd.DataFrame] = {}
+    tables["latency"] = _grouped_stats(metrics, m.LATENCY_KEYS, "value")
+    tables["per_partition"] = _grouped_stats(metrics[metrics["partition"].notna()], m.PER_PARTITION_KEYS, "value")
+    to = metrics[(metrics["metric"] == "failure_timeout_shutdown_ms") & metrics["log_dir_failure_timeout_ms"].notna()].copy()
+    to["error_ms"] = to["value"].astype("float64") - to["log_dir_failure_timeout_ms"].astype("float64")
+    tables["timeout_accuracy"] = _grouped_stats(to, m.TIMEOUT_KEYS, "error_ms")
+    windows = fault_windows(events, info)
+    tables["fault_windows"] = windows
+    unavail = unavailability(ops, windows)
+    tables["unavailability"] = unavail
+    long = pd.concat([unavail.assign(metric="unavailable_ms", value=unavail["unavailable_ms"]),
+                      unavail.assign(metric="longest_gap_ms", value=unavail["longest_gap_ms"])])
+    tables["unavailability_summary"] = _grouped_stats(long, m.UNAVAIL_SUMMARY_KEYS, "value")
+    tables["event_latency"] = _grouped_stats(event_delays(events, windows), m.EVENT_LATENCY_KEYS, "delay_ms")
+    tables = {name: m.normalize(name, df) for name, df in tables.items()}
+    values = metrics.loc[:, ["scenario", "metric", "backend", "config", "value"]].reset_index(drop=True)
+    return m.Summary(tables=tables, metric_values=values, engine="pandas", runs=len(info), run_dirs=list(run_dirs))
+
+
+def fault_windows(events: pd.DataFrame, info: pd.DataFrame) -> pd.DataFrame:
+    cols = list(m.FAULT_WINDOW_COLUMNS)
+    ev = events.assign(fid=events["fault_id"].fillna(""))
+    starts = ev[ev["event"] == m.FAULT_START]
+    if starts.empty:
+        return pd.DataFrame(columns=cols)
+    w = starts.groupby(["run_id", "scenario", "fid"], as_index=False).agg(
+        start_ns=("ts_ns", "min"), fault_kind=("fault_kind", "min"))
+    heals = ev[ev["event"] == m.FAULT_END][["run_id", "fid", "ts_ns"]].merge(w[["run_id", "fid", "start_ns"]])
+    heals = heals[heals["ts_ns"] >= heals["start_ns"]].groupby(["run_id", "fid"], as_index=False)["ts_ns"].min()
+    w = w.merge(heals.rename(columns={"ts_ns": "heal_ns"}), how="left", on=["run_id", "fid"])
+    last = events.groupby("run_id", as_index=False)["ts_ns"].max().rename(columns={"ts_ns": "last_ns"})
+    w = w.merge(last, on="run_id", how="left").merge(info, on="run_id", how="left")
+    w["healed"] = w["heal_ns"].notna()
+    w["end_ns"] = w["heal_ns"].fillna(w["last_ns"]).astype("Int64")
+    w["duration_ms"] = (w["end_ns"] - w["start_ns"]).astype("float64") / 1e6
+    w["fault_id"] = w["fid"]
+    return w[cols]
+
+
+def unavailability(ops: pd.DataFrame, windows: pd.DataFrame) -> pd.DataFrame:
+    cols = list(m.UNAVAIL_COLUMNS)
+    if windows.empty or ops.empty:
+        return pd.DataFrame(columns=cols)
+    ops = ops.assign(topic=ops["topic"].fillna(""))
+    parts = ops[["run_id", "topic", "partition"]].drop_duplicates()
+    w = windows[["run_id", "scenario", "backend", "fault_id", "start_ns", "end_ns"]].merge(parts, on="run_id")
+    ok = ops[(ops["outcome"] == "ok") & ops["ts_complete_ns"].notna()][["run_id", "topic", "partition", "ts_complete_ns"]]
+    ok = ok.sort_values(["run_id", "topic", "partition", "ts_complete_ns"], kind="mergesort")
+    ok["prev_ns"] = ok.groupby(["run_id", "topic", "partition"], dropna=False)["ts_complete_ns"].shift(1)
+    j = w.merge(ok, on=["run_id", "topic", "partition"], how="left")
+    key = ["run_id", "fault_id", "topic", "partition"]
+    before = j[j["ts_complete_ns"] <= j["start_ns"]].groupby(key, dropna=False)["ts_complete_ns"].max().rename("last_ok_ns")
+    after = j[j["ts_complete_ns"] > j["start_ns"]].groupby(key, dropna=False)["ts_complete_ns"].min().rename("first_ok_ns")
+    ov = j[j["prev_ns"].notna() & (j["prev_ns"] < j["end_ns"]) & (j["ts_complete_ns"] > j["start_ns"])]
+    gap = ((ov["ts_complete_ns"] - ov["prev_ns"]).astype("float64") / 1e6).groupby(
+        [ov[k] for k in key], dropna=False).max().rename("longest_gap_ms")
+    fails = ops[ops["outcome"] == "fail"][["run_id", "topic", "partition", "ts_invoke_ns"]].merge(
+        w[["run_id", "fault_id", "topic", "partition", "start_ns", "end_ns"]], on=["run_id", "topic", "partition"])
+    fails = fails[(fails["ts_invoke_ns"] >= fails["start_ns"]) & (fails["ts_invoke_ns"] < fails["end_ns"])]
+    nfail = fails.groupby(key, dropna=False).size().rename("failed_ops")
+    out = w.set_index(key).join([before, after, gap, nfail]).reset_index()
+    out["failed_ops"] = out["failed_ops"].fillna(0).astype("Int64")
+    out["unavailable_ms"] = (out["first_ok_ns"] - out["last_ok_ns"]).astype("float64") / 1e6
+    out["recovered"] = out["first_ok_ns"].notna()
+    return out[cols]
+
+
+def event_delays(events: pd.DataFrame, windows: pd.DataFrame) -> pd.DataFrame:
+    cols = ["scenario", "backend", "event", "delay_ms"]
+    if windows.empty:
+        return pd.DataFrame(columns=cols)
+    node = events[events["source"] == "node"][["run_id", "node_id", "event", "ts_ns"]]
+    j = node.merge(windows[["run_id", "scenario", "backend", "fault_id", "start_ns", "end_ns"]], on="run_id")
+    j = j[(j["ts_ns"] >= j["start_ns"]) & (j["ts_ns"] < j["end_ns"])]
+    first = j.groupby(["run_id", "scenario", "backend", "fault_id", "node_id", "event", "start_ns"],
+                      as_index=False, dropna=False)["ts_ns"].min()
+    first["delay_ms"] = (first["ts_ns"] - first["start_ns"]).astype("float64") / 1e6
+    return first[cols]

@@ -1,0 +1,45 @@
+"""Pure checkers over a run's history: ``(scenario, history) -> CheckResult``.
+
+Tri-state verdicts composed with false > unknown > true (Jepsen). :func:`run_checks` runs
+the checks a scenario names, each through :func:`check_safe`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from harness.checkers.base import UNKNOWN, CheckResult, Valid, check_safe, merge_valid, valid_text
+from harness.checkers.durability import analyse_durability, check_durability
+from harness.checkers.failover import check_failover
+from harness.checkers.fencing import check_fencing
+from harness.checkers.liveness import check_liveness
+from harness.checkers.metadata import check_metadata_invariants
+from harness.checkers.timeout import check_timeout_accuracy
+
+__all__ = ["CHECKERS", "CheckReport", "CheckResult", "UNKNOWN", "Valid", "run_checks", "merge_valid",
+           "check_safe", "valid_text", "analyse_durability"]
+
+CHECKERS: dict[str, Callable[..., CheckResult]] = {
+    "durability": check_durability,
+    "failover": check_failover,
+    "liveness": check_liveness,
+    "timeout_accuracy": check_timeout_accuracy,
+    "fencing": check_fencing,
+    "metadata_invariants": check_metadata_invariants,
+}
+
+
+@dataclass(frozen=True)
+class CheckReport:
+    valid: Valid
+    results: tuple[CheckResult, ...]
+
+    def to_dict(self) -> dict:
+        return {"valid": valid_text(self.valid), "checks": [r.to_dict() for r in self.results]}
+
+
+def run_checks(scenario, history, names=None) -> CheckReport:
+    """Run ``names`` (default: ``scenario.checks``) and compose the verdicts."""
+    results = tuple(check_safe(n, CHECKERS[n], scenario, history) for n in (names or scenario.checks))
+    return CheckReport(merge_valid(r.valid for r in results), results)

@@ -1,0 +1,1 @@
+"""Fault values (schedule.py) and, from the runner side, their backends."""

@@ -1,0 +1,154 @@
+"""Metrics of one run, computed from its history (pure): rows of the ``metrics`` table.
+
+Each row is a dict with the ``metrics`` columns the history determines — ``metric``,
+``value``, ``unit`` (``ms`` | ``count``), ``topic``, ``partition``, ``node_id``, ``dir_id``,
+``fault_id``, ``fault_kind``, ``queued_assignments``; the recorder adds run_id, scenario,
+backend, fidelity and the config columns.
+
+==========================  ================================================================
+metric                      interval (per disk fault *F* on broker *b* at *T* unless stated)
+==========================  ================================================================
+detect_ms                   *T* → *b*'s first ``dir_offline`` for a failed dir
+report_ms                   *T* → the controller's first commit of it: ``registration_change``
+                            of *b* without a failed dir, or a ``partition_change`` with an
+                            offline/lost reason taking *b* out of an affected ISR
+isr_shrink_ms               per affected partition: *T* → first committed ISR without *b*
+leader_failover_ms          per affected partition led by *b* at *T*: *T* → first committed
+                            leader other than *b* (not -1)
+client_unavailable_ms       per fault (any kind) × partition: last ok produce completion at
+                            or before *T* → first ok produce completion after *T*
+failure_timeout_shutdown_ms *T* → *b*'s ``failure_timeout_shutdown``
+fencing_ms                  per controller ``registered`` of a broker → its next ``unfenced``;
+                            ``queued_assignments`` = the broker's largest ``queued`` meanwhile
+acked_lost, duplicates      counts from :func:`harness.checkers.durability.analyse_durability`
+==========================  ================================================================
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness.checkers.common import InjectedFault, first_after, injected_faults, partition_timelines
+from harness.checkers.durability import analyse_durability
+from harness.checkers.replay import REGISTRATION_CHANGES, controller_events, is_offline_reason, view_at
+from harness.history import History
+
+__all__ = ["compute_metrics", "METRIC_NAMES"]
+
+METRIC_NAMES = ("detect_ms", "report_ms", "isr_shrink_ms", "leader_failover_ms", "client_unavailable_ms",
+                "failure_timeout_shutdown_ms", "fencing_ms", "acked_lost", "duplicates")
+MS = 1_000_000
+
+
+def _row(metric: str, value: float, *, unit: str = "ms", fault: InjectedFault | None = None, **kw: Any) -> dict:
+    row = {"metric": metric, "value": float(value), "unit": unit, "topic": None, "partition": None,
+           "node_id": None, "dir_id": None, "fault_id": None, "fault_kind": None, "queued_assignments": None}
+    if fault is not None:
+        row.update(fault_id=fault.fault_id, fault_kind=fault.label, node_id=fault.node_id)
+    row.update({k: v for k, v in kw.items() if v is not None})
+    return row
+
+
+def _disk_metrics(f: InjectedFault, history: History, timelines, controller) -> list[dict]:
+    rows: list[dict] = []
+    b, T = f.node_id, f.ts_ns
+    whole = f.dir_ref in ("metadata", "all")
+    if f.mode == "delay":
+        return rows
+    offline = [e for e in history.events("dir_offline", source="node", node_id=b)
+               if e.ts_ns >= T and (whole or str(e.get("dir_id")) in f.dir_ids)]
+    if offline:
+        rows.append(_row("detect_ms", (offline[0].ts_ns - T) / MS, fault=f, dir_id=str(offline[0].get("dir_id"))))
+    view = view_at(history, T)
+    affected = [p for p in view.partitions_of(b) if whole or p.dir_of(b) in f.dir_ids]
+    affected_keys = {(p.topic, p.partition) for p in affected}
+    for e in controller:
+        if e.ts_ns < T:
+            continue
+        dirs = e.get("dirs", e.get("log_dirs", e.get("online_dirs")))
+        if e.event in REGISTRATION_CHANGES and e.get("broker_id") == b and dirs is not None \
+                and any(d not in dirs for d in f.dir_ids):
+            rows.append(_row("report_ms", (e.ts_ns - T) / MS, fault=f))
+            break
+        if e.event == "partition_change" and is_offline_reason(e.get("reason")) \
+                and (str(e.get("topic")), int(e.get("partition", -1))) in affected_keys \
+                and e.get("isr") is not None and b not in e.get("isr"):
+            rows.append(_row("report_ms", (e.ts_ns - T) / MS, fault=f))
+            break
+    for p in affected:
+        states = timelines.get((p.topic, p.partition), [])
+        shrink = first_after(states, T, lambda s: b not in s.isr)
+        if shrink is not None:
+            rows.append(_row("isr_shrink_ms", (shrink.ts_ns - T) / MS, fault=f, topic=p.topic, partition=p.partition,
+                             dir_id=p.dir_of(b)))
+        if p.leader == b:
+            moved = first_after(states, T, lambda s: s.leader not in (b, -1))
+            if moved is not None:
+                rows.append(_row("leader_failover_ms", (moved.ts_ns - T) / MS, fault=f, topic=p.topic,
+                                 partition=p.partition, dir_id=p.dir_of(b)))
+    shutdown = [e for e in history.events("failure_timeout_shutdown", source="node", node_id=b) if e.ts_ns >= T]
+    if shutdown:
+        rows.append(_row("failure_timeout_shutdown_ms", (shutdown[0].ts_ns - T) / MS, fault=f,
+                         dir_id=shutdown[0].get("dir_id")))
+    return rows
+
+
+def _unavailability(f: InjectedFault, oks: dict) -> list[dict]:
+    rows = []
+    for (topic, part), stamps in sorted(oks.items()):
+        before = [t for t in stamps if t <= f.ts_ns]
+        after = [t for t in stamps if t > f.ts_ns]
+        if before and after:
+            rows.append(_row("client_unavailable_ms", (after[0] - before[-1]) / MS, fault=f, topic=topic,
+                             partition=part))
+    return rows
+
+
+def _fencing(history: History, controller) -> list[dict]:
+    rows = []
+    pending: dict[int, int] = {}
+    for e in controller:
+        b = e.get("broker_id")
+        if b is None:
+            continue
+        b = int(b)
+        if e.event == "registered":
+            pending[b] = e.ts_ns
+        elif e.event == "unfenced" and b in pending:
+            reg = pending.pop(b)
+            queued = [int(a.get("queued")) for a in history.events(
+                ("assignment_queued", "assignment_sent", "assignment_acked"), source="node", node_id=b)
+                if reg <= a.ts_ns <= e.ts_ns and a.get("queued") is not None]
+            rows.append(_row("fencing_ms", (e.ts_ns - reg) / MS, node_id=b,
+                             queued_assignments=max(queued) if queued else None))
+    return rows
+
+
+def compute_metrics(history: History) -> list[dict]:
+    """Every metric row the history supports (an interval whose end never happened gives no
+    row; the checks say whether that is a failure)."""
+    timelines = partition_timelines(history)
+    controller = controller_events(history)
+    faults = injected_faults(history)
+    oks: dict[tuple[str, int], list[int]] = {}
+    for pair in history.produce_pairs():
+        c = pair.completion
+        if c is not None and c.type == "ok":
+            topic = c.topic if c.topic is not None else pair.invoke.topic
+            part = c.partition if c.partition is not None else pair.invoke.partition
+            if topic is not None and part is not None:
+                oks.setdefault((topic, part), []).append(c.ts_ns)
+    for stamps in oks.values():
+        stamps.sort()
+    rows: list[dict] = []
+    for f in faults:
+        if f.kind == "disk" and f.node_id is not None:
+            rows += _disk_metrics(f, history, timelines, controller)
+        if f.kind in ("disk", "network", "process", "replace-disk", "move-replica"):
+            rows += _unavailability(f, oks)
+    rows += _fencing(history, controller)
+    if history.ops("produce"):
+        report = analyse_durability(history)
+        rows.append(_row("acked_lost", len(report.lost), unit="count"))
+        rows.append(_row("duplicates", len(report.duplicates), unit="count"))
+    return rows

@@ -1,0 +1,30 @@
+"""`jbodlab cleanup`: remove every lab leftover (containers, network, mounts, loop/dm devices, FUSE)."""
+
+from __future__ import annotations
+
+import argparse
+
+from infra.cleanup import cleanup, survey
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--all", action="store_true", help="also remove labs whose owner process still runs")
+    parser.add_argument("--lab", action="append", metavar="ID", help="only this lab (repeatable; live or not)")
+    parser.add_argument("--dry-run", action="store_true", help="say what would be removed, remove nothing")
+
+
+def run(args: argparse.Namespace) -> int:
+    def say(msg: str) -> None:
+        print(f"[cleanup] {msg}", flush=True)
+
+    chosen = cleanup(lab_ids=args.lab, include_live=args.all, dry_run=args.dry_run, say=say)
+    if args.dry_run:
+        return 0
+    remaining = {k: v for k, v in survey().items() if k in {c.lab_id for c in chosen} and not v.empty()}
+    for lab_id, found in remaining.items():
+        say(f"lab {lab_id}: STILL PRESENT: {found.summary()}")
+    if not chosen:
+        say("nothing to clean")
+    elif not remaining:
+        say(f"removed {len(chosen)} lab(s); nothing left")
+    return 1 if remaining else 0

@@ -1,0 +1,225 @@
+"""The lab's FUSE fault filesystem (a daemon: ``python -m infra.fusefs``).
+
+It serves the backing image files of one lab (``--backing DIR``) at ``--mount DIR``; the lab
+attaches a loop device (``--direct-io=on``) to each served file and puts a real filesystem on
+it, so a fault here is a real block-layer EIO under ext4/xfs. Every image has a
+``FaultMode`` (see ``infra.faultmodes``), switched at run time through a Unix socket
+(``--socket``, JSON lines: ``{"op": "set", "image": NAME, "mode": {...}}`` → ``{"ok": true}``;
+ops ``ping``, ``set``, ``get``, ``list``). Runs on libfuse3 (mfusepy with
+``FUSE_LIBRARY_NAME=fuse3``: async DIO, 1 MiB requests) with 64 worker threads, so a delayed
+request stalls only itself. ``auto_unmount``: if the daemon dies, the mount goes away.
+"""
+
+from __future__ import annotations
+
+import argparse
+import errno
+import json
+import logging
+import os
+import random
+import socketserver
+import stat
+import sys
+import threading
+import time
+from pathlib import Path
+
+from infra.faultmodes import FaultMode
+
+log = logging.getLogger("jbodlab.fusefs")
+
+
+class ImageState:
+    """Mode, RNG and counters of one served image."""
+
+    __slots__ = ("lock", "mode", "rng", "since_ns", "ops", "injected")
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.mode = FaultMode()
+        self.rng = random.Random(0)
+        self.since_ns = time.time_ns()
+        self.ops = {"read": 0, "write": 0, "fsync": 0}
+        self.injected = {"read": 0, "write": 0, "fsync": 0}
+
+    def set(self, mode: FaultMode) -> None:
+        with self.lock:
+            self.mode = mode
+            self.rng = random.Random(mode.seed)
+            self.since_ns = time.time_ns()
+            self.injected = {"read": 0, "write": 0, "fsync": 0}
+
+    def gate(self, op: str) -> None:
+        """Apply the mode to one operation: return, sleep, or raise EIO."""
+        with self.lock:
+            self.ops[op] += 1
+            mode = self.mode
+            if mode.kind == "ok":
+                return
+            fail = mode.fails(op) or (mode.kind == "flaky" and self.rng.random() < mode.p)
+            if fail:
+                self.injected[op] += 1
+        if fail:
+            raise _fuse_error(errno.EIO)
+        if mode.kind == "delay" and mode.delay_ms > 0:
+            time.sleep(mode.delay_ms / 1000.0)
+
+    def snapshot(self) -> dict[str, object]:
+        with self.lock:
+            return {"mode": self.mode.to_dict(), "since_ns": self.since_ns, "ops": dict(self.ops),
+                    "injected": dict(self.injected)}
+
+
+def _fuse_error(code: int) -> Exception:
+    import mfusepy
+    return mfusepy.FuseOSError(code)
+
+
+def make_operations(backing: Path, states: dict[str, ImageState]):
+    import mfusepy
+
+    class FaultFS(mfusepy.Operations):
+        use_ns = True
+
+        def _name(self, path: str) -> str:
+            name = path.lstrip("/")
+            if "/" in name or not name:
+                raise mfusepy.FuseOSError(errno.ENOENT)
+            return name
+
+        def _state(self, name: str) -> ImageState:
+            st = states.get(name)
+            if st is None:
+                st = states.setdefault(name, ImageState())
+            return st
+
+        def getattr(self, path, fh=None):
+            if path == "/":
+                return {"st_mode": stat.S_IFDIR | 0o755, "st_nlink": 2}
+            try:
+                st = os.lstat(backing / self._name(path))
+            except FileNotFoundError:
+                raise mfusepy.FuseOSError(errno.ENOENT) from None
+            if not stat.S_ISREG(st.st_mode):
+                raise mfusepy.FuseOSError(errno.ENOENT)
+            return {"st_mode": stat.S_IFREG | 0o600, "st_nlink": 1, "st_size": st.st_size,
+                    "st_uid": st.st_uid, "st_gid": st.st_gid, "st_atime": st.st_atime_ns,
+                    "st_mtime": st.st_mtime_ns, "st_ctime": st.st_ctime_ns, "st_blocks": st.st_blocks}
+
+        def readdir(self, path, fh):
+            if path != "/":
+                raise mfusepy.FuseOSError(errno.ENOTDIR)
+            return [".", ".."] + sorted(p.name for p in backing.iterdir() if p.is_file())
+
+        def open(self, path, flags):
+            name = self._name(path)
+            self._state(name)
+            try:
+                return os.open(backing / name, os.O_RDWR | os.O_CLOEXEC)
+            except FileNotFoundError:
+                raise mfusepy.FuseOSError(errno.ENOENT) from None
+
+        def read(self, path, size, offset, fh):
+            self._state(self._name(path)).gate("read")
+            return os.pread(fh, size, offset)
+
+        def write(self, path, data, offset, fh):
+            self._state(self._name(path)).gate("write")
+            return os.pwrite(fh, data, offset)
+
+        def fsync(self, path, datasync, fh):
+            self._state(self._name(path)).gate("fsync")
+            if datasync:
+                os.fdatasync(fh)
+            else:
+                os.fsync(fh)
+            return 0
+
+        def flush(self, path, fh):
+            return 0
+
+        def release(self, path, fh):
+            os.close(fh)
+            return 0
+
+        def truncate(self, path, length, fh=None):
+            os.truncate(backing / self._name(path), length)
+            return 0
+
+        def statfs(self, path):
+            sv = os.statvfs(backing)
+            return {k: getattr(sv, k) for k in ("f_bsize", "f_frsize", "f_blocks", "f_bfree", "f_bavail",
+                                                  "f_files", "f_ffree", "f_favail", "f_namemax")}
+
+    return FaultFS()
+
+
+class _ControlHandler(socketserver.StreamRequestHandler):
+    def handle(self) -> None:
+        for raw in self.rfile:
+            try:
+                reply = self.server.dispatch(json.loads(raw))  # type: ignore[attr-defined]
+            except Exception as exc:  # noqa: BLE001 - every bad request gets a clear answer
+                reply = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
+            self.wfile.write((json.dumps(reply) + "\n").encode())
+            self.wfile.flush()
+
+
+class ControlServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    daemon_threads = True
+
+    def __init__(self, path: Path, backing: Path, states: dict[str, ImageState]) -> None:
+        if path.exists():
+            path.unlink()
+        super().__init__(str(path), _ControlHandler)
+        self.backing = backing
+        self.states = states
+
+    def dispatch(self, req: dict) -> dict:
+        op = req.get("op")
+        if op == "ping":
+            return {"ok": True, "pid": os.getpid()}
+        if op == "list":
+            return {"ok": True, "images": {n: s.snapshot() for n, s in sorted(self.states.items())}}
+        name = req.get("image")
+        if not isinstance(name, str) or "/" in name or not (self.backing / name).is_file():
+            return {"ok": False, "error": f"image {name!r} is not served (no such file in {self.backing})"}
+        state = self.states.setdefault(name, ImageState())
+        if op == "set":
+            mode = FaultMode.from_dict(req.get("mode") or {})
+            state.set(mode)
+            log.info("image %s: mode %s", name, mode)
+            return {"ok": True, **state.snapshot()}
+        if op == "get":
+            return {"ok": True, **state.snapshot()}
+        return {"ok": False, "error": f"unknown op {op!r} (ping, list, set, get)"}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m infra.fusefs", description=__doc__.splitlines()[0])
+    parser.add_argument("--backing", required=True, type=Path)
+    parser.add_argument("--mount", required=True, type=Path)
+    parser.add_argument("--socket", required=True, type=Path)
+    parser.add_argument("--max-threads", type=int, default=64)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s fusefs %(levelname)s %(message)s", stream=sys.stderr)
+    os.environ["FUSE_LIBRARY_NAME"] = "fuse3"  # before mfusepy loads libfuse: libfuse2 would serialize all I/O
+    import mfusepy
+
+    if mfusepy.fuse_version_major != 3:
+        log.error("mfusepy loaded libfuse%s, need libfuse3 (apt-get install libfuse3-3)", mfusepy.fuse_version_major)
+        return 2
+    states: dict[str, ImageState] = {}
+    server = ControlServer(args.socket, args.backing, states)
+    threading.Thread(target=server.serve_forever, name="control", daemon=True).start()
+    log.info("serving %s at %s (control %s, pid %d)", args.backing, args.mount, args.socket, os.getpid())
+    mfusepy.FUSE(make_operations(args.backing, states), str(args.mount), foreground=True, allow_other=True,
+                 auto_unmount=True, max_threads=args.max_threads, fsname="jbodlab-faultfs")
+    server.shutdown()
+    log.info("unmounted, exiting")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,240 @@
+"""A lab: nodes × dirs of real disks, a docker network, containers, faults — and its teardown.
+
+Provision a topology, get paths, run containers, inject/heal faults, tear down::
+
+    from infra.lab import Lab, NodeSpec, Topology
+
+    topo = Topology(nodes=(NodeSpec("controller-1", ("meta",)),
+                           NodeSpec("broker-1", ("d1", "d2", "d3", "meta"))),
+                    disk_size_mb=512, fstype="ext4", backend="auto")
+    with Lab.create(topo) as lab:                      # destroy() on exit, even after errors
+        lab.disk("broker-1", "d1").data_path           # host path of that log dir
+        lab.container_log_dir("broker-1", "d1")        # "/jbodlab/disks/d1/data" inside the node
+        lab.start_node("broker-1", ["kraft-broker", "/etc/…"])   # container jbodlab-<id>-broker-1
+        fault = lab.disk_fault("broker-1", "d1", "error-writes")
+        fault.inject(); ...; fault.heal()
+        lab.repair_disk("broker-1", "d1")              # after a write error (ext4 is read-only)
+
+Each node's disks are mounted under ``<lab dir>/nodes/<node>/`` and that directory is
+bind-mounted into the node's container at ``/jbodlab/disks`` with ``rslave`` propagation:
+a repaired or replaced disk shows up inside the running container. The lab dir is made a
+shared mount for that. ``lab.json`` records the owner pid (and its start time) so
+``jbodlab cleanup`` can tell a live lab from a leftover.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from infra import _cmd, capability, fs, image
+from infra.disks import Disk, DiskBackend, DmBackend, FuseBackend, PlainBackend, create_disk, destroy_disk, repair_disk
+from infra.docker import BindMount, ContainerSpec, Docker
+from infra.errors import InfraError
+from infra.faults import DiskFault
+from infra.fuse_daemon import FuseDaemon
+from infra.procfaults import ProcessFault, ResourceSample, sample
+from infra.netfaults import Isolate, NetTarget, Netem, Partition
+from infra.naming import (LAB_LABEL, ROLE_LABEL, check_name, container_name, lab_dir, network_name,
+                          new_lab_id)
+
+CONTAINER_DISKS = "/jbodlab/disks"
+Say = Callable[[str], None]
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSpec:
+    name: str
+    dirs: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        check_name("node", self.name)
+        for d in self.dirs:
+            check_name("dir", d)
+        if len(set(self.dirs)) != len(self.dirs):
+            raise ValueError(f"node {self.name}: duplicate dir names in {self.dirs}")
+
+
+@dataclass(frozen=True, slots=True)
+class Topology:
+    nodes: tuple[NodeSpec, ...]
+    disk_size_mb: int = 512
+    fstype: str = "ext4"            # ext4 | xfs | raw (bare device, nothing mounted)
+    backend: str = "auto"
+    network: bool = True
+
+    def __post_init__(self) -> None:
+        names = [n.name for n in self.nodes]
+        if len(set(names)) != len(names):
+            raise ValueError(f"duplicate node names in topology: {names}")
+
+
+def proc_start_time(pid: int) -> int | None:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def owner_alive(meta: dict) -> bool:
+    pid = meta.get("owner_pid")
+    return isinstance(pid, int) and proc_start_time(pid) is not None and proc_start_time(pid) == meta.get("owner_start")
+
+
+@dataclass
+class Lab:
+    lab_id: str
+    dir: Path
+    topology: Topology
+    backend: DiskBackend
+    daemon: FuseDaemon | None = None
+    disks: dict[tuple[str, str], Disk] = field(default_factory=dict)
+    docker: Docker = field(default_factory=Docker)
+    network: str | None = None
+    say: Say = field(default=lambda _m: None, repr=False)
+
+    # ---- creation ---------------------------------------------------------------------
+    @classmethod
+    def create(cls, topology: Topology, *, lab_id: str | None = None, say: Say | None = None) -> Lab:
+        say = say or (lambda _m: None)
+        backend_name = capability.choose_backend(topology.backend)
+        lab_id = lab_id or new_lab_id()
+        root = lab_dir(lab_id)
+        if root.exists():
+            raise InfraError(f"lab {lab_id} already exists at {root}")
+        root.mkdir(parents=True)
+        meta = {"lab_id": lab_id, "owner_pid": os.getpid(), "owner_start": proc_start_time(os.getpid()),
+                "created_ns": time.time_ns(), "backend": backend_name, "topology": asdict(topology)}
+        (root / "lab.json").write_text(json.dumps(meta, indent=1))
+        lab = cls(lab_id, root, topology, PlainBackend(), say=say)
+        try:
+            _cmd.run(["mount", "--bind", str(root), str(root)])
+            _cmd.run(["mount", "--make-rshared", str(root)])
+            if backend_name == "fuse":
+                lab.daemon = FuseDaemon(root)
+                lab.daemon.start()
+                lab.backend = FuseBackend(lab.daemon)
+            elif backend_name == "dm":
+                lab.backend = DmBackend()
+            say(f"lab {lab_id}: backend {backend_name}, {len(topology.nodes)} nodes at {root}")
+            for node in topology.nodes:
+                (root / "nodes" / node.name).mkdir(parents=True, exist_ok=True)
+                for d in node.dirs:
+                    lab.disks[(node.name, d)] = create_disk(
+                        lab.backend, lab_id=lab_id, lab_dir=root, node=node.name, dirname=d,
+                        size_mb=topology.disk_size_mb, fstype=topology.fstype)
+            if topology.network:
+                lab.network = network_name(lab_id)
+                lab.docker.create_network(lab.network, lab_id)
+        except BaseException:
+            lab.destroy()
+            raise
+        say(f"lab {lab_id}: {len(lab.disks)} disks mounted")
+        return lab
+
+    def __enter__(self) -> Lab:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.destroy()
+
+    # ---- paths ------------------------------------------------------------------------
+    def disk(self, node: str, dirname: str) -> Disk:
+        try:
+            return self.disks[(node, dirname)]
+        except KeyError:
+            raise InfraError(f"lab {self.lab_id} has no disk {node}/{dirname}") from None
+
+    def node_disks_dir(self, node: str) -> Path:
+        return self.dir / "nodes" / node
+
+    def container_log_dir(self, node: str, dirname: str) -> str:
+        self.disk(node, dirname)
+        return f"{CONTAINER_DISKS}/{dirname}/data"
+
+    def node_mount(self, node: str) -> BindMount:
+        return BindMount(str(self.node_disks_dir(node)), CONTAINER_DISKS, "rslave")
+
+    def container_name(self, node: str) -> str:
+        return container_name(self.lab_id, node)
+
+    # ---- containers -------------------------------------------------------------------
+    def node_spec(self, node: str, command: list[str] | tuple[str, ...] = ("sleep", "infinity"), *,
+                  image_tag: str | None = None, env: dict[str, str] | None = None,
+                  extra_mounts: tuple[BindMount, ...] = ()) -> ContainerSpec:
+        if node not in {n.name for n in self.topology.nodes}:
+            raise InfraError(f"lab {self.lab_id} has no node {node!r}")
+        return ContainerSpec(
+            name=self.container_name(node), image=image_tag or image.node_image_tag(), command=tuple(command),
+            lab_id=self.lab_id, hostname=node, network=self.network, network_aliases=(node,),
+            mounts=(self.node_mount(node), *extra_mounts), env=tuple(sorted((env or {}).items())),
+            labels=((ROLE_LABEL, node),))
+
+    def start_node(self, node: str, command: list[str] | tuple[str, ...] = ("sleep", "infinity"), **kw) -> str:
+        spec = self.node_spec(node, command, **kw)
+        if not image.image_exists(spec.image):
+            raise InfraError(f"node image {spec.image} is not built for these sources: run `jbodlab setup` "
+                             f"(or infra.image.ensure_node_image())")
+        self.docker.run(spec)
+        return spec.name
+
+    # ---- faults -----------------------------------------------------------------------
+    def net_target(self, node: str) -> NetTarget:
+        """A running node as a network-fault target (container pid + IP on the lab network)."""
+        name = self.container_name(node)
+        if self.network is None:
+            raise InfraError(f"lab {self.lab_id} has no network")
+        return NetTarget(node, name, self.docker.pid(name), self.docker.ip(name, self.network))
+
+    def partition(self, a: str, b: str) -> Partition:
+        return Partition(self.net_target(a), self.net_target(b))
+
+    def isolate(self, node: str) -> Isolate:
+        return Isolate(self.net_target(node))
+
+    def netem(self, node: str, *, delay_ms: float = 0.0, jitter_ms: float = 0.0, loss_pct: float = 0.0) -> Netem:
+        return Netem(self.net_target(node), delay_ms, jitter_ms, loss_pct)
+
+    def disk_fault(self, node: str, dirname: str, kind: str, **params) -> DiskFault:
+        return DiskFault(self.disk(node, dirname), kind, self.backend, **params)
+
+    def process_fault(self, node: str, kind: str, signal: str = "KILL") -> ProcessFault:
+        return ProcessFault(self.docker, self.container_name(node), kind, signal)
+
+    def sample(self, node: str) -> ResourceSample:
+        return sample(self.docker, self.container_name(node))
+
+    def repair_disk(self, node: str, dirname: str, busy_timeout_s: float = 10.0) -> str:
+        return repair_disk(self.disk(node, dirname), busy_timeout_s=busy_timeout_s)
+
+    def replace_disk(self, node: str, dirname: str) -> Disk:
+        """A fresh, empty, formatted disk in place of the old one (same mount path)."""
+        old = self.disk(node, dirname)
+        destroy_disk(self.backend, old)
+        new = create_disk(self.backend, lab_id=self.lab_id, lab_dir=self.dir, node=node, dirname=dirname,
+                          size_mb=self.topology.disk_size_mb, fstype=self.topology.fstype)
+        self.disks[(node, dirname)] = new
+        return new
+
+    # ---- teardown ---------------------------------------------------------------------
+    def destroy(self) -> None:
+        """Remove everything of this lab (containers, network, mounts, devices, daemon, files)."""
+        for name in self.docker.containers(self.lab_id):
+            self.docker.remove(name)
+        if self.network:
+            self.docker.remove_network(self.network)
+        for disk in list(self.disks.values()):
+            try:
+                destroy_disk(self.backend, disk)
+            except InfraError as exc:
+                self.say(f"lab {self.lab_id}: {exc}")
+        self.disks.clear()
+        if self.daemon is not None:
+            self.daemon.stop()
+        from infra.cleanup import remove_lab  # the crash-safe path finishes whatever is left
+        remove_lab(self.lab_id, say=self.say)

@@ -1,0 +1,241 @@
+"""S1–S11 of ``scenarios.md`` as functions returning :class:`~harness.scenario.Scenario` values.
+
+Each function takes ``bounce`` (where kafkatest's ``bounce_broker`` matrix applies: the
+faulted broker gets a clean restart 1 s after the fault, with the dir still failed) and
+``seed``. :func:`all_scenarios` is the full matrix (pytest parametrizes over it);
+:func:`by_name` finds one by name (``leader-dir-fails``, ``leader-dir-fails-bounce``) or id
+(``S1``). The "must show" column of the table is encoded as the checks plus ``expect``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Callable
+
+from harness.faults.schedule import (
+    DiskFault, MoveReplica, NetworkFault, ProcessFault, ReplaceDisk, soak_schedule,
+)
+from harness.scenario import CHECK_NAMES, Expect, Scenario, Topology, TopicSpec, Workload
+
+__all__ = [
+    "leader_dir_fails", "follower_dir_fails", "bounce_after_failure", "failure_timeout_shutdown",
+    "timeout_not_leader", "last_dir_fails", "metadata_dir_fails", "restart_fenced_until_assigned",
+    "replace_disk", "move_replica", "flaky_and_slow", "soak", "all_scenarios", "by_name", "BOUNCE_APPLIES",
+]
+
+FAULT_AT_MS = 5000
+BOUNCE_AFTER_MS = 1000
+CONTROLLER = "controller:3001"
+LEADER = "leader:t1/0"
+FOLLOWER = "follower:t1/0"
+REPLICA_DIR = "replica:t1/0"
+ONE_PARTITION = Workload(topics=(TopicSpec(name="t1", partitions=1),))
+
+# scenario names whose broker stays alive after the fault, so a bounce variant means something
+BOUNCE_APPLIES = ("leader-dir-fails", "follower-dir-fails", "flaky-and-slow")
+
+
+def _bounced(s: Scenario, node: str, bounce: bool) -> Scenario:
+    if not bounce:
+        return s
+    restart = ProcessFault(at_ms=FAULT_AT_MS + BOUNCE_AFTER_MS, action="restart", node=node, clean=True)
+    return replace(s, bounce=True, faults=tuple(sorted(s.faults + (restart,), key=lambda f: f.at_ms)))
+
+
+def leader_dir_fails(*, bounce: bool = False, seed: int = 0) -> Scenario:
+    """S1 (kafkatest log_dir_failure_test, leader case)."""
+    s = Scenario(
+        id="S1", name="leader-dir-fails", seed=seed,
+        description="fail the dir holding t1-0's leader replica under acks=all load",
+        faults=(DiskFault(at_ms=FAULT_AT_MS, node=LEADER, dir=REPLICA_DIR, mode="error"),),
+        checks=("durability", "failover", "liveness", "metadata_invariants", "fencing"),
+        expect=Expect(outcomes={LEADER: "alive"}, leader_moves=True, failover_within_ms=15000,
+                      must_show="leader moves off the broker; ISR loses it; broker stays alive and keeps "
+                                "serving its other dirs; no acked record lost"))
+    return _bounced(s, LEADER, bounce)
+
+
+def follower_dir_fails(*, bounce: bool = False, seed: int = 0) -> Scenario:
+    """S2 (kafkatest log_dir_failure_test, follower case)."""
+    s = Scenario(
+        id="S2", name="follower-dir-fails", seed=seed,
+        description="fail the dir holding a follower replica of t1-0 under acks=all load",
+        faults=(DiskFault(at_ms=FAULT_AT_MS, node=FOLLOWER, dir=REPLICA_DIR, mode="error"),),
+        checks=("durability", "failover", "liveness", "metadata_invariants", "fencing"),
+        expect=Expect(outcomes={FOLLOWER: "alive"}, leader_moves=False, failover_within_ms=15000,
+                      must_show="ISR shrinks; leader unchanged; no loss"))
+    return _bounced(s, FOLLOWER, bounce)
+
+
+def bounce_after_failure(*, role: str = "leader", seed: int = 0) -> Scenario:
+    """S3: S1/S2, then (after failover settled) a clean restart with the dir still failed."""
+    node = LEADER if role == "leader" else FOLLOWER
+    return Scenario(
+        id="S3", name=f"bounce-after-failure-{role}", seed=seed,
+        description=f"fail the {role} replica's dir of t1-0, then restart that broker with the dir still failed",
+        faults=(DiskFault(at_ms=FAULT_AT_MS, node=node, dir=REPLICA_DIR, mode="error"),
+                ProcessFault(at_ms=FAULT_AT_MS + 8000, action="restart", node=node, clean=True)),
+        checks=("durability", "failover", "liveness", "metadata_invariants", "fencing"),
+        workload=Workload(duration_ms=40000),
+        expect=Expect(outcomes={node: "alive"}, leader_moves=(role == "leader"), isr_recovers=True,
+                      must_show="broker starts with the dir offline, registers, partitions on it stay "
+                                "offline, others recover"))
+
+
+def failure_timeout_shutdown(*, seed: int = 0) -> Scenario:
+    """S4: broker cut off from the controller, then a dir it leads on fails → exits at the
+    failure timeout (D5), fenced after the session timeout."""
+    return Scenario(
+        id="S4", name="failure-timeout-shutdown", seed=seed, workload=ONE_PARTITION,
+        description="partition t1-0's leader from the controller, then fail the dir it leads t1-0 on",
+        faults=(NetworkFault(at_ms=FAULT_AT_MS, action="partition", node=LEADER, peer=CONTROLLER),
+                DiskFault(at_ms=FAULT_AT_MS + 500, node=LEADER, dir=REPLICA_DIR, mode="error")),
+        checks=("durability", "liveness", "timeout_accuracy", "metadata_invariants"),
+        expect=Expect(outcomes={LEADER: "shutdown"}, timeout_shutdown=True, leader_moves=True,
+                      must_show="broker exits after log.dir.failure.timeout.ms (± one heartbeat); controller "
+                                "fences it after the session timeout; no loss"))
+
+
+def timeout_not_leader(*, seed: int = 0) -> Scenario:
+    """S5: as S4 but the broker only follows partitions in that dir → no shutdown (D5)."""
+    return Scenario(
+        id="S5", name="timeout-not-leader", seed=seed, workload=ONE_PARTITION,
+        description="partition a follower of t1-0 (leading nothing) from the controller, then fail its dir",
+        faults=(NetworkFault(at_ms=FAULT_AT_MS, action="partition", node=FOLLOWER, peer=CONTROLLER),
+                DiskFault(at_ms=FAULT_AT_MS + 500, node=FOLLOWER, dir=REPLICA_DIR, mode="error")),
+        checks=("durability", "liveness", "timeout_accuracy", "metadata_invariants"),
+        expect=Expect(outcomes={FOLLOWER: "alive"}, timeout_shutdown=False, leader_moves=False,
+                      must_show="broker does NOT shut down (decision D5)"))
+
+
+def last_dir_fails(*, seed: int = 0) -> Scenario:
+    """S6a: every data dir of t1-0's leader fails → halt; fenced after the session timeout."""
+    return Scenario(
+        id="S6", name="last-dir-fails", seed=seed,
+        description="fail every data dir of t1-0's leader",
+        faults=(DiskFault(at_ms=FAULT_AT_MS, node=LEADER, dir="all", mode="error"),),
+        checks=("durability", "failover", "liveness", "metadata_invariants"),
+        expect=Expect(outcomes={LEADER: "halted"}, leader_moves=True, failover_within_ms=15000,
+                      must_show="broker halts; controller fences it after session timeout; leaders move"))
+
+
+def metadata_dir_fails(*, seed: int = 0) -> Scenario:
+    """S6b: the metadata dir of t1-0's leader fails → halt."""
+    return Scenario(
+        id="S6", name="metadata-dir-fails", seed=seed,
+        description="fail the metadata.log.dir of t1-0's leader",
+        faults=(DiskFault(at_ms=FAULT_AT_MS, node=LEADER, dir="metadata", mode="error"),),
+        checks=("durability", "liveness", "metadata_invariants"),
+        expect=Expect(outcomes={LEADER: "halted"}, leader_moves=True,
+                      must_show="broker halts; controller fences it after session timeout; leaders move"))
+
+
+def restart_fenced_until_assigned(*, seed: int = 0) -> Scenario:
+    """S7: broker 3 is down while topic t2 is created (its replicas there are UNASSIGNED);
+    on restart it must stay fenced until its assignments are persisted (D4)."""
+    return Scenario(
+        id="S7", name="restart-fenced-until-assigned", seed=seed,
+        description="kill broker 3, create t2 (6 partitions, RF 3) while it is down, start it again",
+        workload=Workload(topics=(TopicSpec(name="t1"), TopicSpec(name="t2", partitions=6, create_at_ms=8000))),
+        faults=(ProcessFault(at_ms=FAULT_AT_MS, action="kill", node="broker:3", signal="SIGKILL", duration_ms=8000),),
+        checks=("durability", "liveness", "fencing", "metadata_invariants"),
+        expect=Expect(outcomes={"broker:3": "alive"},
+                      must_show="broker stays fenced until its assignments are persisted; fencing_ms measured"))
+
+
+def replace_disk(*, seed: int = 0) -> Scenario:
+    """S8: fail a follower's dir, then give it a freshly formatted disk."""
+    return Scenario(
+        id="S8", name="replace-disk", seed=seed, workload=Workload(duration_ms=40000),
+        description="fail the dir of a follower replica of t1-0, then replace the disk",
+        faults=(DiskFault(at_ms=FAULT_AT_MS, node=FOLLOWER, dir=REPLICA_DIR, mode="error"),
+                ReplaceDisk(at_ms=FAULT_AT_MS + 8000, node=FOLLOWER, dir=REPLICA_DIR)),
+        checks=("durability", "failover", "liveness", "metadata_invariants", "fencing"),
+        expect=Expect(outcomes={FOLLOWER: "alive"}, leader_moves=False, isr_recovers=True,
+                      must_show="new directory id registered; replicas recreated there and re-replicated; "
+                                "ISR expands"))
+
+
+def move_replica(*, fail: str = "source", seed: int = 0) -> Scenario:
+    """S9: AlterReplicaLogDirs t1-0 on a follower to another dir; fail the source or target
+    mid-move. Source → LOST_DIR (D6), replica leaves ISR; target → move cancelled."""
+    if fail not in ("source", "target"):
+        raise ValueError(f"fail: {fail!r} is not one of source, target")
+    failed = REPLICA_DIR if fail == "source" else "spare:t1/0"
+    return Scenario(
+        id="S9", name=f"move-replica-{fail}-fails", seed=seed,
+        description=f"move t1-0 on a follower to another dir, fail the {fail} dir 300 ms later",
+        faults=(MoveReplica(at_ms=FAULT_AT_MS, node=FOLLOWER, topic="t1", partition=0, to_dir="spare:t1/0"),
+                DiskFault(at_ms=FAULT_AT_MS + 300, node=FOLLOWER, dir=failed, mode="error")),
+        checks=("durability", "failover", "liveness", "metadata_invariants"),
+        expect=Expect(outcomes={FOLLOWER: "alive"}, leader_moves=False,
+                      moved_replica_survives=(fail == "target"),
+                      must_show="KIP §4 outcomes, incl. LOST_DIR when the source fails"))
+
+
+def flaky_and_slow(*, bounce: bool = False, seed: int = 0) -> Scenario:
+    """S10: flaky(p) on one broker's dir, delay on another's; offline on the first error, and
+    no false failover for the slow dir."""
+    s = Scenario(
+        id="S10", name="flaky-and-slow", seed=seed,
+        description="flaky(p=0.05) on broker 1's dir holding t1-0; 50 ms delay on broker 2's d2",
+        faults=(DiskFault(at_ms=FAULT_AT_MS, node="broker:1", dir=REPLICA_DIR, mode="flaky", p=0.05,
+                          duration_ms=10000),
+                DiskFault(at_ms=FAULT_AT_MS, node="broker:2", dir="d2", mode="delay", delay_ms=50,
+                          duration_ms=10000)),
+        checks=("durability", "failover", "liveness", "metadata_invariants"),
+        expect=Expect(outcomes={"broker:1": "alive", "broker:2": "alive"},
+                      must_show="the broker marks the dir offline on the first error; slow dir measured, "
+                                "no false failover"))
+    return _bounced(s, "broker:1", bounce)
+
+
+def soak(*, minutes: int = 3, seed: int = 0) -> Scenario:
+    """S11: a seeded random mix of the above for ``minutes``."""
+    duration_ms = minutes * 60_000
+    topology = Topology()
+    faults = soak_schedule(seed, duration_ms=duration_ms, broker_ids=topology.broker_ids(),
+                           dirs_per_broker=topology.dirs_per_broker, controller_id=topology.controller_ids()[0])
+    return Scenario(
+        id="S11", name="soak", seed=seed, topology=topology,
+        description=f"seeded random mix of disk, network and process faults for {minutes} min",
+        workload=Workload(duration_ms=duration_ms, drain_timeout_ms=60000), faults=faults,
+        checks=CHECK_NAMES,
+        expect=Expect(must_show="all checks hold across every fault window"))
+
+
+def all_scenarios(*, seed: int = 0) -> list[Scenario]:
+    """The whole matrix: each scenario, ×2 for bounce where :data:`BOUNCE_APPLIES`."""
+    out: list[Scenario] = []
+    for bounce in (False, True):
+        out += [leader_dir_fails(bounce=bounce, seed=seed), follower_dir_fails(bounce=bounce, seed=seed),
+                flaky_and_slow(bounce=bounce, seed=seed)]
+    out += [bounce_after_failure(role="leader", seed=seed), bounce_after_failure(role="follower", seed=seed),
+            failure_timeout_shutdown(seed=seed), timeout_not_leader(seed=seed), last_dir_fails(seed=seed),
+            metadata_dir_fails(seed=seed), restart_fenced_until_assigned(seed=seed), replace_disk(seed=seed),
+            move_replica(fail="source", seed=seed), move_replica(fail="target", seed=seed), soak(seed=seed)]
+    return out
+
+
+def by_name(name: str, *, bounce: bool = False, seed: int = 0) -> Scenario:
+    """A catalog scenario by variant name (``leader-dir-fails-bounce``), name + ``bounce``, or
+    id (``S1``: the first with that id). Unknown names raise ``KeyError`` listing the names."""
+    every = all_scenarios(seed=seed)
+    want_bounce = bounce or name.endswith("-bounce")
+    base = name[: -len("-bounce")] if name.endswith("-bounce") else name
+    for s in every:
+        if (s.name == base or s.id == base) and s.bounce == want_bounce:
+            return s
+    for s in every:
+        if (s.name == base or s.id == base) and not want_bounce:
+            return s
+    names = sorted({s.variant for s in every})
+    raise KeyError(f"no scenario {name!r}; choose from {', '.join(names)}")
+
+
+SCENARIO_FUNCTIONS: dict[str, Callable[..., Scenario]] = {
+    "S1": leader_dir_fails, "S2": follower_dir_fails, "S3": bounce_after_failure,
+    "S4": failure_timeout_shutdown, "S5": timeout_not_leader, "S6": last_dir_fails,
+    "S7": restart_fenced_until_assigned, "S8": replace_disk, "S9": move_replica, "S10": flaky_and_slow,
+    "S11": soak,
+}

@@ -1,0 +1,224 @@
+"""Scenario values: round trip, catalog matrix, files, CLI, and errors that name the field."""
+
+import argparse
+import json
+
+import pytest
+
+from harness.faults.schedule import DiskFault, ProcessFault, soak_schedule
+from harness.fields import ScenarioError
+from harness.scenario import (
+    Scenario, add_scenario_arguments, apply_override, load_scenario, parse_scenario_text, scenario_from_args,
+)
+from scenarios import catalog
+
+pytestmark = pytest.mark.unit
+
+
+def problems_of(data) -> dict[str, str]:
+    with pytest.raises(ScenarioError) as info:
+        Scenario.from_dict(data)
+    return dict(info.value.problems)
+
+
+def base() -> dict:
+    return catalog.leader_dir_fails().to_dict()
+
+
+@pytest.mark.parametrize("scenario", catalog.all_scenarios(seed=7), ids=lambda s: s.variant)
+def test_every_catalog_scenario_round_trips_through_its_run_json_form(scenario):
+    text = json.dumps(scenario.to_dict())
+    again = Scenario.from_dict(json.loads(text))
+    assert again == scenario and again.seed == 7
+    assert scenario.checks and scenario.expect.must_show
+
+
+def test_catalog_matrix_has_s1_to_s11_and_bounce_variants():
+    every = catalog.all_scenarios()
+    assert {s.id for s in every} == {f"S{i}" for i in range(1, 12)}
+    variants = [s.variant for s in every]
+    assert len(variants) == len(set(variants))
+    for name in catalog.BOUNCE_APPLIES:
+        assert name in variants and f"{name}-bounce" in variants
+    bounced = catalog.by_name("leader-dir-fails-bounce")
+    restart = [f for f in bounced.faults if isinstance(f, ProcessFault)]
+    assert bounced.bounce and restart and restart[0].node == "leader:t1/0" and restart[0].clean
+    assert catalog.by_name("S4").expect.timeout_shutdown is True
+    assert catalog.by_name("timeout-not-leader").expect.timeout_shutdown is False
+    assert catalog.by_name("last-dir-fails").expect.outcomes == {"leader:t1/0": "halted"}
+    with pytest.raises(KeyError, match="choose from"):
+        catalog.by_name("nope")
+
+
+def test_configs_are_shrunk_and_rendered_as_kafka_keys():
+    props = catalog.leader_dir_fails().configs.broker_properties()
+    assert props["broker.heartbeat.interval.ms"] == "500"
+    assert props["broker.session.timeout.ms"] == "3000"
+    assert props["log.dir.failure.timeout.ms"] == "5000"
+    assert props["log.roll.ms"] == "3000"
+
+
+def test_wrong_mode_names_the_field_and_suggests():
+    d = base()
+    d["faults"].append({"kind": "disk", "at_ms": 6000, "node": "broker:1", "dir": "d2", "mode": "eror"})
+    msg = problems_of(d)["faults[1].mode"]
+    assert msg.startswith("'eror' is not one of error, error-reads") and "did you mean 'error'" in msg
+
+
+def test_many_problems_reported_at_once_with_paths():
+    d = base()
+    d["topology"]["brokers"] = 0
+    d["topology"]["disks"] = 3
+    d["workload"]["topics"][0]["partitions"] = "three"
+    d["workload"]["acks"] = "2"
+    d["faults"][0]["node"] = "broker:9"
+    d["faults"][0]["at_ms"] = 99_000_000
+    d["checks"].append("speed")
+    d["expect"]["outcomes"]["broker:1"] = "dead"
+    p = problems_of(d)
+    assert p["topology.brokers"] == "0 is below the minimum 1"
+    assert p["topology.disks"].startswith("unknown field")
+    assert p["workload.topics[0].partitions"] == "must be an integer, got a string 'three'"
+    assert p["workload.acks"].startswith("'2' is not one of all, 1, 0")
+    assert p["faults[0].node"].startswith("no broker 9")
+    assert "not before the end of the workload" in p["faults[0].at_ms"]
+    assert p["checks[5]"].startswith("'speed' is not one of")
+    assert p["expect.outcomes.broker:1"].startswith("'dead' is not one of alive, shutdown, halted")
+
+
+@pytest.mark.parametrize("fault, path, needle", [
+    ({"kind": "disk", "at_ms": 1, "node": "broker:1", "dir": "d9"}, "faults[0].dir", "3 data dirs"),
+    ({"kind": "disk", "at_ms": 1, "node": "broker:1", "dir": "d1", "mode": "flaky"}, "faults[0].p", "needs p"),
+    ({"kind": "disk", "at_ms": 1, "node": "controller:3001", "dir": "d1"}, "faults[0].node", "must name a broker"),
+    ({"kind": "disk", "at_ms": 1, "node": "leader:t9/0", "dir": "d1"}, "faults[0].node", "'t9' is not one of t1"),
+    ({"kind": "disk", "at_ms": 1, "node": "leader:t1/5", "dir": "d1"}, "faults[0].node", "partitions 0..2"),
+    ({"kind": "network", "at_ms": 1, "node": "broker:1", "action": "partition"}, "faults[0].peer", "needs peer"),
+    ({"kind": "network", "at_ms": 1, "node": "broker:1", "action": "delay"}, "faults[0].delay_ms", "needs delay_ms"),
+    ({"kind": "process", "at_ms": 1, "node": "broker:1", "action": "restart", "duration_ms": 5},
+     "faults[0].duration_ms", "instantaneous"),
+    ({"kind": "replace-disk", "at_ms": 1, "node": "broker:1", "dir": "all"}, "faults[0].dir", "name one dir"),
+    ({"kind": "flood", "at_ms": 1}, "faults[0].kind", "'flood' is not one of disk"),
+    ({"kind": "disk", "at_ms": -1, "node": "broker:1", "dir": "d1", "colour": 1}, "faults[0].colour", "unknown field"),
+])
+def test_fault_validation(fault, path, needle):
+    d = base()
+    d["faults"] = [fault]
+    p = problems_of(d)
+    assert needle in p[path], p
+
+
+def test_cross_field_rules():
+    d = base()
+    d["configs"]["session_timeout_ms"] = 400
+    d["configs"]["broker_overrides"] = {"log.roll.ms": "1", "num.io.threads": 8}
+    d["workload"]["topics"][0]["replication_factor"] = 4
+    d["bounce"] = True
+    p = problems_of(d)
+    assert "must exceed heartbeat_interval_ms" in p["configs.session_timeout_ms"]
+    assert p["configs.broker_overrides.log.roll.ms"] == "set it with configs.log_roll_ms"
+    assert "exceeds the 3 brokers" in p["workload.topics[0].replication_factor"]
+    assert "no process restart" in p["bounce"]
+
+
+def test_files_json_toml_and_run_json(tmp_path):
+    s = catalog.follower_dir_fails(seed=11)
+    (tmp_path / "s.json").write_text(s.to_json())
+    assert load_scenario(tmp_path / "s.json") == s
+    (tmp_path / "run.json").write_text(json.dumps({"run_id": "r1", "scenario": s.to_dict()}))
+    assert load_scenario(tmp_path / "run.json") == s
+    toml = '''
+id = "X1"
+name = "my-leader-dir"
+seed = 3
+[topology]
+brokers = 3
+dirs_per_broker = 2
+[configs]
+log_dir_failure_timeout_ms = 4000
+[[workload.topics]]
+name = "t1"
+partitions = 2
+[[faults]]
+kind = "disk"
+at_ms = 5000
+node = "leader:t1/0"
+dir = "replica:t1/0"
+mode = "error-writes"
+[expect]
+outcomes = { "leader:t1/0" = "alive" }
+leader_moves = true
+'''
+    (tmp_path / "s.toml").write_text(toml)
+    got = load_scenario(tmp_path / "s.toml")
+    assert got.faults == (DiskFault(at_ms=5000, node="leader:t1/0", dir="replica:t1/0", mode="error-writes"),)
+    assert got.topology.dirs_per_broker == 2 and got.configs.log_dir_failure_timeout_ms == 4000
+    with pytest.raises(ScenarioError, match="unknown format"):
+        load_scenario(tmp_path / "s.yaml")
+    with pytest.raises(ScenarioError, match="json line 1"):
+        parse_scenario_text("{", "json")
+    with pytest.raises(ScenarioError, match="No such file"):
+        load_scenario(tmp_path / "missing.json")
+
+
+def test_cli_arguments_and_overrides(tmp_path):
+    parser = argparse.ArgumentParser()
+    add_scenario_arguments(parser)
+    args = parser.parse_args(["--scenario", "leader-dir-fails", "--bounce", "--seed", "9",
+                              "--set", "workload.rate_per_s=500", "--set", "faults[0].mode=error-writes",
+                              "--set", "configs.broker_overrides={\"num.io.threads\": \"4\"}"])
+    s = scenario_from_args(args)
+    assert s.bounce and s.seed == 9 and s.workload.rate_per_s == 500 and s.faults[0].mode == "error-writes"
+    assert s.configs.broker_properties()["num.io.threads"] == "4"
+    bad = parser.parse_args(["--scenario", "S2", "--set", "faults[0].mode=eror"])
+    with pytest.raises(ScenarioError, match=r"faults\[0\]\.mode: 'eror' is not one of"):
+        scenario_from_args(bad)
+    with pytest.raises(ScenarioError, match=r"faults\[5\]: index out of range"):
+        apply_override(base(), "faults[5].mode=error")
+    with pytest.raises(ScenarioError, match="not PATH=VALUE"):
+        apply_override(base(), "faults")
+    path = tmp_path / "s.json"
+    path.write_text(catalog.replace_disk().to_json())
+    assert scenario_from_args(parser.parse_args(["--scenario", str(path)])).name == "replace-disk"
+
+
+def test_soak_schedule_is_deterministic_per_seed_and_survivable():
+    a = soak_schedule(5, duration_ms=180_000, broker_ids=[1, 2, 3], dirs_per_broker=3, controller_id=3001)
+    b = soak_schedule(5, duration_ms=180_000, broker_ids=[1, 2, 3], dirs_per_broker=3, controller_id=3001)
+    c = soak_schedule(6, duration_ms=180_000, broker_ids=[1, 2, 3], dirs_per_broker=3, controller_id=3001)
+    assert a == b and a != c and len(a) >= 5
+    from harness.faults.schedule import fault_seed
+    assert fault_seed(5, 0) != fault_seed(5, 1) and fault_seed(5, 1) == fault_seed(5, 1)
+    assert all(f.at_ms < 180_000 for f in a)
+    assert not any(isinstance(f, DiskFault) and f.dir in ("all", "metadata") for f in a)
+    Scenario.from_dict(catalog.soak(seed=5).to_dict())
+
+
+def test_scenario_command(tmp_path, capsys):
+    from harness import scenario_cmd
+    parser = argparse.ArgumentParser()
+    scenario_cmd.configure(parser)
+    assert scenario_cmd.run(parser.parse_args(["list"])) == 0
+    assert "leader-dir-fails-bounce" in capsys.readouterr().out
+    assert scenario_cmd.run(parser.parse_args(["show", "--scenario", "S5"])) == 0
+    assert json.loads(capsys.readouterr().out)["expect"]["timeout_shutdown"] is False
+    good, bad = tmp_path / "good.json", tmp_path / "bad.json"
+    good.write_text(catalog.soak(minutes=1).to_json())
+    d = base()
+    d["faults"][0]["mode"] = "eror"
+    bad.write_text(json.dumps(d))
+    assert scenario_cmd.run(parser.parse_args(["validate", str(good), str(bad)])) == 1
+    out = capsys.readouterr()
+    assert "good.json: ok" in out.out and "bad.json: faults[0].mode: 'eror' is not one of" in out.err
+
+
+def test_null_and_empty_values():
+    d = base()
+    d["workload"]["rate_per_s"] = None
+    d["faults"][0]["duration_ms"] = None      # optional: null means "until the final heal"
+    d["workload"]["topics"] = []
+    d["faults"] = []
+    p = problems_of(d)
+    assert p == {"workload.rate_per_s": "must not be null", "workload.topics": "needs at least one topic",
+                 "expect.outcomes.leader:t1/0": "no topic 't1': the workload has no valid topics"}
+    with pytest.raises(ScenarioError, match="<scenario>: must be a table of fields, got a list"):
+        Scenario.from_dict([1])

@@ -1,0 +1,111 @@
+"""`jbodlab cleanup` after a SIGKILL of the process that provisioned a lab leaves nothing behind,
+and never touches live labs or other tests' loop devices."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from infra import loopdev
+from infra.cleanup import cleanup, fusefs_daemons, survey
+from infra.docker import Docker
+from infra.lab import Lab, NodeSpec, Topology
+from infra.mounts import mounts_under
+from infra.naming import LABS_ROOT
+from tests.infra.conftest import fuse_skip_reason
+
+pytestmark = pytest.mark.system
+
+ROOT = Path(__file__).resolve().parents[2]
+
+PROVISION = r"""
+import sys, time
+from infra.lab import Lab, NodeSpec, Topology
+from tests.infra.conftest import WRITER
+lab = Lab.create(Topology(nodes=(NodeSpec("n1", ("d1", "d2")), NodeSpec("n2", ("d1",))), disk_size_mb=64,
+                          backend="fuse"))
+lab.start_node("n1", ["python3", "-c", WRITER, lab.container_log_dir("n1", "d1") + "/log", "0.01"])
+lab.start_node("n2")
+lab.disk_fault("n2", "d1", "delay", delay_ms=200).inject()   # a slow disk in flight when we die
+lab.partition("n1", "n2").inject()
+print("LAB", lab.lab_id, flush=True)
+time.sleep(600)
+"""
+
+
+def _traces(lab_id: str) -> dict[str, object]:
+    root = LABS_ROOT / lab_id
+    return {
+        "containers": Docker().containers(lab_id),
+        "networks": Docker().networks(lab_id),
+        "mounts": [m.target for m in mounts_under(root)],
+        "loops": loopdev.loops_for(root),
+        "daemons": [pid for pid, lab in fusefs_daemons() if lab == lab_id],
+        "dir": root.exists(),
+    }
+
+
+@pytest.fixture
+def jbodtest_loop():
+    """Another test's loop device (prefix jbodtest-): cleanup must leave it alone."""
+    fd, path = tempfile.mkstemp(prefix="jbodtest-infra-", suffix=".img", dir="/var/tmp")
+    os.ftruncate(fd, 8 << 20)
+    os.close(fd)
+    dev = loopdev.attach(Path(path), direct_io_on=False)
+    yield dev, path
+    loopdev.detach(dev)
+    os.unlink(path)
+
+
+def test_cleanup_after_sigkill_leaves_nothing(node_image, jbodtest_loop):
+    reason = fuse_skip_reason()
+    if reason:
+        pytest.skip(reason)
+    proc = subprocess.Popen([sys.executable, "-c", PROVISION], cwd=ROOT, stdout=subprocess.PIPE, text=True,
+                            env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    try:
+        line = proc.stdout.readline()
+        assert line.startswith("LAB "), f"provisioning failed: {line!r}"
+        lab_id = line.split()[1]
+        before = _traces(lab_id)
+        assert len(before["containers"]) == 2 and before["loops"] and before["daemons"] and before["mounts"]
+        assert survey()[lab_id].live, "the owner still runs: the lab is live"
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    assert not survey()[lab_id].live
+    out = subprocess.run([sys.executable, "-m", "harness.cli", "cleanup", "--lab", lab_id], cwd=ROOT,
+                         capture_output=True, text=True, timeout=180)
+    print(out.stdout)
+    assert out.returncode == 0, out.stdout + out.stderr
+    after = _traces(lab_id)
+    assert after == {"containers": [], "networks": [], "mounts": [], "loops": [], "daemons": [], "dir": False}
+    dev, path = jbodtest_loop
+    assert loopdev.backing_file(dev) == path, "a jbodtest- loop device was touched"
+    # a second run finds nothing (idempotent)
+    out = subprocess.run([sys.executable, "-m", "harness.cli", "cleanup", "--lab", lab_id], cwd=ROOT,
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and "nothing to clean" in out.stdout
+
+
+def test_default_cleanup_leaves_live_labs_alone(node_image):
+    reason = fuse_skip_reason()
+    if reason:
+        pytest.skip(reason)
+    with Lab.create(Topology(nodes=(NodeSpec("n1", ("d1",)),), disk_size_mb=32, backend="fuse",
+                             network=False)) as lab:
+        chosen = cleanup(dry_run=True)
+        assert lab.lab_id not in {c.lab_id for c in chosen}
+        assert survey()[lab.lab_id].live
+        assert lab.disk("n1", "d1").data_path.is_dir()
+    assert _traces(lab.lab_id)["dir"] is False
+    time.sleep(0)  # destroy() ran: nothing of the lab left
+    assert _traces(lab.lab_id) == {"containers": [], "networks": [], "mounts": [], "loops": [], "daemons": [],
+                                   "dir": False}

@@ -1,0 +1,48 @@
+"""Process faults, psutil samples, and the idempotent `jbodlab setup` (warm = no rebuild)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from infra import image
+from infra.lab import Lab, NodeSpec, Topology
+
+pytestmark = pytest.mark.system
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_pause_resume_kill_restart_and_sample(node_image):
+    with Lab.create(Topology(nodes=(NodeSpec("n1", ("d1",)),), disk_size_mb=32)) as lab:
+        name = lab.start_node("n1", ["python3", "-c", "import time\nwhile True: sum(range(10000)); time.sleep(0.001)"])
+        s = lab.sample("n1")
+        assert s.processes >= 2 and s.rss_bytes > 0
+        pause = lab.process_fault("n1", "pause")
+        pause.inject()
+        assert lab.docker.state(name) == "paused"
+        pause.heal()
+        pause.heal()
+        assert lab.docker.state(name) == "running"
+        restart = lab.process_fault("n1", "restart")
+        restart.inject()
+        assert lab.docker.state(name) == "running"
+        lab.process_fault("n1", "kill", "KILL").inject()
+        assert lab.docker.state(name) == "exited"
+
+
+def test_setup_warm_is_a_no_op_and_image_is_labelled(node_image):
+    out = subprocess.run([sys.executable, "-m", "harness.cli", "setup", "--skip-packages"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "up to date" in out.stdout and "building" not in out.stdout
+    label = subprocess.run(["docker", "image", "inspect", "-f",
+                            '{{index .Config.Labels "jbodlab.source-hash"}}', node_image],
+                           capture_output=True, text=True, check=True).stdout.strip()
+    assert label == image.source_hash(ROOT)
+    r = subprocess.run(["docker", "run", "--rm", "--network", "none", node_image, "python", "-c",
+                        "import kio, crc32c, kafka_common, broker_impl, controller_impl; print('ok')"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.stdout.strip() == "ok", r.stderr

@@ -1,0 +1,90 @@
+"""Pure parts of infra: fault modes, dm tables, mountinfo parsing, names, source hash."""
+
+import pytest
+
+from infra import dm, image, naming
+from infra.faultmodes import FaultMode
+from infra.mounts import mountinfo
+
+pytestmark = pytest.mark.unit
+
+
+@pytest.mark.parametrize("text,kind,ops", [
+    ("ok", "ok", set()),
+    ("error", "error", {"read", "write", "fsync"}),
+    ("error-reads", "error-reads", {"read"}),
+    ("error-writes", "error-writes", {"write", "fsync"}),
+    ("flaky:0.25:7", "flaky", {"read", "write", "fsync"}),
+    ("delay:50", "delay", {"read", "write", "fsync"}),
+    ("removed", "removed", {"read", "write", "fsync"}),
+])
+def test_fault_mode_text_round_trip(text, kind, ops):
+    mode = FaultMode.parse(text)
+    assert mode.kind == kind and set(mode.ops) == ops
+    assert FaultMode.parse(str(mode)) == mode
+    assert FaultMode.from_dict(mode.to_dict()) == mode
+
+
+@pytest.mark.parametrize("text,needle", [
+    ("flaky:2", "within [0, 1]"), ("delay", "needs MS"), ("error:3", "takes no parameters"),
+    ("bogus", "unknown"), ("flaky:x", "flaky:x"),
+])
+def test_fault_mode_rejects_bad_text_naming_the_problem(text, needle):
+    with pytest.raises(ValueError, match=needle.replace("[", r"\[").replace("]", r"\]")):
+        FaultMode.parse(text)
+
+
+def test_error_writes_fails_writes_and_fsync_only():
+    mode = FaultMode("error-writes")
+    assert mode.fails("write") and mode.fails("fsync") and not mode.fails("read")
+    assert not FaultMode("flaky", p=1.0).fails("read")  # flaky is decided per op by the RNG
+
+
+def test_dm_tables_follow_the_xfstests_forms():
+    assert dm.table_for(FaultMode(), "/dev/loop3", 2048) == "0 2048 linear /dev/loop3 0\n"
+    assert dm.table_for(FaultMode("error"), "/dev/loop3", 2048) == "0 2048 error\n"
+    assert dm.table_for(FaultMode("error-writes"), "/dev/loop3", 2048) == \
+        "0 2048 flakey /dev/loop3 0 0 180 1 error_writes\n"
+    assert dm.table_for(FaultMode("error-reads"), "/dev/loop3", 2048) == \
+        "0 2048 flakey /dev/loop3 0 0 180 1 error_reads\n"
+    assert dm.table_for(FaultMode("delay", delay_ms=200), "/dev/loop3", 2048) == "0 2048 delay /dev/loop3 0 200\n"
+    assert dm.table_for(FaultMode("removed"), "/dev/loop3", 2048) == "0 2048 error\n"
+
+
+def test_mountinfo_parsing(tmp_path):
+    text = ("36 35 98:0 /mnt1 /mnt/parent\\040dir rw,noatime master:1 - ext3 /dev/root rw,errors=continue\n"
+            "40 36 0:52 / /var/lib/jbodlab/labs/ab12cd34/fuse rw,nosuid shared:5 - fuse jbodlab-faultfs rw,user_id=0\n"
+            "41 36 7:3 / /var/lib/jbodlab/labs/ab12cd34/nodes/n1/d1 ro,relatime - ext4 /dev/loop3 ro\n")
+    path = tmp_path / "mountinfo"
+    path.write_text(text)
+    entries = mountinfo(str(path))
+    assert entries[0].target == "/mnt/parent dir" and entries[0].fstype == "ext3"
+    assert entries[1].minor == 52 and entries[1].fstype == "fuse" and not entries[1].read_only
+    assert entries[2].read_only and entries[2].source == "/dev/loop3"
+
+
+def test_names_are_checked():
+    assert naming.container_name("ab12cd34", "broker-1") == "jbodlab-ab12cd34-broker-1"
+    assert naming.dm_name("ab12cd34", "broker-1", "d1") == "jbodlab-ab12cd34-broker-1--d1"
+    for bad in ("Broker", "a/b", "x--y", "", "-a"):
+        with pytest.raises(ValueError, match="name"):
+            naming.check_name("node", bad)
+    with pytest.raises(ValueError, match="lab id"):
+        naming.check_lab_id("../etc")
+
+
+def test_source_hash_tracks_runtime_sources_only(tmp_path):
+    (tmp_path / "pyproject.toml").write_text("[project]\nname='x'\ndependencies=['a==1']\n")
+    for pkg in ("kafka_common", "harness"):
+        (tmp_path / pkg).mkdir()
+        (tmp_path / pkg / "m.py").write_text("A = 1\n")
+    h1 = image.source_hash(tmp_path)
+    assert image.source_hash(tmp_path) == h1
+    (tmp_path / "harness" / "m.py").write_text("A = 2\n")
+    assert image.source_hash(tmp_path) == h1, "host-only packages must not rebuild the node image"
+    (tmp_path / "kafka_common" / "m.py").write_text("A = 2\n")
+    h2 = image.source_hash(tmp_path)
+    assert h2 != h1
+    (tmp_path / "pyproject.toml").write_text("[project]\nname='x'\ndependencies=['a==2']\n")
+    assert image.source_hash(tmp_path) != h2
+    assert image.runtime_dependencies(tmp_path) == ["a==2"]
