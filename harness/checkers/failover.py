@@ -17,6 +17,7 @@ time *T*, with the metadata view replayed from the controller's events up to *T*
 - ``delay`` faults: the dir must not go offline (no ``dir_offline``) — no false failover.
 - ``expect.isr_recovers``: at the end, *b* is in the ISR of every partition it replicates
   on a dir that is online then.
+- replace-disk faults: the broker registers a directory id it never had (a fresh disk).
 - ``expect.moved_replica_survives`` (move-replica faults): True → *b* stays in the moved
   partition's ISR to the end; False → it leaves the ISR within the bound.
 """
@@ -150,6 +151,26 @@ def _judge_move(f: InjectedFault, history: History, timelines, bound_ms: int, su
                    "problem": f"broker {b} did not leave the ISR (LOST_DIR expected)"}
 
 
+def _judge_replace(f: InjectedFault, history: History) -> tuple:
+    """After a replace-disk, the broker registers a directory id it never had before."""
+    b = f.node_id
+    before = view_at(history, f.ts_ns).brokers.get(b)
+    known = set(before.dirs) if before is not None else set()
+    for e in history.events(("registered", "registration_change", "broker_log_dirs_changed"), source="node",
+                            role="controller"):
+        if e.ts_ns < f.ts_ns or e.get("broker_id") != b:
+            continue
+        dirs = e.get("dirs", e.get("log_dirs", e.get("online_dirs"))) or []
+        known_all = known | set(f.dir_ids)
+        new = [d for d in dirs if d not in known_all]
+        if new:
+            return True, {"fault_id": f.fault_id, "node_id": b, "new_dir_ids": new,
+                          "after_ms": (e.ts_ns - f.ts_ns) / MS}
+    if not known:
+        return UNKNOWN, {"fault_id": f.fault_id, "node_id": b, "problem": "broker's dirs before the swap unknown"}
+    return False, {"fault_id": f.fault_id, "node_id": b, "problem": f"broker {b} never registered a new dir id"}
+
+
 def check_failover(scenario, history: History) -> CheckResult:
     expect = scenario.expect
     faults = injected_faults(history)
@@ -157,7 +178,7 @@ def check_failover(scenario, history: History) -> CheckResult:
     moves = [f for f in faults if f.kind == "move-replica"]
     moved = {(str(f.attrs.get("topic")), int(f.attrs.get("partition", -1))) for f in moves}
     disk = [f for f in faults if f.kind == "disk" and f.node_id is not None]
-    if not disk and not moves:
+    if not disk and not moves and not any(f.kind == "replace-disk" for f in faults):
         return CheckResult("failover", UNKNOWN, "no disk fault in the history", {})
     verdicts, per_fault = [], []
     for f in disk:
@@ -170,6 +191,11 @@ def check_failover(scenario, history: History) -> CheckResult:
             v, d = _judge_move(f, history, timelines, expect.failover_within_ms, expect.moved_replica_survives)
             verdicts.append(v)
             details.setdefault("moves", []).append({**d, "valid": v})
+    for f in faults:
+        if f.kind == "replace-disk" and f.node_id is not None:
+            v, d = _judge_replace(f, history)
+            verdicts.append(v)
+            details.setdefault("replaced", []).append({**d, "valid": v})
     if expect.isr_recovers:
         for b in sorted({f.node_id for f in disk}):
             v, d = _judge_recovery(b, history)
@@ -177,7 +203,7 @@ def check_failover(scenario, history: History) -> CheckResult:
             details.setdefault("recovery", []).append({**d, "valid": v})
     valid = merge_valid(verdicts)
     problems = [p for d in per_fault for p in d.get("problems", [])]
-    problems += [d["problem"] for d in details.get("moves", []) if d.get("problem")]
+    problems += [d["problem"] for d in details.get("moves", []) + details.get("replaced", []) if d.get("problem")]
     problems += [f"broker {d['node_id']}: not back in ISR of {d.get('not_back_in_isr')}"
                  for d in details.get("recovery", []) if d["valid"] is False]
     summary = "; ".join(problems[:5]) if problems else \

@@ -192,13 +192,18 @@ def test_failover_isr_recovers_after_replace_disk():
     h.partition(5100, 0, 1, [1, 3], reason="dir_offline")
     h.ctl(5101, "registration_change", broker_id=2, dirs=DIRS[2][1:])
     new_dir = "NEWdiraaaaaaaaaaaaaaaa"
+    h.harness(12_900, "fault_injected", 2, fault_id="f1", kind="replace-disk", node_ref="follower:t1/0",
+              dir_ref="replica:t1/0", dir_ids=[DIRS[2][0]])
+    h.ctl(12_950, "registered", broker_id=2, dirs=DIRS[2], fenced=True)
+    assert "never registered a new dir id" in check_failover(s8, h.build()).summary
     h.ctl(13_000, "registered", broker_id=2, dirs=[new_dir] + DIRS[2][1:], fenced=True)
     h.partition(13_100, 0, 1, [1, 3], dirs=[DIRS[1][0], new_dir, DIRS[3][0]], reason="assignment")
     h.status(40_000, 2, True)
     r = check_failover(s8, h.build())
     assert r.valid is False and "not back in ISR" in r.summary
     h.partition(15_000, 0, 1, [1, 3, 2], reason="isr_expand")
-    assert check_failover(s8, h.build()).valid is True
+    r = check_failover(s8, h.build())
+    assert r.valid is True and r.details["replaced"][0]["new_dir_ids"] == [new_dir]
 
 
 def test_failover_moved_replica_lost_dir():

@@ -1,0 +1,56 @@
+"""`kraft-broker FILE` / `python -m broker_impl FILE`: run a broker until SIGTERM.
+
+Exit status: 0 after a clean (controlled) stop, 1 on a halt (last / metadata / only log dir
+failed, storage start-up rules) or the log.dir.failure.timeout.ms shutdown, with a one-line
+reason on stderr; 2 for a bad config.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import faulthandler
+import logging
+import signal
+import sys
+
+from kafka_runtime.properties import load_or_exit
+
+PROG = "kraft-broker"
+
+
+async def _serve(cfg) -> int:
+    from broker_impl.runtime.broker import BrokerRuntime, StartupError
+    runtime = BrokerRuntime(cfg)
+    loop = asyncio.get_running_loop()
+    try:
+        await runtime.start()
+    except (StartupError, ValueError, OSError) as exc:
+        print(f"{PROG}: cannot start: {exc}", file=sys.stderr, flush=True)
+        runtime.events.emit("halt", reason=f"cannot start: {exc}")
+        await runtime.stop()
+        return 1
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, runtime.request_shutdown)
+    assert runtime.exit_code is not None
+    code, reason = await runtime.exit_code
+    await runtime.stop()
+    print(f"{PROG}: {'stopped' if code == 0 else 'shut down'}: {reason}", file=sys.stderr, flush=True)
+    return code
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 1 or argv[0].startswith("-"):
+        print(f"usage: {PROG} server.properties", file=sys.stderr)
+        return 2
+    cfg = load_or_exit(argv[0], PROG)
+    if not cfg.is_broker:
+        print(f"{PROG}: {argv[0]}: process.roles={','.join(cfg.process_roles)} has no broker role", file=sys.stderr)
+        return 2
+    faulthandler.register(signal.SIGUSR1)  # stack dump on demand (debugging a stuck broker)
+    logging.basicConfig(level=logging.WARNING, format=f"{PROG}[{cfg.node_id}] %(levelname)s %(message)s")
+    return asyncio.run(_serve(cfg))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

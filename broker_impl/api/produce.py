@@ -1,0 +1,204 @@
+"""Produce (API 0): validate opaque v2 batches, idempotence checks, append, acks 0/1/all.
+
+Per partition, in this order (first failing rule answers): topic/partition known
+(UNKNOWN_TOPIC_OR_PARTITION) → partition's dir offline (KAFKA_STORAGE_ERROR) → this broker
+leads it and hosts the log (NOT_LEADER_OR_FOLLOWER) → for acks=all, |ISR| ≥
+min.insync.replicas (NOT_ENOUGH_REPLICAS) → batches are magic-2 (UNSUPPORTED_FOR_MESSAGE_FORMAT)
+with whole headers (CORRUPT_MESSAGE; the log checks the CRCs as it appends) → producer sequences (OUT_OF_ORDER_SEQUENCE_NUMBER,
+INVALID_PRODUCER_EPOCH; duplicates answer NONE with their original offset) → append
+(an OSError → KAFKA_STORAGE_ERROR and the runtime is told).
+
+acks=all waits (purgatory) until the high watermark passes the last appended offset, or
+the request timeout (REQUEST_TIMED_OUT); if the ISR shrank below min.insync.replicas by
+then: NOT_ENOUGH_REPLICAS_AFTER_APPEND. acks=0 returns ``None``: no response is sent.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode
+
+from broker_impl.api.entities import NO_THROTTLE, build, ms, replica_error, response_type
+from broker_impl.state.producers import Outcome, last_sequence
+from kafka_common import batch_header as bh
+
+if TYPE_CHECKING:
+    from broker_impl.api.handlers import BrokerApi
+
+API_KEY = 0
+
+
+@dataclass(slots=True)
+class _PartitionResult:
+    index: int
+    error: ErrorCode
+    base_offset: int = -1
+    log_start_offset: int = -1
+    message: str | None = None
+    wait_offset: int = -1            # acks=all: HW must reach this (last offset + 1)
+    topic_id: uuid.UUID | None = None
+
+
+def _validate(records: bytes | None) -> tuple[ErrorCode, str | None, list[bh.BatchHeader]]:
+    if not records:
+        return ErrorCode.corrupt_message, "no record batches", []
+    headers: list[bh.BatchHeader] = []
+    pos = 0
+    total = len(records)
+    while pos < total:
+        if total - pos >= 17 and records[pos + 16] != bh.MAGIC_V2:
+            return ErrorCode.unsupported_for_message_format, f"magic {records[pos + 16]} (only v2 batches)", []
+        try:
+            header = bh.read_header(records, pos)
+        except bh.CorruptBatch as exc:
+            return ErrorCode.corrupt_message, str(exc), []
+        if pos + header.size_bytes > total:
+            return ErrorCode.corrupt_message, f"truncated batch at byte {pos}", []
+        if header.record_count != header.last_offset_delta + 1 and not header.is_control:
+            return ErrorCode.corrupt_message, f"record count {header.record_count} != lastOffsetDelta+1", []
+        headers.append(header)
+        pos += header.size_bytes
+    return ErrorCode.none, None, headers
+
+
+def _append_partition(api: BrokerApi, topic_id: uuid.UUID | None, index: int, records: bytes | None,
+                      acks: int) -> _PartitionResult:
+    view = api.view
+    if topic_id is None or view.image.partition(topic_id, index) is None:
+        return _PartitionResult(index, ErrorCode.unknown_topic_or_partition)
+    registration = view.image.partition(topic_id, index)
+    if view.is_partition_offline(topic_id, index):
+        return _PartitionResult(index, ErrorCode.kafka_storage_error, message="partition's log dir is offline")
+    replica = view.local_replica(topic_id, index) if registration.leader == view.node_id else None
+    if replica is None:
+        return _PartitionResult(index, ErrorCode.not_leader_or_follower)
+    min_isr = view.min_insync_replicas(topic_id)
+    if acks == -1 and len(registration.isr) < min_isr:
+        return _PartitionResult(index, ErrorCode.not_enough_replicas,
+                                message=f"ISR {list(registration.isr)} smaller than min.insync.replicas={min_isr}")
+    err, message, headers = _validate(records)
+    if err is not ErrorCode.none:
+        return _PartitionResult(index, err, message=message)
+
+    key = (topic_id, index)
+    table = api.producers
+    if api.producer_epochs.get(key) != registration.leader_epoch:
+        # A new leadership term: sequences appended meanwhile by other leaders are unknown
+        # here, so stale entries must not turn a healthy producer's batch into a (fatal)
+        # OUT_OF_ORDER_SEQUENCE_NUMBER.
+        table.forget_partition(key)
+        api.producer_epochs[key] = registration.leader_epoch
+    verdicts = []
+    for h in headers:
+        v = table.check(key, h.producer_id, h.producer_epoch, h.base_sequence,
+                        last_sequence(h.base_sequence, h.last_offset_delta))
+        if v.outcome is Outcome.OUT_OF_ORDER:
+            return _PartitionResult(index, ErrorCode.out_of_order_sequence_number, message=v.message)
+        if v.outcome is Outcome.FENCED_EPOCH:
+            return _PartitionResult(index, ErrorCode.invalid_producer_epoch, message=v.message)
+        verdicts.append(v)
+    if all(v.outcome is Outcome.DUPLICATE for v in verdicts):
+        first = verdicts[0].duplicate_of
+        assert first is not None
+        last = verdicts[-1].duplicate_of
+        return _PartitionResult(index, ErrorCode.none, base_offset=first.first_offset,
+                                log_start_offset=replica.log_start_offset,
+                                wait_offset=(last.last_offset + 1) if last else -1, topic_id=topic_id)
+    if any(v.outcome is Outcome.DUPLICATE for v in verdicts):
+        return _PartitionResult(index, ErrorCode.out_of_order_sequence_number,
+                                message="request mixes duplicate and new batches of one producer")
+
+    try:
+        base_offset, last_offset = replica.append_as_leader(records, registration.leader_epoch)  # type: ignore[arg-type]
+    except Exception as exc:
+        mapped = replica_error(view, topic_id, index, "append", exc)
+        if mapped is None:
+            raise
+        return _PartitionResult(index, mapped[0], message=mapped[1])
+    offset = base_offset
+    for h in headers:
+        count = h.last_offset_delta + 1
+        table.record(key, h.producer_id, h.producer_epoch, h.base_sequence,
+                     last_sequence(h.base_sequence, h.last_offset_delta), offset, offset + count - 1)
+        offset += count
+    view.on_leader_append(topic_id, index)
+    api.notify_partition(topic_id, index)
+    return _PartitionResult(index, ErrorCode.none, base_offset=base_offset,
+                            log_start_offset=replica.log_start_offset,
+                            wait_offset=last_offset + 1, topic_id=topic_id)
+
+
+async def handle_produce(api: BrokerApi, ctx: Any, req: Any) -> Any | None:
+    version = req.__version__
+    acks = req.acks
+    by_id = version >= 13
+    per_topic: list[tuple[Any, list[_PartitionResult]]] = []
+    for topic in req.topic_data:
+        if by_id:
+            topic_id = topic.topic_id
+            topic_key: Any = topic_id
+        else:
+            topic_key = topic.name
+            topic_id = api.view.image.topic_ids.get(topic.name)
+        results = []
+        for pd in topic.partition_data:
+            if acks not in (-1, 0, 1):
+                results.append(_PartitionResult(pd.index, ErrorCode.invalid_required_acks))
+            elif req.transactional_id is not None:
+                results.append(_PartitionResult(pd.index, ErrorCode.transactional_id_authorization_failed,
+                                                message="transactions are not supported"))
+            else:
+                results.append(_append_partition(api, topic_id, pd.index, pd.records, acks))
+        per_topic.append((topic_key, results))
+
+    if acks == 0:
+        return None
+    if acks == -1:
+        await _await_replication(api, [r for _, rs in per_topic for r in rs], ms(req.timeout))
+    return _response(version, per_topic)
+
+
+async def _await_replication(api: BrokerApi, results: list[_PartitionResult], timeout_ms: int) -> None:
+    pending = [r for r in results if r.error is ErrorCode.none and r.wait_offset >= 0]
+    if not pending:
+        return
+    view = api.view
+
+    def replicated(r: _PartitionResult) -> bool:
+        assert r.topic_id is not None
+        replica = view.local_replica(r.topic_id, r.index)
+        return replica is None or replica.high_watermark >= r.wait_offset
+
+    keys = [(r.topic_id, r.index) for r in pending]
+    await api.purgatory.wait_until(keys, lambda: all(replicated(r) for r in pending), timeout_ms / 1000)
+    for r in pending:
+        assert r.topic_id is not None
+        registration = view.image.partition(r.topic_id, r.index)
+        replica = view.local_replica(r.topic_id, r.index)
+        if registration is None or registration.leader != view.node_id or replica is None:
+            r.error, r.message = ErrorCode.not_leader_or_follower, "leadership moved before the ISR had the batch"
+        elif view.is_partition_offline(r.topic_id, r.index):
+            r.error = ErrorCode.kafka_storage_error
+        elif replica.high_watermark < r.wait_offset:
+            r.error, r.message = ErrorCode.request_timed_out, "ISR did not replicate within the timeout"
+        elif len(registration.isr) < view.min_insync_replicas(r.topic_id):
+            r.error = ErrorCode.not_enough_replicas_after_append
+
+
+def _response(version: int, per_topic: list[tuple[Any, list[_PartitionResult]]]) -> Any:
+    part_cls = response_type(API_KEY, version, "PartitionProduceResponse")
+    topic_cls = response_type(API_KEY, version, "TopicProduceResponse")
+    resp_cls = response_type(API_KEY, version, "ProduceResponse")
+    topics = []
+    for topic_key, results in per_topic:
+        parts = tuple(
+            build(part_cls, index=r.index, error_code=r.error,
+                  base_offset=r.base_offset if r.error is ErrorCode.none else -1,
+                  log_append_time=None, log_start_offset=r.log_start_offset,
+                  record_errors=(), error_message=r.message if r.error is not ErrorCode.none else None)
+            for r in results)
+        topics.append(build(topic_cls, name=topic_key, topic_id=topic_key, partition_responses=parts))
+    return build(resp_cls, responses=tuple(topics), throttle_time=NO_THROTTLE)

@@ -1,0 +1,403 @@
+"""The broker process: storage + the pure core + the controller channel, on one asyncio loop.
+
+    start: load_log_dirs → LogManager.open (storage errors queued) → BrokerCore(start) →
+           tasks: timer driver, metadata long-poll, dir probe + checkpoints
+    every input (responses, metadata batches, storage errors, SIGTERM) goes to the core;
+    the core's effects are executed here, in order (:meth:`BrokerRuntime._execute`).
+
+Storage errors arrive through B's ``on_failure(path, errno, op)`` from any thread; they are
+queued with ``call_soon_threadsafe`` and fed to the core between effects (never re-entrantly).
+
+Halt → the ``halt`` event is written, one line on stderr, ``os._exit(1)`` (no graceful
+shutdown, Kafka's ``Exit.halt``). Shutdown → logs closed (clean-shutdown marker) and the
+process exits 0 (requested) or 1 (the D5 failure-timeout shutdown).
+
+Not in this runtime yet: the client listener (Produce/Fetch/Metadata), follower fetchers
+and the dir mover — partition-role effects are recorded (``self.partition_roles``) and
+logged, not executed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+import os
+import random
+import sys
+import time
+import uuid
+from typing import Any
+
+from broker_impl.runtime.controller_channel import (ControllerConnection, assignments_request, assignments_results,
+                                                    controller_address, controller_sasl, heartbeat_request,
+                                                    metadata_fetch_request, registration_request)
+from broker_impl.state import effects as fx
+from broker_impl.state.core import BrokerCore, CoreConfig
+from broker_impl.state.log_dirs import LogDirInfo as CoreDirInfo
+from broker_impl.state.metadata_changes import partition_changes
+from broker_impl.state.replica_manager import ExistingLog
+from broker_impl.storage import KafkaStorageError, LogConfig, LogManager, StorageError, load_log_dirs
+from kafka_common import ids
+from kafka_common.config import ServerConfig
+from kafka_common.metadata.batches import decode_batches
+from kafka_common.metadata.image import ImageError, MetadataImage
+from kafka_runtime.client import ClientError
+from kafka_runtime.events import EventLog
+
+log = logging.getLogger(__name__)
+PROG = "kraft-broker"
+HW_CHECKPOINT_INTERVAL_MS = 5000
+RECOVERY_CHECKPOINT_INTERVAL_MS = 60000
+
+
+class StartupError(Exception):
+    """The broker cannot start (storage rules, config)."""
+
+
+class SystemClock:
+    def monotonic_ms(self) -> int:
+        return time.monotonic_ns() // 1_000_000
+
+    def wall_ns(self) -> int:
+        return time.time_ns()
+
+
+class BrokerRuntime:
+    def __init__(self, cfg: ServerConfig, *, clock=None, rng: random.Random | None = None) -> None:
+        self.cfg = cfg
+        self.clock = clock or SystemClock()
+        self.rng = rng or random.SystemRandom()
+        self.events = EventLog(cfg.events_file, cfg.node_id, "broker") if cfg.events_file else \
+            EventLog("", cfg.node_id, "broker")
+        self.incarnation_id = ids.random_uuid(self.rng)
+        self.image = MetadataImage()
+        self.next_metadata_offset = 0
+        self.metadata_hwm = 0
+        self.ready = False
+        self.partition_roles: dict[fx.TopicPartition, Any] = {}
+        self.offline_partitions: set[fx.TopicPartition] = set()
+        self.exit_code: asyncio.Future | None = None
+        self._wake = asyncio.Event()
+        self._pending: collections.deque = collections.deque()
+        self._storage_errors: collections.deque = collections.deque()
+        self._executing = False
+        self._stopping = False
+        self._tasks: list[asyncio.Task] = []
+        self._bg: set[asyncio.Task] = set()
+        self.core: BrokerCore | None = None
+        self.lm: LogManager | None = None
+
+    # ------------------------------------------------------------------ start-up
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self.exit_code = loop.create_future()
+        cfg = self.cfg
+        if not cfg.log_dirs:
+            raise StartupError("log.dirs: at least one log directory is required")
+        metadata_dir = cfg.metadata_log_dir or cfg.log_dirs[0]
+        try:
+            dir_set = load_log_dirs(list(cfg.log_dirs), metadata_dir, cfg.node_id, self.rng,
+                                    cluster_id=cfg.cluster_id or None)
+        except StorageError as exc:
+            raise StartupError(str(exc)) from None
+        self.dir_set = dir_set
+        self.cluster_id = dir_set.cluster_id
+
+        def on_failure(path: str, errno: int, op: str) -> None:
+            loop.call_soon_threadsafe(self._storage_error, path, errno, op)
+
+        self.lm = await asyncio.to_thread(LogManager.open, dir_set, LogConfig.from_server_config(cfg),
+                                          on_failure=on_failure, now_ms=self.clock.monotonic_ms)
+        existing = []
+        for topic, partition, topic_id, path, future in self.lm.existing_logs():
+            dir_id = dir_set.id_of(path)
+            if topic_id is None or dir_id is None:
+                continue  # no topic id: a stray, never attached (KAFKA-16814)
+            existing.append(ExistingLog(fx.TopicPartition(topic, partition), topic_id, dir_id, future))
+        dirs = [CoreDirInfo(d.directory_id, d.path) for d in dir_set.data_dirs
+                if d.online and d.directory_id is not None]
+        if not dirs:
+            raise StartupError(f"none of the log dirs {', '.join(cfg.log_dirs)} is usable")
+        for d in dir_set.offline_at_start:
+            self.events.emit("dir_offline", dir_id=None, path=d.path, errno=None, op="startup", reason=d.reason)
+        self.core = BrokerCore(CoreConfig(
+            broker_id=cfg.node_id, heartbeat_interval_ms=cfg.broker_heartbeat_interval_ms,
+            session_timeout_ms=cfg.broker_session_timeout_ms,
+            log_dir_failure_timeout_ms=cfg.log_dir_failure_timeout_ms),
+            dirs, dir_set.metadata_dir.directory_id, self.rng, existing)
+        host, port = controller_address(cfg)
+        sasl = controller_sasl(cfg)
+        self.channel = ControllerConnection(host, port, client_id=f"broker-{cfg.node_id}", sasl=sasl,
+                                            max_frame_bytes=cfg.socket_request_max_bytes)
+        self.metadata_channel = ControllerConnection(host, port, client_id=f"broker-{cfg.node_id}-metadata",
+                                                     sasl=sasl, max_frame_bytes=cfg.socket_request_max_bytes)
+        self.events.emit("broker_starting", log_dirs=[ids.to_base64(d.dir_id) for d in dirs],
+                         existing_logs=len(existing), incarnation_id=ids.to_base64(self.incarnation_id))
+        self._feed(self.core.start(self._now()))
+        self._tasks = [asyncio.create_task(self._driver(), name="core-driver"),
+                       asyncio.create_task(self._metadata_loop(), name="metadata"),
+                       asyncio.create_task(self._maintenance(), name="maintenance")]
+
+    def _now(self) -> int:
+        return self.clock.monotonic_ms()
+
+    # ------------------------------------------------------------------ feeding the core
+    def _storage_error(self, path: str, errno: int, op: str) -> None:
+        self._storage_errors.append((path, errno, op))
+        self._feed([])
+
+    def _feed(self, effects: list) -> None:
+        """Execute effects; storage errors raised meanwhile are fed after the current effect."""
+        self._pending.extend(effects)
+        if self._executing:
+            return
+        self._executing = True
+        try:
+            while self._pending or self._storage_errors:
+                if self._pending:
+                    self._execute(self._pending.popleft())
+                    continue
+                path, errno, op = self._storage_errors.popleft()
+                dir_id = self.dir_set.id_of(path)
+                if dir_id is None:
+                    self._halt(f"I/O error on log dir {path} which has no directory id ({op}: errno {errno})")
+                    return
+                assert self.core is not None
+                self._pending.extend(self.core.on_storage_error(dir_id, errno, op, self._now()))
+        finally:
+            self._executing = False
+        self._wake.set()
+
+    def _spawn(self, coro) -> None:
+        t = asyncio.create_task(coro)
+        self._bg.add(t)
+        t.add_done_callback(self._bg.discard)
+
+    async def _driver(self) -> None:
+        assert self.core is not None
+        while not self._stopping:  # a flag: 3.11's wait_for may swallow a cancel
+            deadline = self.core.next_deadline_ms()
+            timeout = None if deadline is None else max(0.0, (deadline - self._now()) / 1000)
+            self._wake.clear()
+            try:
+                await asyncio.wait_for(self._wake.wait(), timeout)
+            except asyncio.TimeoutError:
+                pass
+            self._feed(self.core.tick(self._now()))
+
+    # ------------------------------------------------------------------ effects
+    def _execute(self, e: Any) -> None:
+        lm, core = self.lm, self.core
+        assert lm is not None and core is not None
+        if isinstance(e, fx.EmitEvent):
+            self.events.emit(e.event, **e.as_dict())
+        elif isinstance(e, fx.SendRegistration):
+            self._spawn(self._send_registration(e))
+        elif isinstance(e, fx.SendHeartbeat):
+            self._spawn(self._send_heartbeat(e))
+        elif isinstance(e, fx.SendAssignments):
+            self._spawn(self._send_assignments(e))
+        elif isinstance(e, fx.CreateLog):
+            path = self.dir_set.path_of(e.dir_id)
+            try:
+                lm.get_or_create_log(e.topic_id, e.tp.topic, e.tp.partition, dir_path=path)
+            except KafkaStorageError as exc:
+                log.error("create log %s in %s failed: %s", e.tp, path, exc)  # the dir is reported
+            except StorageError as exc:
+                self.events.emit("create_log_failed", topic=e.tp.topic, partition=e.tp.partition, error=str(exc))
+        elif isinstance(e, fx.DeleteLog):
+            try:
+                lm.delete_log(e.tp.topic, e.tp.partition)
+            except StorageError as exc:
+                log.error("delete log %s failed: %s", e.tp, exc)
+        elif isinstance(e, fx.MarkDirOffline):
+            path = self.dir_set.path_of(e.dir_id)
+            if path is not None:
+                lm.mark_offline(path)
+        elif isinstance(e, fx.MarkPartitionsOffline):
+            self.offline_partitions.update(e.partitions)
+            for tp in e.partitions:
+                self.partition_roles.pop(tp, None)
+        elif isinstance(e, (fx.BecomeLeader, fx.BecomeFollower, fx.UpdateLeaderState)):
+            self.partition_roles[e.tp] = e
+        elif isinstance(e, (fx.StartFetcher, fx.StopFetcher)):
+            pass  # follower fetchers: not implemented in this runtime (see module docstring)
+        elif isinstance(e, (fx.CreateFutureLog, fx.StartDirMover, fx.StopDirMover, fx.DeleteFutureLog,
+                            fx.SwapFutureLog)):
+            self.events.emit("dir_move_unsupported", effect=type(e).__name__, topic=e.tp.topic,
+                             partition=e.tp.partition)
+        elif isinstance(e, fx.Halt):
+            self._halt(e.reason)
+        elif isinstance(e, fx.Shutdown):
+            self._finish(0 if e.clean else 1, e.reason)
+        else:
+            raise TypeError(f"unknown effect {e!r}")
+
+    def _halt(self, reason: str) -> None:
+        print(f"{PROG}: halted: {reason}", file=sys.stderr, flush=True)
+        self.events.emit("halt", reason=reason)
+        self.events.close()
+        os._exit(1)
+
+    def _finish(self, code: int, reason: str) -> None:
+        if self.exit_code is not None and not self.exit_code.done():
+            self.exit_code.set_result((code, reason))
+
+    # ------------------------------------------------------------------ controller requests
+    @property
+    def _lifecycle_timeout_s(self) -> float:
+        return max(0.1, self.cfg.broker_session_timeout_ms / 2000)
+
+    async def _send_registration(self, e: fx.SendRegistration) -> None:
+        assert self.core is not None
+        try:
+            resp = await self.channel.request(
+                lambda c: registration_request(c, e, self.cfg, self.cluster_id, self.incarnation_id),
+                self._lifecycle_timeout_s)
+        except (ClientError, OSError) as exc:
+            log.warning("registration failed: %s", exc)
+            self._feed(self.core.on_controller_request_failed(self._now()))
+            return
+        code = int(resp.error_code.value)
+        if code:
+            self.events.emit("registration_rejected", error=resp.error_code.name)
+        self._feed(self.core.on_registration_response(code, resp.broker_epoch, self._now()))
+
+    async def _send_heartbeat(self, e: fx.SendHeartbeat) -> None:
+        assert self.core is not None
+        try:
+            resp = await self.channel.request(lambda c: heartbeat_request(c, e, self.cfg.node_id),
+                                              self._lifecycle_timeout_s)
+        except (ClientError, OSError) as exc:
+            log.warning("heartbeat failed: %s", exc)
+            self._feed(self.core.on_controller_request_failed(self._now()))
+            return
+        self._feed(self.core.on_heartbeat_response(int(resp.error_code.value), self._now(),
+                                                   is_caught_up=resp.is_caught_up, is_fenced=resp.is_fenced,
+                                                   should_shut_down=resp.should_shut_down))
+
+    async def _send_assignments(self, e: fx.SendAssignments) -> None:
+        assert self.core is not None
+        try:
+            resp = await self.channel.request(lambda c: assignments_request(c, e, self.cfg.node_id), 30.0)
+        except (ClientError, OSError) as exc:
+            log.warning("AssignReplicasToDirs failed: %s", exc)
+            self._feed(self.core.on_assignments_response(-1, {}, self._now()))
+            return
+        code, results = assignments_results(resp)
+        self._feed(self.core.on_assignments_response(code, results, self._now()))
+
+    # ------------------------------------------------------------------ metadata
+    async def _metadata_loop(self) -> None:
+        assert self.core is not None
+        failures = 0
+        while True:
+            try:
+                resp = await self.metadata_channel.request(
+                    lambda c: metadata_fetch_request(c, self.next_metadata_offset,
+                                                     self.cfg.metadata_fetch_max_wait_ms),
+                    self.cfg.metadata_fetch_max_wait_ms / 1000 + 10)
+                part = resp.responses[0].partitions[0]
+                if resp.error_code.value or part.error_code.value:
+                    raise ClientError(f"metadata fetch: {resp.error_code.name}/{part.error_code.name}")
+            except (ClientError, OSError, IndexError) as exc:
+                failures += 1
+                log.warning("metadata fetch failed: %s", exc)
+                await asyncio.sleep(min(0.1 * 2 ** min(failures, 6), 5.0))
+                continue
+            failures = 0
+            self.metadata_hwm = part.high_watermark
+            if part.records:
+                self._replay(bytes(part.records))
+            self._maybe_ready()
+
+    def _replay(self, data: bytes) -> None:
+        assert self.core is not None
+        applied = 0
+        try:
+            for header, recs in decode_batches(data):
+                for i, rec in enumerate(recs):
+                    offset = header.base_offset + i
+                    if offset < self.next_metadata_offset or offset >= self.metadata_hwm:
+                        continue
+                    self.image.replay(rec, offset)
+                    self.next_metadata_offset = offset + 1
+                    applied += 1
+        except (ImageError, ValueError) as exc:
+            self._halt(f"cannot replay the metadata log at offset {self.next_metadata_offset}: {exc}")
+            return
+        if not applied:
+            return
+        changes = self.image.drain_changes()
+        pcs = partition_changes(changes, self.cfg.node_id,
+                                lambda t: self.image.topics[t].name if t in self.image.topics else None)
+        self._feed(self.core.apply_metadata(pcs, self._now(), offset=self.image.last_offset))
+
+    def _maybe_ready(self) -> None:
+        """Ready to unfence once registered and caught up with the metadata that holds our
+        registration (Kafka: initial catch-up + first publish)."""
+        assert self.core is not None
+        if self.ready or not self.core.lifecycle.registered:
+            return
+        me = self.image.brokers.get(self.cfg.node_id)
+        if me is None or me.epoch != self.core.lifecycle.broker_epoch:
+            return
+        if self.next_metadata_offset < self.metadata_hwm:
+            return
+        self.ready = True
+        self.events.emit("ready_to_unfence", metadata_offset=self.image.last_offset,
+                         queued_assignments=self.core.queued_replica_to_dir_assignments)
+        self._feed(self.core.set_ready_to_unfence(self._now()))
+
+    # ------------------------------------------------------------------ probe + checkpoints
+    async def _maintenance(self) -> None:
+        lm = self.lm
+        assert lm is not None
+        probe_ms = self.cfg.log_dir_probe_interval_ms
+        step_ms = min(x for x in (probe_ms or 1000, HW_CHECKPOINT_INTERVAL_MS) if x > 0)
+        last_hw = last_rp = last_probe = self._now()
+        while True:
+            await asyncio.sleep(step_ms / 1000)
+            now = self._now()
+            if probe_ms and now - last_probe >= probe_ms:
+                last_probe = now
+                await asyncio.to_thread(lm.probe_all)
+            if now - last_hw >= HW_CHECKPOINT_INTERVAL_MS:
+                last_hw = now
+                await asyncio.to_thread(lm.checkpoint_high_watermarks)
+            if now - last_rp >= RECOVERY_CHECKPOINT_INTERVAL_MS:
+                last_rp = now
+                await asyncio.to_thread(lm.checkpoint_recovery_points)
+            await asyncio.to_thread(lm.maybe_flush_all, now)
+
+    # ------------------------------------------------------------------ stop
+    def request_shutdown(self) -> None:
+        """SIGTERM: controlled shutdown (want_shut_down); a second one stops at once."""
+        assert self.core is not None
+        if self.core.lifecycle.want_shut_down:
+            self._finish(0, "second shutdown signal")
+            return
+        self._feed(self.core.begin_controlled_shutdown(self._now()))
+
+    async def stop(self) -> None:
+        """Cancel the tasks, close the controller connections and the logs (each step
+        bounded, so a stuck connection cannot keep the process alive)."""
+        self._stopping = True
+        self._wake.set()
+        tasks = self._tasks + list(self._bg)
+        for t in tasks:
+            t.cancel()
+        if tasks:
+            _, pending = await asyncio.wait(tasks, timeout=5)
+            if pending:
+                log.warning("tasks still running at stop: %s", [t.get_name() for t in pending])
+        for ch in (getattr(self, "channel", None), getattr(self, "metadata_channel", None)):
+            if ch is not None:
+                try:
+                    await asyncio.wait_for(ch.close(), 5)
+                except asyncio.TimeoutError:
+                    log.warning("closing the controller connection timed out")
+        if self.lm is not None:
+            await asyncio.to_thread(self.lm.close)
+        self.events.close()

@@ -1,0 +1,224 @@
+"""BrokerCore: the pure broker core, composed (the runtime's single entry point).
+
+Every method takes ``now_ms`` and returns a list of effects (``broker_impl.state.effects``)
+for the runtime to execute in order; :meth:`next_deadline_ms` says when to call
+:meth:`tick` next. Internal effects (QueueAssignment, ReportDirFailure) are routed here to
+the AssignmentsManager, the lifecycle and the failure timer and never returned.
+
+Order on a storage error (Kafka's handler, reference §4.3): stop fetchers, cancel moves in
+the dir, mark its partitions offline, stop writing to the dir, then halt or report (an
+immediate heartbeat, coalesced) and arm the D5 timer.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from kafka_common.ids import to_base64
+from broker_impl.state.assignments import AssignmentsManager
+from broker_impl.state.effects import Halt, QueueAssignment, ReportDirFailure, StartDirMover, TopicPartition, event
+from broker_impl.state.failure_timer import FailureTimer
+from broker_impl.state.lifecycle import Lifecycle, LifecycleConfig
+from broker_impl.state.log_dirs import LogDirInfo, LogDirs
+from broker_impl.state.moves import DirMoves
+from broker_impl.state.replica_manager import ExistingLog, Hosted, PartitionChange, ReplicaManager
+
+# wire error codes used by alter_replica_log_dir
+NONE = 0
+UNKNOWN_TOPIC_OR_PARTITION = 3
+REPLICA_NOT_AVAILABLE = 9
+KAFKA_STORAGE_ERROR = 56
+LOG_DIR_NOT_FOUND = 57
+
+
+@dataclass(frozen=True, slots=True)
+class CoreConfig:
+    broker_id: int
+    heartbeat_interval_ms: int = 2000
+    session_timeout_ms: int = 9000
+    log_dir_failure_timeout_ms: int = 30000
+    initial_registration_timeout_ms: int = 60000
+    controlled_shutdown_timeout_ms: int = 30000
+    assignment_window_ms: int = 100
+    max_assignments_per_request: int = 2250
+
+
+class BrokerCore:
+    def __init__(self, config: CoreConfig, dirs: Iterable[LogDirInfo], metadata_dir_id: uuid.UUID | None,
+                 rng, existing_logs: Iterable[ExistingLog] = ()) -> None:
+        self.config = config
+        self.log_dirs = LogDirs(tuple(dirs), metadata_dir_id)
+        self.lifecycle = Lifecycle(self.log_dirs.registration_dirs, LifecycleConfig(
+            heartbeat_interval_ms=config.heartbeat_interval_ms, session_timeout_ms=config.session_timeout_ms,
+            initial_registration_timeout_ms=config.initial_registration_timeout_ms,
+            controlled_shutdown_timeout_ms=config.controlled_shutdown_timeout_ms), rng)
+        self.assignments = AssignmentsManager(rng, window_ms=config.assignment_window_ms,
+                                              max_per_request=config.max_assignments_per_request)
+        self.failure_timer = FailureTimer(config.log_dir_failure_timeout_ms)
+        self.replicas = ReplicaManager(config.broker_id, self.log_dirs, existing_logs)
+        self.moves = DirMoves()
+        self.halted: Halt | None = None
+
+    # ------------------------------------------------------------------ plumbing
+    @property
+    def queued_replica_to_dir_assignments(self) -> int:
+        return self.assignments.queued
+
+    def next_deadline_ms(self) -> int | None:
+        if self.halted:
+            return None
+        ds = [d for d in (self.lifecycle.next_deadline_ms(), self.assignments.next_deadline_ms(),
+                          self.failure_timer.next_deadline_ms()) if d is not None]
+        return min(ds) if ds else None
+
+    def _route(self, effects: list, now_ms: int) -> list:
+        out: list = []
+        for e in effects:
+            if self.halted:
+                break
+            if isinstance(e, QueueAssignment):
+                self.assignments.queue(e.topic_id, e.partition, e.dir_id, e.reason, now_ms)
+                out.append(event("assignment_queued", topic_id=to_base64(e.topic_id), partition=e.partition,
+                                 dir_id=to_base64(e.dir_id), reason=e.reason))
+            elif isinstance(e, ReportDirFailure):
+                self.failure_timer.arm(e.dir_id, now_ms)
+                out += self.lifecycle.on_dir_failure(e.dir_id, now_ms)
+            else:
+                if isinstance(e, Halt):
+                    self.halted = e
+                out.append(e)
+        return out
+
+    def _pump(self, out: list, now_ms: int) -> list:
+        """Run what became due and keep D4's queue count current."""
+        if self.halted:
+            return out
+        out += self.assignments.tick(now_ms, broker_epoch=self.lifecycle.broker_epoch,
+                                     is_valid=self.replicas.is_replica)
+        out += self.lifecycle.set_queued_assignments(self.assignments.queued, now_ms)
+        return out
+
+    # ------------------------------------------------------------------ time
+    def start(self, now_ms: int) -> list:
+        out = self._route(self.log_dirs.start_check(), now_ms)
+        if self.halted:
+            return out
+        return self._pump(out + self.lifecycle.start(now_ms), now_ms)
+
+    def tick(self, now_ms: int) -> list:
+        if self.halted:
+            return []
+        out = self.lifecycle.tick(now_ms)
+        out += self.failure_timer.tick(now_ms, is_acknowledged=self.lifecycle.is_acknowledged,
+                                       leads_partition_in=self.replicas.leads_partition_in,
+                                       path_of=self.log_dirs.path)
+        return self._pump(out, now_ms)
+
+    # ------------------------------------------------------------------ controller channel
+    def on_registration_response(self, error_code: int, broker_epoch: int, now_ms: int) -> list:
+        return self._pump(self.lifecycle.on_registration_response(error_code, broker_epoch, now_ms), now_ms)
+
+    def on_heartbeat_response(self, error_code: int, now_ms: int, *, is_caught_up: bool = False,
+                              is_fenced: bool = True, should_shut_down: bool = False) -> list:
+        out, acked = self.lifecycle.on_heartbeat_response(error_code, now_ms, is_caught_up=is_caught_up,
+                                                          is_fenced=is_fenced, should_shut_down=should_shut_down)
+        self.failure_timer.on_acked(acked)
+        return self._pump(out, now_ms)
+
+    def on_controller_request_failed(self, now_ms: int) -> list:
+        """Registration/heartbeat timed out or the connection dropped."""
+        out, _ = self.lifecycle.on_request_failed(now_ms)
+        return self._pump(out, now_ms)
+
+    def on_assignments_response(self, error_code: int, results: Mapping, now_ms: int) -> list:
+        out, acked = self.assignments.on_response(error_code, results, now_ms)
+        for a in acked:
+            out += self.moves.on_assignment_acked(a, self.replicas.tp_of(a.topic_id, a.partition))
+        return self._pump(out, now_ms)
+
+    # ------------------------------------------------------------------ storage
+    def on_storage_error(self, dir_id: uuid.UUID, errno: int, op: str, now_ms: int) -> list:
+        if self.halted:
+            return []
+        if self.log_dirs.is_known(dir_id) and not self.log_dirs.is_online(dir_id):
+            return []  # reported once
+        out: list = []
+        if self.log_dirs.is_known(dir_id):
+            out += self.replicas.on_dir_offline(dir_id)
+            # StopFetcher / MarkPartitionsOffline first, then the moves touching the dir
+            out += self.moves.on_dir_offline(dir_id)
+        out += self.log_dirs.on_storage_error(dir_id, errno, op)
+        return self._pump(self._route(out, now_ms), now_ms)
+
+    # ------------------------------------------------------------------ metadata
+    def apply_metadata(self, changes: Iterable[PartitionChange], now_ms: int, *, offset: int | None = None) -> list:
+        """One applied metadata batch: its partition changes (old → new registration) and
+        the offset of its last record."""
+        if self.halted:
+            return []
+        out = []
+        for e in self.replicas.apply(changes, promotions_in_flight=self.moves.promotions_in_flight()):
+            if isinstance(e, StartDirMover):  # a future log found at start: resume its move
+                lr = self.replicas.partitions[e.tp]
+                out += self.moves.start(e.tp, lr.topic_id, e.source_dir, e.target_dir, create_future=False)
+            else:
+                out.append(e)
+        for tp in list(self.moves.moves):
+            lr = self.replicas.partitions.get(tp)
+            if lr is None or lr.hosted is not Hosted.ONLINE:
+                out += self._cancel_move(tp)
+        if offset is not None:
+            self.lifecycle.on_metadata_offset(offset)
+        return self._pump(self._route(out, now_ms), now_ms)
+
+    def on_metadata_offset(self, offset: int) -> None:
+        self.lifecycle.on_metadata_offset(offset)
+
+    def set_ready_to_unfence(self, now_ms: int) -> list:
+        return self._pump(self.lifecycle.set_ready_to_unfence(now_ms), now_ms)
+
+    def begin_controlled_shutdown(self, now_ms: int) -> list:
+        return self._pump(self.lifecycle.begin_controlled_shutdown(now_ms), now_ms)
+
+    # ------------------------------------------------------------------ dir moves
+    def alter_replica_log_dir(self, tp: TopicPartition, target_dir: uuid.UUID | None, now_ms: int) -> tuple[int, list]:
+        """AlterReplicaLogDirs for one partition → (error code, effects)."""
+        if target_dir is None or not self.log_dirs.is_known(target_dir):
+            return LOG_DIR_NOT_FOUND, []
+        if not self.log_dirs.is_online(target_dir):
+            return KAFKA_STORAGE_ERROR, []
+        lr = self.replicas.partitions.get(tp)
+        if lr is not None and lr.hosted is Hosted.OFFLINE:
+            return KAFKA_STORAGE_ERROR, []
+        if lr is None or lr.hosted is not Hosted.ONLINE or lr.dir_id is None:
+            self.replicas.preferred_dirs[tp] = target_dir
+            return (UNKNOWN_TOPIC_OR_PARTITION if lr is None else REPLICA_NOT_AVAILABLE), []
+        if lr.dir_id == target_dir:
+            return NONE, self._pump(self._route(self._cancel_move(tp), now_ms), now_ms)
+        if self.log_dirs.any_offline:
+            return KAFKA_STORAGE_ERROR, []  # future logs are not created while a dir is offline
+        effects = self.moves.start(tp, lr.topic_id, lr.dir_id, target_dir)
+        if tp in self.moves.moves:
+            self.replicas.futures[tp] = (lr.topic_id, target_dir)
+        return NONE, self._pump(self._route(effects, now_ms), now_ms)
+
+    def _cancel_move(self, tp: TopicPartition) -> list:
+        out = self.moves.cancel(tp)
+        if out:
+            self.replicas.futures.pop(tp, None)
+        return out
+
+    def on_future_caught_up(self, tp: TopicPartition, now_ms: int) -> list:
+        return self._pump(self._route(self.moves.on_future_caught_up(tp), now_ms), now_ms)
+
+    def on_swap_done(self, tp: TopicPartition, now_ms: int) -> list:
+        """The runtime swapped the future log in (a move, or a future log promoted at start)."""
+        m = self.moves.on_swap_done(tp)
+        fut = self.replicas.futures.get(tp)
+        target = m.target_dir if m is not None else (fut[1] if fut is not None else None)
+        if target is None:
+            return []
+        self.replicas.on_swap_done(tp, target)
+        return [event("dir_move_done", topic=tp.topic, partition=tp.partition, dir_id=to_base64(target))]

@@ -1,0 +1,124 @@
+"""Log dir state: which data dirs exist, which are online, and what a storage error does.
+
+``LogDirs`` knows the broker's data dirs (id, path, online at start) and the metadata dir.
+:meth:`LogDirs.on_storage_error` is the single entry for every ``OSError`` on a dir
+(behaviour §3 "IO error → offline dir"): the first report marks the dir offline and decides
+between a graceful report to the controller and a halt; later reports are ignored.
+
+The partition-level part of the handler (stop fetchers, mark partitions offline) belongs to
+the replica manager; :class:`broker_impl.state.core.BrokerCore` runs both in Kafka's order.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+
+from broker_impl.state.effects import Halt, MarkDirOffline, ReportDirFailure, event
+from kafka_common.ids import halves, is_reserved, to_base64
+
+
+@dataclass(frozen=True, slots=True)
+class LogDirInfo:
+    dir_id: uuid.UUID
+    path: str
+    online: bool = True
+
+
+def sort_dir_ids(ids) -> tuple[uuid.UUID, ...]:
+    """Kafka's Uuid order: signed compare of msb, then lsb."""
+    return tuple(sorted(ids, key=halves))
+
+
+class LogDirs:
+    """Data dirs of one broker process. ``metadata_dir_id`` may be one of the data dirs
+    (Kafka's default: the first of ``log.dirs``) or a separate dir."""
+
+    def __init__(self, dirs: list[LogDirInfo] | tuple[LogDirInfo, ...], metadata_dir_id: uuid.UUID | None) -> None:
+        if not dirs:
+            raise ValueError("log.dirs: at least one log directory is required")
+        seen: dict[uuid.UUID, str] = {}
+        for d in dirs:
+            if is_reserved(d.dir_id):
+                raise ValueError(f"log dir {d.path}: reserved directory.id {d.dir_id}")
+            if d.dir_id in seen:
+                raise ValueError(f"duplicate directory.id {d.dir_id} in {seen[d.dir_id]} and {d.path}")
+            seen[d.dir_id] = d.path
+        self._order: tuple[uuid.UUID, ...] = tuple(d.dir_id for d in dirs)
+        self._paths: dict[uuid.UUID, str] = {d.dir_id: d.path for d in dirs}
+        self._offline: dict[uuid.UUID, None] = {d.dir_id: None for d in dirs if not d.online}
+        self.metadata_dir_id = metadata_dir_id
+        # Registration LogDirs: every data dir whose id is known at start, fixed for the
+        # process. Dirs already offline at start are in it and reported offline by the
+        # first heartbeat (an id the controller never saw would fail the heartbeat, D3).
+        self.registration_dirs: tuple[uuid.UUID, ...] = sort_dir_ids(self._order)
+
+    # ------------------------------------------------------------------ queries
+    @property
+    def configured(self) -> tuple[uuid.UUID, ...]:
+        """All data dir ids in configured order."""
+        return self._order
+
+    def path(self, dir_id: uuid.UUID) -> str:
+        return self._paths[dir_id]
+
+    def is_known(self, dir_id: uuid.UUID) -> bool:
+        return dir_id in self._paths
+
+    def is_online(self, dir_id: uuid.UUID) -> bool:
+        return dir_id in self._paths and dir_id not in self._offline
+
+    @property
+    def online(self) -> tuple[uuid.UUID, ...]:
+        """Online dirs in configured order."""
+        return tuple(d for d in self._order if d not in self._offline)
+
+    @property
+    def offline(self) -> tuple[uuid.UUID, ...]:
+        """Offline dirs in the order they went offline (start-up offline dirs first)."""
+        return tuple(self._offline)
+
+    @property
+    def any_offline(self) -> bool:
+        return bool(self._offline)
+
+    def start_check(self) -> list:
+        """Effects at start-up: halt if no dir is usable or the metadata dir is offline;
+        else report each dir that is offline already."""
+        if not self.online:
+            return [event("halt", reason="no log dir is online at start-up"),
+                    Halt("none of the configured log dirs is online at start-up")]
+        if self.metadata_dir_id is not None and self.metadata_dir_id in self._offline:
+            return [event("halt", reason="metadata log dir offline at start-up"),
+                    Halt(f"the metadata log dir {self._paths[self.metadata_dir_id]} is offline at start-up")]
+        return [ReportDirFailure(d) for d in self._offline]
+
+    # ------------------------------------------------------------------ the handler
+    def on_storage_error(self, dir_id: uuid.UUID, errno: int, op: str) -> list:
+        """An OSError on ``dir_id``. Returns [] if the dir is already offline (report once).
+
+        Effects: MarkDirOffline + dir_offline event, then either Halt (the metadata dir,
+        the last online dir, or a single-dir broker) or ReportDirFailure."""
+        if dir_id == self.metadata_dir_id and dir_id not in self._paths:
+            reason = f"the metadata log dir failed ({op}: errno {errno})"
+            return [event("halt", reason=reason, dir_id=to_base64(dir_id)), Halt(reason)]
+        if dir_id not in self._paths:
+            raise ValueError(f"storage error on unknown directory id {dir_id} (op {op}, errno {errno})")
+        if dir_id in self._offline:
+            return []
+        self._offline[dir_id] = None
+        path = self._paths[dir_id]
+        out: list = [MarkDirOffline(dir_id),
+                     event("dir_offline", dir_id=to_base64(dir_id), path=path, errno=errno, op=op)]
+        reason = None
+        if len(self._order) == 1:
+            reason = f"the only log dir {path} failed ({op}: errno {errno})"
+        elif dir_id == self.metadata_dir_id:
+            reason = f"the metadata log dir {path} failed ({op}: errno {errno})"
+        elif not self.online:
+            reason = f"all log dirs have failed, the last was {path} ({op}: errno {errno})"
+        if reason is not None:
+            out += [event("halt", reason=reason, dir_id=to_base64(dir_id)), Halt(reason)]
+        else:
+            out.append(ReportDirFailure(dir_id))
+        return out

@@ -1,0 +1,299 @@
+"""Replica management on metadata changes (behaviour §3, reference §4.4–4.5).
+
+Input: the partition changes of one applied metadata batch (:class:`PartitionChange`, old
+and new :class:`PartitionRegistration` of a partition, either may be None). Output: effects
+(CreateLog, QueueAssignment, BecomeLeader/Follower, Start/StopFetcher, DeleteLog,
+SwapFutureLog, StartDirMover). The KIP's case list, for a partition whose replica set
+contains this broker and whose metadata dir for this broker is ``md``:
+
+=================================  ============================================================
+``md``                             action
+=================================  ============================================================
+UNASSIGNED                         log exists → send its actual dir; else create in the least
+                                   loaded online dir (or the AlterReplicaLogDirs preferred dir)
+                                   and send that dir
+an online dir of this broker       no log → create there (a preferred dir wins, then sent);
+                                   log there → no-op (resume a move if a future log exists);
+                                   log elsewhere + future log in ``md`` → finish the move
+                                   (SwapFutureLog); log in another online dir → send the
+                                   actual dir (correction) unless a promotion is in flight
+unknown / LOST / MIGRATING /       any dir offline → nothing (never re-stream offline replicas
+an offline dir                     onto survivors, never attach); else as UNASSIGNED
+=================================  ============================================================
+
+A partition marked offline (its dir failed) is never re-created while offline
+(KAFKA-16234); a re-created topic (new topic id) is (KAFKA-16157).
+"""
+
+from __future__ import annotations
+
+import enum
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from broker_impl.state.effects import (BecomeFollower, BecomeLeader, CreateLog, DeleteLog, MarkPartitionsOffline,
+                                       QueueAssignment, StartDirMover, StartFetcher, StopFetcher, SwapFutureLog,
+                                       TopicPartition, UpdateLeaderState, event)
+from broker_impl.state.log_dirs import LogDirs
+from kafka_common.ids import UNASSIGNED, TopicId
+from kafka_common.metadata.model import PartitionRegistration
+
+REASON_DELTA = "Applying metadata delta"
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionChange:
+    topic: str
+    old: PartitionRegistration | None
+    new: PartitionRegistration | None
+
+    @property
+    def partition(self) -> int:
+        reg = self.new if self.new is not None else self.old
+        assert reg is not None, "a change needs old or new"
+        return reg.partition_id
+
+
+@dataclass(frozen=True, slots=True)
+class ExistingLog:
+    """A log found on disk at start (storage's scan of the online dirs)."""
+    tp: TopicPartition
+    topic_id: TopicId
+    dir_id: uuid.UUID
+    future: bool = False
+
+
+class Hosted(enum.Enum):
+    ONLINE = "online"
+    OFFLINE = "offline"     # its dir failed: never re-created while offline
+    PENDING = "pending"     # a replica in metadata but no local log (skipped while dirs are offline)
+
+
+@dataclass(slots=True)
+class LocalReplica:
+    tp: TopicPartition
+    topic_id: TopicId
+    hosted: Hosted
+    dir_id: uuid.UUID | None = None
+    registration: PartitionRegistration | None = None
+    role: str | None = None            # "leader" | "follower" | None
+    leader_id: int = -1
+    leader_epoch: int = -1
+    fetching: bool = False
+
+
+class ReplicaManager:
+    def __init__(self, broker_id: int, log_dirs: LogDirs, existing_logs: Iterable[ExistingLog] = ()) -> None:
+        self.broker_id = broker_id
+        self.log_dirs = log_dirs
+        self.logs: dict[TopicPartition, tuple[TopicId, uuid.UUID]] = {}
+        self.futures: dict[TopicPartition, tuple[TopicId, uuid.UUID]] = {}
+        for log in existing_logs:
+            target = self.futures if log.future else self.logs
+            if log.tp in target:
+                raise ValueError(f"duplicate {'future ' if log.future else ''}log for {log.tp} in "
+                                 f"{target[log.tp][1]} and {log.dir_id}")
+            target[log.tp] = (log.topic_id, log.dir_id)
+        self.partitions: dict[TopicPartition, LocalReplica] = {}
+        self._by_id: dict[tuple[TopicId, int], TopicPartition] = {}
+        self.preferred_dirs: dict[TopicPartition, uuid.UUID] = {}
+
+    # ------------------------------------------------------------------ queries
+    def is_replica(self, topic_id: TopicId, partition: int) -> bool:
+        """Validity of a queued assignment: topic and partition exist and this broker is
+        in the replica set (per the metadata applied so far)."""
+        tp = self._by_id.get((topic_id, partition))
+        if tp is None:
+            return False
+        lr = self.partitions.get(tp)
+        return lr is not None and lr.registration is not None and self.broker_id in lr.registration.replicas
+
+    def tp_of(self, topic_id: TopicId, partition: int) -> TopicPartition | None:
+        return self._by_id.get((topic_id, partition))
+
+    def leads_partition_in(self, dir_id: uuid.UUID) -> bool:
+        return any(lr.dir_id == dir_id and lr.registration is not None and lr.registration.leader == self.broker_id
+                   for lr in self.partitions.values())
+
+    def partitions_in(self, dir_id: uuid.UUID) -> list[TopicPartition]:
+        return sorted(lr.tp for lr in self.partitions.values() if lr.dir_id == dir_id)
+
+    def offline_partitions(self) -> list[TopicPartition]:
+        return sorted(tp for tp, lr in self.partitions.items() if lr.hosted is Hosted.OFFLINE)
+
+    def log_counts(self) -> dict[uuid.UUID, int]:
+        counts = {d: 0 for d in self.log_dirs.configured}
+        for _, d in list(self.logs.values()) + list(self.futures.values()):
+            if d in counts:
+                counts[d] += 1
+        return counts
+
+    def least_loaded_dir(self) -> uuid.UUID:
+        """Online dirs by ascending log count (current + future); ties: configured order."""
+        counts = self.log_counts()
+        online = self.log_dirs.online
+        if not online:
+            raise RuntimeError("no online log dir to place a replica in")
+        return min(online, key=lambda d: (counts[d], self.log_dirs.configured.index(d)))
+
+    # ------------------------------------------------------------------ metadata
+    def apply(self, changes: Iterable[PartitionChange], *, promotions_in_flight: frozenset = frozenset()) -> list:
+        out: list = []
+        for ch in changes:
+            out += self._apply_one(ch, promotions_in_flight)
+        return out
+
+    def _apply_one(self, ch: PartitionChange, promotions_in_flight) -> list:
+        tp = TopicPartition(ch.topic, ch.partition)
+        new, me = ch.new, self.broker_id
+        lr = self.partitions.get(tp)
+        if new is None or me not in new.replicas:
+            old_id = ch.old.topic_id if ch.old is not None else (lr.topic_id if lr else None)
+            if lr is not None and lr.topic_id == old_id:
+                return self._remove(lr)
+            return []
+        out: list = []
+        if lr is not None and lr.topic_id != new.topic_id:
+            # the topic was re-created under a new id (KAFKA-16157); an online leftover of
+            # the old incarnation is removed first
+            out += self._remove(lr) if lr.hosted is not Hosted.OFFLINE else self._forget(lr)
+            lr = None
+        if lr is None:
+            lr = LocalReplica(tp, new.topic_id, Hosted.PENDING)
+            self.partitions[tp] = lr
+            self._by_id[(new.topic_id, new.partition_id)] = tp
+        prev, lr.registration = lr.registration, new
+        if lr.hosted is Hosted.OFFLINE:
+            return out  # KAFKA-16234: never re-created while its dir is offline
+        out += self._place(lr, new, promotions_in_flight)
+        if lr.hosted is Hosted.ONLINE:
+            out += self._transition(lr, prev, new)
+        return out
+
+    def _place(self, lr: LocalReplica, new: PartitionRegistration, promotions_in_flight) -> list:
+        tp, md = lr.tp, new.directory(self.broker_id)
+        log = self.logs.get(tp)
+        if log is not None and log[0] != new.topic_id:
+            log = None  # a log of another incarnation (stray): not ours to attach
+        dirs = self.log_dirs
+        if md == UNASSIGNED:
+            return self._attach_or_create(lr, log)
+        if dirs.is_online(md):
+            if log is None:
+                pref = self.preferred_dirs.pop(tp, None)
+                if pref is not None and pref != md and dirs.is_online(pref):
+                    return self._create(lr, pref) + [self._assign(lr, pref)]
+                return self._create(lr, md)
+            cur = log[1]
+            lr.hosted, lr.dir_id = Hosted.ONLINE, cur
+            fut = self.futures.get(tp)
+            if cur == md:
+                if fut is not None and fut[0] == new.topic_id and dirs.is_online(fut[1]) and tp not in promotions_in_flight:
+                    return [StartDirMover(tp, cur, fut[1])]
+                return []
+            if fut is not None and fut[1] == md and fut[0] == new.topic_id:
+                return [SwapFutureLog(tp, cur, md)]  # KAFKA-16082: the controller already names the future's dir
+            if tp in promotions_in_flight:
+                return []  # §5.5: do not flip the assignment back while a promotion is in flight
+            return [self._assign(lr, cur)]
+        # unknown, LOST, MIGRATING or an offline dir of ours
+        if dirs.any_offline:
+            return []
+        return self._attach_or_create(lr, log)
+
+    def _attach_or_create(self, lr: LocalReplica, log) -> list:
+        if log is not None:
+            lr.hosted, lr.dir_id = Hosted.ONLINE, log[1]
+            return [self._assign(lr, log[1])]
+        pref = self.preferred_dirs.pop(lr.tp, None)
+        d = pref if pref is not None and self.log_dirs.is_online(pref) else self.least_loaded_dir()
+        return self._create(lr, d) + [self._assign(lr, d)]
+
+    def _create(self, lr: LocalReplica, dir_id: uuid.UUID) -> list:
+        self.logs[lr.tp] = (lr.topic_id, dir_id)
+        lr.hosted, lr.dir_id = Hosted.ONLINE, dir_id
+        return [CreateLog(lr.tp, lr.topic_id, dir_id)]
+
+    def _assign(self, lr: LocalReplica, dir_id: uuid.UUID) -> QueueAssignment:
+        return QueueAssignment(lr.topic_id, lr.tp.partition, dir_id, REASON_DELTA, lr.tp)
+
+    def _transition(self, lr: LocalReplica, prev: PartitionRegistration | None, new: PartitionRegistration) -> list:
+        me, tp = self.broker_id, lr.tp
+        out: list = []
+        if new.leader == me:
+            if lr.role != "leader" or lr.leader_epoch != new.leader_epoch:
+                if lr.fetching:
+                    out.append(StopFetcher((tp,)))
+                    lr.fetching = False
+                out.append(BecomeLeader(tp, lr.topic_id, new.leader_epoch, new.partition_epoch, new.isr, new.replicas))
+                out.append(event("leader_change", topic=tp.topic, partition=tp.partition, leader=me,
+                                 leader_epoch=new.leader_epoch))
+            elif prev is None or (prev.isr, prev.replicas, prev.partition_epoch) != \
+                    (new.isr, new.replicas, new.partition_epoch):
+                out.append(UpdateLeaderState(tp, new.partition_epoch, new.isr, new.replicas))
+            lr.role, lr.leader_id, lr.leader_epoch = "leader", me, new.leader_epoch
+            return out
+        if lr.role != "follower" or lr.leader_id != new.leader or lr.leader_epoch != new.leader_epoch:
+            if lr.fetching:
+                out.append(StopFetcher((tp,)))
+                lr.fetching = False
+            out.append(BecomeFollower(tp, lr.topic_id, new.leader, new.leader_epoch))
+            if new.leader >= 0:
+                out.append(StartFetcher(tp, lr.topic_id, new.leader, new.leader_epoch))
+                lr.fetching = True
+            if lr.role == "leader" or lr.leader_id != new.leader:
+                out.append(event("leader_change", topic=tp.topic, partition=tp.partition, leader=new.leader,
+                                 leader_epoch=new.leader_epoch))
+        lr.role, lr.leader_id, lr.leader_epoch = "follower", new.leader, new.leader_epoch
+        return out
+
+    def _forget(self, lr: LocalReplica) -> list:
+        self.partitions.pop(lr.tp, None)
+        self._by_id.pop((lr.topic_id, lr.tp.partition), None)
+        return []
+
+    def _remove(self, lr: LocalReplica) -> list:
+        """No longer a replica (reassigned away or topic deleted)."""
+        out: list = []
+        if lr.hosted is Hosted.OFFLINE:
+            # its log sits in an offline dir: nothing to delete now; keep remembering it
+            # as offline (same topic id never re-created while offline)
+            lr.registration = None
+            return out
+        if lr.fetching:
+            out.append(StopFetcher((lr.tp,)))
+        log = self.logs.get(lr.tp)
+        if log is not None and log[0] == lr.topic_id and self.log_dirs.is_online(log[1]):
+            out.append(DeleteLog(lr.tp, lr.topic_id, log[1]))
+            del self.logs[lr.tp]
+        self.preferred_dirs.pop(lr.tp, None)
+        return out + self._forget(lr)
+
+    # ------------------------------------------------------------------ dir failure
+    def on_dir_offline(self, dir_id: uuid.UUID) -> list:
+        """Stop fetchers for, and mark offline, every online partition whose log is in
+        ``dir_id``; forget logs and future logs there."""
+        hit = sorted(lr.tp for lr in self.partitions.values()
+                     if lr.hosted is Hosted.ONLINE and lr.dir_id == dir_id)
+        fetching = [tp for tp in hit if self.partitions[tp].fetching]
+        for tp in hit:
+            lr = self.partitions[tp]
+            lr.hosted, lr.fetching, lr.role = Hosted.OFFLINE, False, None
+        for table in (self.logs, self.futures):
+            for tp in [tp for tp, (_, d) in table.items() if d == dir_id]:
+                del table[tp]
+        out: list = []
+        if fetching:
+            out.append(StopFetcher(tuple(fetching)))
+        out.append(MarkPartitionsOffline(dir_id, tuple(hit)))
+        return out
+
+    # ------------------------------------------------------------------ moves
+    def on_swap_done(self, tp: TopicPartition, target_dir: uuid.UUID) -> None:
+        fut = self.futures.pop(tp, None)
+        topic_id = fut[0] if fut else self.logs[tp][0]
+        self.logs[tp] = (topic_id, target_dir)
+        lr = self.partitions.get(tp)
+        if lr is not None and lr.hosted is Hosted.ONLINE:
+            lr.dir_id = target_dir

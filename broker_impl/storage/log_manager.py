@@ -1,0 +1,479 @@
+"""All partition logs of a broker across its log dirs (Kafka's LogManager), with the one
+failure path of behaviour §3.
+
+Start-up (the runtime)::
+
+    dirs = load_log_dirs(cfg.log_dirs, cfg.metadata_log_dir, cfg.node_id, random.SystemRandom(),
+                         cluster_id=cfg.cluster_id or None)            # LogDirStartupError → exit 1
+    lm = LogManager.open(dirs, LogConfig.from_server_config(cfg),
+                         on_failure=lambda path, errno, op: core_queue.put(
+                             ("storage_error", dirs.id_of(path), errno, op)),
+                         now_ms=clock.monotonic_ms)
+
+(or ``on_failure=failure_callback_by_id(dirs, fn)`` to get ``fn(dir_id, errno, op)``).
+``on_failure(dir_path, errno, op)`` fires once per dir, synchronously in the thread that hit
+the error (see :mod:`.failure`); map the path with ``dirs.id_of(path)`` and feed the pure core
+``on_storage_error(dir_id, errno, op)``. The operation that failed raises
+:class:`KafkaStorageError` (answer KAFKA_STORAGE_ERROR). After that every operation on the dir
+fails at once without touching the disk.
+
+Calls::
+
+    lm.get_or_create_log(topic_id, topic, partition, dir_path=None) -> PartitionLog
+        existing log wins (wherever it is); else create in ``dir_path`` (must be an online data
+        dir) or, when None, in the least-loaded online dir, falling through to the next dir if
+        creation fails. Never re-creates a partition that was in an offline dir with the same
+        topic id (KAFKA-16234); a new topic id may be created elsewhere (KAFKA-16157).
+    lm.get_log(topic, partition) / lm.logs_in(dir_path) / lm.all_logs()
+    lm.existing_logs() -> [(topic, partition, topic_id, dir_path, is_future)]   at start
+    lm.pick_dir() -> path                  Kafka §4.4: fewest logs (current + future), ties by
+                                           configured order
+    lm.mark_offline(dir_path) -> [(topic, partition, topic_id)]   close and forget its logs
+    lm.delete_log(topic, partition)
+    lm.create_future_log(topic_id, topic, partition, dir_path), lm.future_log(topic, partition),
+    lm.replace_current_with_future(topic, partition), lm.delete_future_log(topic, partition)
+    lm.rename_stray(topic, partition)      KRaft strays are renamed ``…-stray``, never deleted
+    lm.flush_all(), lm.maybe_flush_all(now_ms)
+    lm.checkpoint_high_watermarks(), lm.checkpoint_recovery_points() -> failed dir paths
+    lm.probe_dir(dir_path), lm.probe_all() -> failed dir paths
+    lm.close()                             flush, checkpoints, clean-shutdown marker
+    lm.online_dirs(), lm.offline_dirs(), lm.is_online(dir_path), lm.dir_set
+
+Files per log dir: ``replication-offset-checkpoint``, ``recovery-point-offset-checkpoint``,
+``.kafka_cleanshutdown`` (present only between a clean close and the next open: segments are
+then trusted instead of recovered), ``.lock`` (flock held while open; a second broker on the
+same dir is a fatal LogDirStartupError, an unlockable read-only/failed dir goes offline).
+
+Dirs that fail while ``open`` loads them (lock, checkpoints, segments: op ``lock``/``load``)
+are reported through ``on_failure`` during ``open``: the runtime must accept callbacks
+before its core exists (queue them), or read ``lm.channel.offline_dirs()`` afterwards.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import shutil
+import threading
+import uuid
+from typing import Callable
+
+from kafka_common import ids
+from kafka_runtime import fsutil
+from broker_impl.storage import checkpoint as ckpt
+from broker_impl.storage.errors import InconsistentTopicId, KafkaStorageError, LogDirStartupError, LogNotFound
+from broker_impl.storage.failure import DirFailureChannel, OnFailure
+from broker_impl.storage.partition_log import LogConfig, PartitionLog, parse_partition_dir_name, partition_dir_name
+from broker_impl.storage.probe import probe
+from broker_impl.storage.startup import LogDirSet
+
+log = logging.getLogger(__name__)
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+LOCK_FILE = ".lock"
+Key = tuple[str, int]
+
+
+def failure_callback_by_id(dir_set: LogDirSet, on_storage_error: Callable[[uuid.UUID, int, str], None]) -> OnFailure:
+    """Adapt the core's ``on_storage_error(dir_id, errno, op)`` to ``on_failure(path, errno, op)``.
+    A path without a known id (cannot happen for dirs online at start) is passed as None."""
+    def on_failure(dir_path: str, errno: int, op: str) -> None:
+        on_storage_error(dir_set.id_of(dir_path), errno, op)
+    return on_failure
+
+
+class LogManager:
+    def __init__(self, dir_set: LogDirSet, config: LogConfig, *, on_failure: OnFailure | None,
+                 now_ms: Callable[[], int]) -> None:
+        self.dir_set = dir_set
+        self.config = config
+        self.channel = DirFailureChannel(on_failure)
+        self._now_ms = now_ms
+        self._lock = threading.RLock()
+        self._data_dirs = [d.path for d in dir_set.data_dirs]
+        self._logs: dict[Key, PartitionLog] = {}
+        self._futures: dict[Key, PartitionLog] = {}
+        self._offline_partitions: dict[Key, tuple[str, uuid.UUID | None]] = {}
+        self._lock_fds: dict[str, int] = {}
+        for info in dir_set.dirs:
+            if not info.online:
+                self.channel.mark_offline_at_start(info.path)
+
+    # ---- start-up ------------------------------------------------------------------------
+    @classmethod
+    def open(cls, dir_set: LogDirSet, config: LogConfig, *, on_failure: OnFailure | None,
+             now_ms: Callable[[], int]) -> "LogManager":
+        """Load (and recover) every partition log in the online data dirs. A dir whose load
+        hits an OSError goes offline through the failure channel; the others load."""
+        lm = cls(dir_set, config, on_failure=on_failure, now_ms=now_ms)
+        for path in lm.online_dirs():
+            try:
+                lm._lock_dir(path)
+                lm._load_dir(path)
+            except KafkaStorageError as exc:
+                log.error("log dir %s failed while loading logs: %s", path, exc)
+                lm._forget_dir(path)
+                fd = lm._lock_fds.pop(path, None)
+                if fd is not None:
+                    os.close(fd)
+        return lm
+
+    def _lock_dir(self, path: str) -> None:
+        """``<dir>/.lock`` held with flock for the process lifetime. Held by someone else →
+        fatal (two brokers on one dir); any other OSError (read-only or failed disk) → the dir
+        goes offline instead of crashing start-up (KAFKA-17310)."""
+        with self.channel.io(path, "lock"):
+            fd = os.open(os.path.join(path, LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                self.release_locks()
+                raise LogDirStartupError(f"Failed to acquire lock on file {LOCK_FILE} in {path}. A broker in "
+                                         f"another process or thread is using this directory.") from None
+            except OSError:
+                os.close(fd)
+                raise
+            self._lock_fds[path] = fd
+
+    def release_locks(self) -> None:
+        for path, fd in list(self._lock_fds.items()):
+            del self._lock_fds[path]
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+    def _load_dir(self, path: str) -> None:
+        with self.channel.io(path, "load"):
+            clean = os.path.exists(os.path.join(path, CLEAN_SHUTDOWN_FILE))
+            recovery_points = self._read_checkpoint(path, ckpt.RECOVERY_CHECKPOINT)
+            hws = self._read_checkpoint(path, ckpt.HW_CHECKPOINT)
+            names = sorted(os.listdir(path))
+        for name in names:
+            parsed = parse_partition_dir_name(name)
+            if parsed is None:
+                continue
+            topic, partition, kind = parsed
+            if topic == ids.METADATA_TOPIC:
+                continue  # the metadata log (raft) is not a partition log of this manager
+            full = os.path.join(path, name)
+            with self.channel.io(path, "load"):
+                if not os.path.isdir(full):
+                    continue
+                if kind == "delete":
+                    shutil.rmtree(full)
+                    continue
+            if kind == "stray":
+                continue
+            key = (topic, partition)
+            plog = PartitionLog.load(path, name, self.config, self.channel, self._now_ms,
+                                     recovery_point=recovery_points.get(key, 0),
+                                     high_watermark=hws.get(key, 0), clean_shutdown=clean)
+            target = self._futures if kind == "future" else self._logs
+            if key in target:
+                other = target[key]
+                plog.close()
+                raise KafkaStorageError(path, None, "load", f"duplicate log for {topic}-{partition}: "
+                                                            f"{other.path} and {plog.path}")
+            target[key] = plog
+        with self.channel.io(path, "load"):
+            if clean:
+                os.unlink(os.path.join(path, CLEAN_SHUTDOWN_FILE))
+                fsutil.fsync_dir(path)
+
+    def _read_checkpoint(self, path: str, name: str) -> dict[Key, int]:
+        try:
+            return ckpt.read_offsets(os.path.join(path, name))
+        except ckpt.CheckpointFormatError as exc:
+            log.warning("ignoring malformed checkpoint (full recovery / HW from the leader): %s", exc)
+            return {}
+
+    # ---- dirs ----------------------------------------------------------------------------
+    def online_dirs(self) -> list[str]:
+        return [p for p in self._data_dirs if not self.channel.is_offline(p)]
+
+    def offline_dirs(self) -> list[str]:
+        return [p for p in self._data_dirs if self.channel.is_offline(p)]
+
+    def is_online(self, dir_path: str) -> bool:
+        return os.path.abspath(dir_path) in self._data_dirs and not self.channel.is_offline(os.path.abspath(dir_path))
+
+    def dir_id_of(self, dir_path: str) -> uuid.UUID | None:
+        return self.dir_set.id_of(dir_path)
+
+    def path_of(self, dir_id: uuid.UUID) -> str | None:
+        return self.dir_set.path_of(dir_id)
+
+    def pick_dir(self) -> str:
+        """Least-loaded online dir: fewest logs (current + future), ties in configured order."""
+        with self._lock:
+            candidates = self._ordered_candidates()
+            if not candidates:
+                raise KafkaStorageError(",".join(self._data_dirs), None, "create_log", "no online log dir")
+            return candidates[0]
+
+    def _ordered_candidates(self) -> list[str]:
+        counts = {p: 0 for p in self.online_dirs()}
+        for plog in (*self._logs.values(), *self._futures.values()):
+            if plog.log_dir in counts:
+                counts[plog.log_dir] += 1
+        order = {p: i for i, p in enumerate(self._data_dirs)}
+        return sorted(counts, key=lambda p: (counts[p], order[p]))
+
+    def mark_offline(self, dir_path: str) -> list[tuple[str, int, uuid.UUID | None]]:
+        """Take ``dir_path`` offline (idempotent, no callback): close its logs (no flush), drop
+        them and their checkpoints; returns the (topic, partition, topic_id) that were there."""
+        dir_path = os.path.abspath(dir_path)
+        with self._lock:
+            if not self.channel.is_offline(dir_path):
+                self.channel.mark_offline_at_start(dir_path)
+            fd = self._lock_fds.pop(dir_path, None)
+            if fd is not None:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+            return self._forget_dir(dir_path)
+
+    def _forget_dir(self, dir_path: str) -> list[tuple[str, int, uuid.UUID | None]]:
+        gone = []
+        for table in (self._logs, self._futures):
+            for key, plog in list(table.items()):
+                if plog.log_dir == dir_path:
+                    plog.close()
+                    del table[key]
+                    if table is self._logs:
+                        self._offline_partitions[key] = (dir_path, plog.topic_id)
+                        gone.append((key[0], key[1], plog.topic_id))
+        return gone
+
+    # ---- logs ----------------------------------------------------------------------------
+    def get_log(self, topic: str, partition: int) -> PartitionLog | None:
+        return self._logs.get((topic, partition))
+
+    def future_log(self, topic: str, partition: int) -> PartitionLog | None:
+        return self._futures.get((topic, partition))
+
+    def all_logs(self) -> list[PartitionLog]:
+        return list(self._logs.values())
+
+    def logs_in(self, dir_path: str, *, include_future: bool = False) -> list[PartitionLog]:
+        dir_path = os.path.abspath(dir_path)
+        logs = [l for l in self._logs.values() if l.log_dir == dir_path]
+        if include_future:
+            logs += [l for l in self._futures.values() if l.log_dir == dir_path]
+        return logs
+
+    def existing_logs(self) -> list[tuple[str, int, uuid.UUID | None, str, bool]]:
+        """Every loaded log as (topic, partition, topic_id, dir path, is_future) — what the
+        replica manager needs at start (map the path with ``dir_id_of``)."""
+        return [(l.topic, l.partition, l.topic_id, l.log_dir, fut)
+                for fut, table in ((False, self._logs), (True, self._futures)) for l in table.values()]
+
+    def offline_partition(self, topic: str, partition: int) -> tuple[str, uuid.UUID | None] | None:
+        """(dir path, topic id) if the partition's log was in a dir that went offline."""
+        return self._offline_partitions.get((topic, partition))
+
+    def get_or_create_log(self, topic_id: uuid.UUID | None, topic: str, partition: int,
+                          dir_path: str | None = None) -> PartitionLog:
+        key = (topic, partition)
+        with self._lock:
+            existing = self._logs.get(key)
+            if existing is not None:
+                self._check_topic_id(existing, topic_id)
+                return existing
+            offline = self._offline_partitions.get(key)
+            if offline is not None and (topic_id is None or offline[1] is None or offline[1] == topic_id):
+                raise KafkaStorageError(offline[0], None, "create_log",
+                                        f"{topic}-{partition} is in offline log dir {offline[0]}")
+            candidates = [self._require_data_dir(dir_path)] if dir_path else self._ordered_candidates()
+            if not candidates:
+                raise KafkaStorageError(",".join(self._data_dirs), None, "create_log",
+                                        f"no online log dir for {topic}-{partition}")
+            errors = []
+            for path in candidates:
+                try:
+                    plog = self._create_or_attach(path, partition_dir_name(topic, partition), topic, partition,
+                                                  topic_id)
+                except KafkaStorageError as exc:
+                    errors.append(exc)
+                    continue
+                self._logs[key] = plog
+                self._offline_partitions.pop(key, None)
+                return plog
+            if len(errors) == 1:
+                raise errors[0]
+            raise KafkaStorageError(",".join(candidates), errors[-1].errno, "create_log",
+                                    f"no log directories available for {topic}-{partition}: tried "
+                                    + ", ".join(candidates))
+
+    def _require_data_dir(self, dir_path: str) -> str:
+        path = os.path.abspath(dir_path)
+        if path not in self._data_dirs:
+            raise LogNotFound(f"{dir_path} is not one of log.dirs")
+        return path
+
+    def _create_or_attach(self, path: str, name: str, topic: str, partition: int,
+                          topic_id: uuid.UUID | None) -> PartitionLog:
+        with self.channel.io(path, "create_log"):
+            exists = os.path.isdir(os.path.join(path, name))
+        if not exists:
+            return PartitionLog.create(path, topic, partition, topic_id, self.config, self.channel, self._now_ms,
+                                       dir_name=name)
+        plog = PartitionLog.load(path, name, self.config, self.channel, self._now_ms, recovery_point=0,
+                                 high_watermark=0, clean_shutdown=False)
+        try:
+            self._check_topic_id(plog, topic_id)
+        except Exception:
+            plog.close()
+            raise
+        return plog
+
+    def _check_topic_id(self, plog: PartitionLog, topic_id: uuid.UUID | None) -> None:
+        if topic_id is None:
+            return
+        if plog.topic_id is None:
+            with self.channel.io(plog.log_dir, "partition_metadata"):
+                ckpt.write_partition_metadata(os.path.join(plog.path, ckpt.PARTITION_METADATA), topic_id)
+            plog.topic_id = topic_id
+        elif plog.topic_id != topic_id:
+            raise InconsistentTopicId(f"{plog.path} has topic id {ids.to_base64(plog.topic_id)}, "
+                                      f"metadata says {ids.to_base64(topic_id)}")
+
+    def delete_log(self, topic: str, partition: int) -> None:
+        with self._lock:
+            plog = self._logs.pop((topic, partition), None)
+            if plog is None:
+                raise LogNotFound(f"no log for {topic}-{partition}")
+            plog.delete()
+
+    def rename_stray(self, topic: str, partition: int) -> str:
+        """Close the log and rename its dir ``<topic>-<p>.<uuid hex>-stray``; returns the new path."""
+        with self._lock:
+            plog = self._logs.pop((topic, partition), None)
+            if plog is None:
+                raise LogNotFound(f"no log for {topic}-{partition}")
+            plog.close()
+            new = os.path.join(plog.log_dir, f"{partition_dir_name(topic, partition)}.{uuid.uuid4().hex}-stray")
+            with self.channel.io(plog.log_dir, "delete_log"):
+                os.rename(plog.path, new)
+                fsutil.fsync_dir(plog.log_dir)
+            return new
+
+    # ---- future replicas (AlterReplicaLogDirs) -------------------------------------------
+    def create_future_log(self, topic_id: uuid.UUID | None, topic: str, partition: int, dir_path: str) -> PartitionLog:
+        key = (topic, partition)
+        with self._lock:
+            if key in self._futures:
+                return self._futures[key]
+            path = self._require_data_dir(dir_path)
+            current = self._logs.get(key)
+            if current is not None and current.log_dir == path:
+                raise ValueError(f"{topic}-{partition} already lives in {path}")
+            name = f"{partition_dir_name(topic, partition)}.{uuid.uuid4().hex}-future"
+            plog = PartitionLog.create(path, topic, partition, topic_id, self.config, self.channel, self._now_ms,
+                                       dir_name=name)
+            self._futures[key] = plog
+            return plog
+
+    def delete_future_log(self, topic: str, partition: int) -> None:
+        with self._lock:
+            plog = self._futures.pop((topic, partition), None)
+            if plog is not None:
+                plog.delete()
+
+    def replace_current_with_future(self, topic: str, partition: int) -> PartitionLog:
+        """Swap: the future log becomes ``<topic>-<p>`` in its dir, the old current is deleted."""
+        key = (topic, partition)
+        with self._lock:
+            future = self._futures.get(key)
+            if future is None:
+                raise LogNotFound(f"no future log for {topic}-{partition}")
+            hw = self._logs[key].high_watermark if key in self._logs else future.high_watermark
+            future.flush()
+            future.close()
+            final = os.path.join(future.log_dir, partition_dir_name(topic, partition))
+            with self.channel.io(future.log_dir, "roll"):
+                os.rename(future.path, final)
+                fsutil.fsync_dir(future.log_dir)
+            del self._futures[key]
+            old = self._logs.pop(key, None)
+            new = PartitionLog.load(future.log_dir, os.path.basename(final), self.config, self.channel,
+                                    self._now_ms, recovery_point=future.log_end_offset, high_watermark=hw,
+                                    clean_shutdown=True)
+            self._logs[key] = new
+            if old is not None:
+                try:
+                    old.delete()
+                except KafkaStorageError as exc:  # the old dir failed: the new copy is what counts
+                    log.error("could not delete the old replica of %s-%s: %s", topic, partition, exc)
+            return new
+
+    # ---- flush, checkpoints, probe -------------------------------------------------------
+    def flush_all(self) -> list[str]:
+        return self._each_log(lambda l: l.flush())
+
+    def maybe_flush_all(self, now_ms: int) -> list[str]:
+        return self._each_log(lambda l: l.maybe_flush(now_ms))
+
+    def _each_log(self, fn: Callable[[PartitionLog], object]) -> list[str]:
+        failed = []
+        for plog in [*self._logs.values(), *self._futures.values()]:
+            if plog.log_dir in failed or self.channel.is_offline(plog.log_dir):
+                continue
+            try:
+                fn(plog)
+            except KafkaStorageError:
+                failed.append(plog.log_dir)
+        return failed
+
+    def checkpoint_high_watermarks(self) -> list[str]:
+        """Write ``replication-offset-checkpoint`` in every online dir; returns dirs that failed."""
+        return self._checkpoint(ckpt.HW_CHECKPOINT, lambda l: l.high_watermark, futures=False)
+
+    def checkpoint_recovery_points(self) -> list[str]:
+        return self._checkpoint(ckpt.RECOVERY_CHECKPOINT, lambda l: l.recovery_point, futures=True)
+
+    def _checkpoint(self, name: str, value: Callable[[PartitionLog], int], *, futures: bool) -> list[str]:
+        failed = []
+        for path in self.online_dirs():
+            offsets = {(l.topic, l.partition): value(l) for l in self.logs_in(path, include_future=futures)}
+            try:
+                with self.channel.io(path, "checkpoint"):
+                    ckpt.write_offsets(os.path.join(path, name), offsets)
+            except KafkaStorageError:
+                failed.append(path)
+        return failed
+
+    def probe_dir(self, dir_path: str) -> None:
+        """Health probe of one dir through the failure channel (op ``probe``)."""
+        with self.channel.io(os.path.abspath(dir_path), "probe"):
+            probe(os.path.abspath(dir_path))
+
+    def probe_all(self) -> list[str]:
+        failed = []
+        for path in self.online_dirs():
+            try:
+                self.probe_dir(path)
+            except KafkaStorageError:
+                failed.append(path)
+        return failed
+
+    def close(self) -> None:
+        """Clean shutdown: flush every log, write both checkpoints, then the clean-shutdown
+        marker in each dir where all of that succeeded; close every file."""
+        with self._lock:
+            failed = set(self.flush_all())
+            failed |= set(self.checkpoint_recovery_points()) | set(self.checkpoint_high_watermarks())
+            for path in self.online_dirs():
+                if path in failed:
+                    continue
+                try:
+                    with self.channel.io(path, "checkpoint"):
+                        fsutil.atomic_write(os.path.join(path, CLEAN_SHUTDOWN_FILE), b'{"version":0}\n')
+                except KafkaStorageError:
+                    pass
+            for plog in [*self._logs.values(), *self._futures.values()]:
+                plog.close()
+            self.release_locks()

@@ -1,0 +1,466 @@
+"""One partition's log: ordered segments in ``<log dir>/<topic>-<partition>/``.
+
+API used by the broker runtime (all methods are thread-safe; every OSError goes through the
+dir failure channel and surfaces as :class:`KafkaStorageError`)::
+
+    log.append_as_leader(records: bytes, leader_epoch: int) -> (base_offset, last_offset)
+        validate v2 batches (CRC-32C), assign offsets from log_end_offset, stamp the leader
+        epoch, write; InvalidRecordBatch on bad input (dir stays online)
+    log.append_as_follower(records: bytes) -> (first_offset, last_offset) | None
+        batches already carry offsets and epochs (from the leader); first offset ≥ LEO
+    log.read(offset, max_bytes, upper_offset=None, min_one=True) -> bytes
+        whole batches from the one containing ``offset``; at least one batch if any exists
+        below ``upper_offset`` (the HW for consumers, None for followers); b"" at the end;
+        OffsetOutOfRange outside [log_start_offset, log_end_offset]
+    log.log_start_offset, log.log_end_offset, log.high_watermark (settable, clamped),
+    log.recovery_point, log.latest_epoch, log.end_offset_for_epoch(epoch) -> (epoch, offset)
+    log.assign_epoch_start_offset(epoch, offset)     on becoming leader (Kafka's makeLeader)
+    log.truncate_to(offset)                         follower truncation of a divergent tail
+    log.truncate_fully_and_start_at(offset)         follower far behind the leader's start
+    log.flush(), log.maybe_flush(now_ms)            fsync; log.flush.interval.messages/.ms
+    log.offset_for_timestamp(ts_ms) -> offset | None    ListOffsets by time (header scan)
+    log.size_bytes, log.close(), log.delete()
+
+Segments roll by size (``log.segment.bytes``) and age (``log.roll.ms``, clock injected as
+``now_ms``). A new segment is named by its base offset; the previous one is fsynced at roll
+and the recovery point moves to its end.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import os
+import shutil
+import threading
+import uuid
+from dataclasses import dataclass, field
+from typing import Callable
+
+from kafka_common import batch_header as bh
+from kafka_runtime import fsutil
+from broker_impl.storage import checkpoint as ckpt
+from broker_impl.storage.epoch_cache import LeaderEpochCache
+from broker_impl.storage.errors import MESSAGE_TOO_LARGE, InvalidRecordBatch, OffsetOutOfRange
+from broker_impl.storage.failure import DirFailureChannel
+from broker_impl.storage.segment import LogSegment, parse_segment_name
+
+log = logging.getLogger(__name__)
+NowMs = Callable[[], int]
+
+
+@dataclass(frozen=True, slots=True)
+class LogConfig:
+    segment_bytes: int = 1 << 30
+    roll_ms: int = 7 * 24 * 3600 * 1000
+    flush_interval_messages: int = 2**63 - 1
+    flush_interval_ms: int = 2**63 - 1
+    index_interval_bytes: int = 4096
+
+    @classmethod
+    def from_server_config(cls, cfg) -> "LogConfig":
+        return cls(segment_bytes=cfg.log_segment_bytes, roll_ms=cfg.log_roll_ms,
+                   flush_interval_messages=cfg.log_flush_interval_messages,
+                   flush_interval_ms=cfg.log_flush_interval_ms)
+
+
+@dataclass(slots=True)
+class RecoverySummary:
+    recovered_segments: int = 0
+    truncated_bytes: int = 0
+    deleted_segments: int = 0
+    reasons: list[str] = field(default_factory=list)
+
+
+def partition_dir_name(topic: str, partition: int) -> str:
+    return f"{topic}-{partition}"
+
+
+def parse_partition_dir_name(name: str) -> tuple[str, int, str] | None:
+    """``topic-3`` → (topic, 3, ""); ``topic-3.<hex>-future`` → (topic, 3, "future");
+    also ``-delete`` and ``-stray``. None for anything else."""
+    kind = ""
+    for suffix in ("future", "delete", "stray"):
+        if name.endswith("-" + suffix) and "." in name:
+            name, kind = name[: name.rindex(".")], suffix
+            break
+    topic, dash, part = name.rpartition("-")
+    if not dash or not topic or not part.isdigit():
+        return None
+    return topic, int(part), kind
+
+
+class PartitionLog:
+    def __init__(self, *, log_dir: str, path: str, topic: str, partition: int, topic_id: uuid.UUID | None,
+                 config: LogConfig, channel: DirFailureChannel, now_ms: NowMs) -> None:
+        self.log_dir = log_dir
+        self.path = path
+        self.topic = topic
+        self.partition = partition
+        self.topic_id = topic_id
+        self.config = config
+        self._channel = channel
+        self._now_ms = now_ms
+        self._lock = threading.RLock()
+        self._segments: list[LogSegment] = []
+        self._bases: list[int] = []
+        self._log_start = 0
+        self._hw = 0
+        self.recovery_point = 0
+        self._unflushed_messages = 0
+        self._dirty: set[int] = set()  # base offsets of segments with unflushed writes
+        self._last_flush_ms = now_ms()
+        self.epoch_cache = LeaderEpochCache([], self._persist_epochs)
+        self.recovery = RecoverySummary()
+        self.closed = False
+
+    # ---- creation and loading ------------------------------------------------------------
+    @classmethod
+    def create(cls, log_dir: str, topic: str, partition: int, topic_id: uuid.UUID | None, config: LogConfig,
+               channel: DirFailureChannel, now_ms: NowMs, *, dir_name: str | None = None) -> "PartitionLog":
+        path = os.path.join(log_dir, dir_name or partition_dir_name(topic, partition))
+        plog = cls(log_dir=log_dir, path=path, topic=topic, partition=partition, topic_id=topic_id,
+                   config=config, channel=channel, now_ms=now_ms)
+        with channel.io(log_dir, "create_log"):
+            os.makedirs(path)  # the manager loads an existing dir instead of creating it
+            if topic_id is not None:
+                ckpt.write_partition_metadata(os.path.join(path, ckpt.PARTITION_METADATA), topic_id)
+            plog._add_segment(LogSegment.create(path, 0, index_interval_bytes=config.index_interval_bytes,
+                                                created_ms=now_ms()))
+            fsutil.fsync_dir(path)
+            fsutil.fsync_dir(log_dir)
+        return plog
+
+    @classmethod
+    def load(cls, log_dir: str, dir_name: str, config: LogConfig, channel: DirFailureChannel, now_ms: NowMs, *,
+             recovery_point: int, high_watermark: int, clean_shutdown: bool) -> "PartitionLog":
+        """Open an existing partition dir; recover segments at or after ``recovery_point``
+        (everything is trusted after a clean shutdown) truncating at the first bad batch."""
+        parsed = parse_partition_dir_name(dir_name)
+        if parsed is None:
+            raise ValueError(f"{dir_name!r} is not a partition dir name")
+        topic, partition, _kind = parsed
+        path = os.path.join(log_dir, dir_name)
+        with channel.io(log_dir, "load"):
+            try:
+                topic_id = ckpt.read_partition_metadata(os.path.join(path, ckpt.PARTITION_METADATA))
+            except ckpt.CheckpointFormatError as exc:
+                log.warning("%s: no usable topic id (treated as a stray by replica management)", exc)
+                topic_id = None
+            plog = cls(log_dir=log_dir, path=path, topic=topic, partition=partition, topic_id=topic_id,
+                       config=config, channel=channel, now_ms=now_ms)
+            plog._load_segments(recovery_point, clean_shutdown)
+            try:
+                epochs = ckpt.read_epochs(os.path.join(path, ckpt.EPOCH_CHECKPOINT))
+            except ckpt.CheckpointFormatError as exc:
+                log.warning("%s: rebuilding the leader-epoch cache from the batches", exc)
+                epochs = []
+                plog._recovered_epochs = plog._scan_epochs()
+            plog.epoch_cache = LeaderEpochCache(epochs, plog._persist_epochs)
+            plog.epoch_cache.assign_many(plog._recovered_epochs)
+            plog.epoch_cache.truncate_from_end(plog.log_end_offset)
+            plog.epoch_cache.truncate_from_start(plog._log_start)
+        plog._hw = min(max(high_watermark, plog._log_start), plog.log_end_offset)
+        return plog
+
+    def _load_segments(self, recovery_point: int, clean_shutdown: bool) -> None:
+        names = sorted(os.listdir(self.path))
+        bases = sorted(b for b in (parse_segment_name(n) for n in names) if b is not None)
+        for n in names:  # leftovers of an interrupted write / orphan indexes
+            stem, _, ext = n.partition(".")
+            if n.endswith(".tmp") or (ext in ("index", "timeindex") and stem.isdigit() and int(stem) not in bases):
+                os.unlink(os.path.join(self.path, n))
+        self._recovered_epochs: list[tuple[int, int]] = []
+        now = self._now_ms()
+        expected = 0
+        for i, base in enumerate(bases):
+            seg = LogSegment.open_existing(self.path, base, index_interval_bytes=self.config.index_interval_bytes,
+                                           created_ms=now)
+            next_base = bases[i + 1] if i + 1 < len(bases) else None
+            trusted = clean_shutdown or (next_base is not None and next_base <= recovery_point)
+            if not (trusted and seg.load_trusted()):
+                result = seg.recover(expected)
+                self.recovery.recovered_segments += 1
+                self._recovered_epochs += result.epochs
+                if result.truncated_bytes:
+                    self.recovery.truncated_bytes += result.truncated_bytes
+                    self.recovery.reasons.append(f"{seg.log_path}: {result.reason}")
+                    log.warning("recovery of %s truncated %d bytes: %s", seg.log_path, result.truncated_bytes,
+                                result.reason)
+                seg.flush()
+                if result.truncated_bytes or (next_base is not None and seg.next_offset > next_base):
+                    self._add_segment(seg)
+                    for later in bases[i + 1:]:
+                        LogSegment(self.path, later, index_interval_bytes=1, created_ms=now).delete()
+                        self.recovery.deleted_segments += 1
+                    break
+            self._add_segment(seg)
+            expected = seg.next_offset
+        if not self._segments:
+            self._add_segment(LogSegment.create(self.path, 0, index_interval_bytes=self.config.index_interval_bytes,
+                                                created_ms=now))
+        self._log_start = self._segments[0].base_offset
+        self.recovery_point = self.log_end_offset
+
+    def _scan_epochs(self) -> list[tuple[int, int]]:
+        out = []
+        for seg in self._segments:
+            pos = 0
+            while pos < seg.size:
+                try:
+                    header = seg._header_at(pos)
+                except bh.CorruptBatch:
+                    break  # trusted data that does not parse: keep what was read so far
+                out.append((header.partition_leader_epoch, header.base_offset))
+                pos += header.size_bytes
+        return out
+
+    def _add_segment(self, seg: LogSegment) -> None:
+        self._segments.append(seg)
+        self._bases.append(seg.base_offset)
+
+    def _persist_epochs(self, entries: list[tuple[int, int]]) -> None:
+        with self._channel.io(self.log_dir, "epoch_checkpoint"):
+            ckpt.write_epochs(os.path.join(self.path, ckpt.EPOCH_CHECKPOINT), entries)
+
+    # ---- offsets -------------------------------------------------------------------------
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._segments[-1].next_offset
+
+    @property
+    def high_watermark(self) -> int:
+        return self._hw
+
+    @high_watermark.setter
+    def high_watermark(self, value: int) -> None:
+        with self._lock:
+            self._hw = min(max(value, self._log_start), self.log_end_offset)
+
+    @property
+    def latest_epoch(self) -> int:
+        return self.epoch_cache.latest_epoch
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(s.size for s in self._segments)
+
+    @property
+    def segment_count(self) -> int:
+        return len(self._segments)
+
+    @property
+    def is_offline(self) -> bool:
+        return self._channel.is_offline(self.log_dir)
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        with self._lock:
+            return self.epoch_cache.end_offset_for(epoch, self.log_end_offset)
+
+    def assign_epoch_start_offset(self, epoch: int, offset: int) -> None:
+        with self._lock:
+            self._channel.check(self.log_dir, "epoch_checkpoint")
+            self.epoch_cache.assign(epoch, offset)
+
+    # ---- append --------------------------------------------------------------------------
+    def _validate(self, records: bytes | bytearray | memoryview) -> list[tuple[int, bh.BatchHeader]]:
+        if not records:
+            raise InvalidRecordBatch(f"{self.topic}-{self.partition}: no record batches to append")
+        try:
+            headers = list(bh.iter_batches(records, check_crc=True))
+        except bh.CorruptBatch as exc:
+            raise InvalidRecordBatch(f"{self.topic}-{self.partition}: {exc}") from None
+        for pos, header in headers:
+            if header.size_bytes > self.config.segment_bytes:
+                raise InvalidRecordBatch(f"{self.topic}-{self.partition}: batch at {pos} is {header.size_bytes} "
+                                         f"bytes, more than log.segment.bytes={self.config.segment_bytes}",
+                                         MESSAGE_TOO_LARGE)
+            if header.last_offset_delta < 0 or header.record_count < 0:
+                raise InvalidRecordBatch(f"{self.topic}-{self.partition}: batch at {pos} has negative "
+                                         f"last_offset_delta/record_count")
+        return headers
+
+    def append_as_leader(self, records: bytes | bytearray | memoryview, leader_epoch: int) -> tuple[int, int]:
+        """Append producer batches: offsets assigned from the log end, leader epoch stamped."""
+        headers = self._validate(records)
+        buf = bytearray(records)
+        with self._lock:
+            self._channel.check(self.log_dir, "append")
+            first = next_offset = self.log_end_offset
+            stamped = []
+            for pos, header in headers:
+                bh.set_base_offset(buf, pos, next_offset)
+                bh.set_partition_leader_epoch(buf, pos, leader_epoch)
+                stamped.append((pos, bh.read_header(buf, pos)))
+                next_offset += header.last_offset_delta + 1
+            self._append(buf, stamped)
+            self.epoch_cache.assign(leader_epoch, first)
+            return first, next_offset - 1
+
+    def append_as_follower(self, records: bytes | bytearray | memoryview) -> tuple[int, int] | None:
+        """Append batches fetched from the leader as they are (offsets and epochs kept)."""
+        if not records:
+            return None
+        headers = self._validate(records)
+        with self._lock:
+            self._channel.check(self.log_dir, "append")
+            expected = self.log_end_offset
+            for pos, header in headers:
+                if header.base_offset < expected:
+                    raise InvalidRecordBatch(f"{self.topic}-{self.partition}: out of order offsets: batch at {pos} "
+                                             f"starts at {header.base_offset}, log end is {expected}")
+                expected = header.next_offset
+            self._append(records, headers)
+            self.epoch_cache.assign_many([(h.partition_leader_epoch, h.base_offset) for _, h in headers])
+            return headers[0][1].base_offset, headers[-1][1].last_offset
+
+    def _append(self, data: bytes | bytearray | memoryview, headers: list[tuple[int, bh.BatchHeader]]) -> None:
+        last_offset = headers[-1][1].last_offset
+        seg = self._segments[-1]
+        now = self._now_ms()
+        if seg.size > 0 and (seg.size + len(data) > self.config.segment_bytes
+                             or now - seg.created_ms >= self.config.roll_ms
+                             or not seg.can_hold(last_offset)):
+            seg = self._roll(headers[0][1].base_offset)
+        with self._channel.io(self.log_dir, "append"):
+            seg.append(data, headers)
+        self._dirty.add(seg.base_offset)
+        self._unflushed_messages += sum(h.record_count for _, h in headers)
+        if self._unflushed_messages >= self.config.flush_interval_messages:
+            self.flush()
+
+    def _roll(self, base_offset: int) -> LogSegment:
+        old = self._segments[-1]
+        with self._channel.io(self.log_dir, "roll"):
+            new = LogSegment.create(self.path, base_offset, index_interval_bytes=self.config.index_interval_bytes,
+                                    created_ms=self._now_ms())
+            try:
+                old.flush()
+                fsutil.fsync_dir(self.path)
+            except OSError:
+                new.close()
+                raise
+        self._dirty.discard(old.base_offset)
+        self._add_segment(new)
+        self.recovery_point = max(self.recovery_point, old.next_offset)
+        return new
+
+    # ---- flush ---------------------------------------------------------------------------
+    def flush(self) -> None:
+        """fsync every segment with unflushed data; the recovery point becomes the log end."""
+        with self._lock:
+            with self._channel.io(self.log_dir, "fsync"):
+                for seg in self._segments:
+                    if seg.base_offset in self._dirty:
+                        seg.flush()
+            self._dirty.clear()
+            self._unflushed_messages = 0
+            self._last_flush_ms = self._now_ms()
+            self.recovery_point = self.log_end_offset
+
+    def maybe_flush(self, now_ms: int) -> bool:
+        """Time-based flush policy (log.flush.interval.ms); True if it flushed."""
+        with self._lock:
+            if self._dirty and now_ms - self._last_flush_ms >= self.config.flush_interval_ms:
+                self.flush()
+                return True
+            return False
+
+    # ---- read ----------------------------------------------------------------------------
+    def read(self, offset: int, max_bytes: int, upper_offset: int | None = None, min_one: bool = True) -> bytes:
+        with self._lock:
+            self._channel.check(self.log_dir, "read")
+            leo = self.log_end_offset
+            if offset < self._log_start or offset > leo:
+                raise OffsetOutOfRange(offset, self._log_start, leo)
+            i = max(bisect.bisect_right(self._bases, offset) - 1, 0)
+            with self._channel.io(self.log_dir, "read"):
+                for seg in self._segments[i:]:
+                    if seg.next_offset > offset:  # the first segment holding offsets ≥ offset
+                        return seg.read(offset, max_bytes, upper_offset, min_one)
+            return b""
+
+    def offset_for_timestamp(self, timestamp_ms: int) -> int | None:
+        """ListOffsets by time without a time index: the base offset of the first batch whose
+        max timestamp is ≥ ``timestamp_ms`` (a linear header scan; None if there is none)."""
+        with self._lock:
+            with self._channel.io(self.log_dir, "read"):
+                for seg in self._segments:
+                    pos = 0
+                    while pos < seg.size:
+                        header = seg._header_at(pos)
+                        if header.max_timestamp >= timestamp_ms:
+                            return max(header.base_offset, self._log_start)
+                        pos += header.size_bytes
+            return None
+
+    # ---- truncation ----------------------------------------------------------------------
+    def truncate_to(self, offset: int) -> bool:
+        """Remove every offset ≥ ``offset`` (the batch containing it included, as Kafka does).
+        True if anything was removed."""
+        with self._lock:
+            if offset >= self.log_end_offset:
+                return False
+            if offset < self._log_start:
+                self.truncate_fully_and_start_at(offset)
+                return True
+            with self._channel.io(self.log_dir, "truncate"):
+                while len(self._segments) > 1 and self._segments[-1].base_offset >= offset:
+                    seg = self._segments.pop()
+                    self._bases.pop()
+                    self._dirty.discard(seg.base_offset)
+                    seg.delete()
+                self._segments[-1].truncate_to(offset)
+                self._dirty.add(self._segments[-1].base_offset)
+            self._after_truncation()
+            return True
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Delete every segment and start an empty log at ``offset`` (log start = offset)."""
+        with self._lock:
+            with self._channel.io(self.log_dir, "truncate"):
+                new = LogSegment.create(self.path, offset, index_interval_bytes=self.config.index_interval_bytes,
+                                        created_ms=self._now_ms())
+                for seg in self._segments:
+                    if seg.base_offset != offset:
+                        seg.delete()
+                    else:
+                        seg.close()
+                self._segments, self._bases = [], []
+                self._add_segment(new)
+                self._dirty = {offset}
+                fsutil.fsync_dir(self.path)
+            self._log_start = offset
+            self.epoch_cache.clear()
+            self._after_truncation()
+
+    def _after_truncation(self) -> None:
+        leo = self.log_end_offset
+        self.epoch_cache.truncate_from_end(leo)
+        self._hw = min(max(self._hw, self._log_start), leo)
+        self.recovery_point = min(self.recovery_point, leo)
+
+    # ---- life cycle ----------------------------------------------------------------------
+    def close(self) -> None:
+        """Close file handles without flushing (used for offline dirs and at shutdown after flush)."""
+        with self._lock:
+            for seg in self._segments:
+                seg.close()
+            self.closed = True
+
+    def delete(self) -> None:
+        """Remove the partition dir and everything in it."""
+        with self._lock:
+            self.close()
+            with self._channel.io(self.log_dir, "delete_log"):
+                if os.path.lexists(self.path):  # already gone is not a disk failure
+                    shutil.rmtree(self.path)
+                fsutil.fsync_dir(self.log_dir)
+
+    def __repr__(self) -> str:
+        return (f"PartitionLog({self.topic}-{self.partition} in {self.log_dir}, start={self._log_start}, "
+                f"end={self.log_end_offset}, hw={self._hw}, segments={len(self._segments)})")

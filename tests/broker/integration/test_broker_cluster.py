@@ -1,0 +1,90 @@
+"""1 kraft-controller + 2 kraft-brokers × 3 temp log dirs, real processes on loopback:
+registration with real dir ids, placement + AssignReplicasToDirs so that every replica ends
+up with the id of the dir its log really lives in, and D4 (a broker with queued assignments
+is unfenced only after they are committed)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+
+import pytest
+
+from broker_cluster import check_real_dirs, reader_for, unfenced, until
+from controller_impl.runtime.sim import create_topic
+from kafka_common.ids import UNASSIGNED
+from kafka_common.metadata import records as r
+
+pytestmark = pytest.mark.integration
+
+
+def test_replicas_get_real_directory_ids(cluster):
+    ctrl, brokers = cluster
+
+    async def run():
+        client, reader = await reader_for(ctrl)
+        try:
+            await until(reader, lambda im: unfenced(im, (1, 2)), 30, "both brokers unfenced", brokers)
+            for b in brokers:
+                reg = reader.image.brokers[b.node_id]
+                assert set(reg.log_dirs) == set(b.dir_ids().values())
+            resp = await create_topic(client, "t1", 6, 2)
+            assert resp.topics[0].error_code.value == 0, resp
+            await until(reader, lambda im: "t1" in im.topic_ids and all(
+                UNASSIGNED not in p.directories for p in im.partitions_of(im.topic_ids["t1"]).values()),
+                20, "every t1 replica assigned to a real dir", brokers)
+            check_real_dirs(reader.image, brokers, "t1")
+            # least-loaded placement spreads 6 replicas per broker over its 3 dirs: 2 each
+            for b in brokers:
+                counts = {path: sum(1 for n in os.listdir(path) if n.startswith("t1-")) for path in b.dirs}
+                assert sorted(counts.values()) == [2, 2, 2], counts
+        finally:
+            await client.close()
+
+    asyncio.run(run())
+    for b in brokers:
+        assert b.stop() == 0, b.stderr()
+        names = [e["event"] for e in b.events()]
+        assert "registered" in names and "unfenced" in names and "assignment_acked" in names
+
+
+def test_unfenced_only_after_assignments_committed_D4(cluster):
+    ctrl, brokers = cluster
+    b1, b2 = brokers
+
+    async def run():
+        client, reader = await reader_for(ctrl)
+        try:
+            await until(reader, lambda im: unfenced(im, (1, 2)), 30, "both brokers unfenced", brokers)
+            assert b2.stop() == 0, b2.stderr()
+            await until(reader, lambda im: im.brokers[2].fenced, 20, "broker 2 fenced after its shutdown")
+            # broker 2 is down: its replicas of t2 are UNASSIGNED until it comes back and places them
+            resp = await create_topic(client, "t2", 0, 0, assignments={p: [1, 2] for p in range(4)})
+            assert resp.topics[0].error_code.value == 0, resp
+            await until(reader, lambda im: "t2" in im.topic_ids, 10, "t2 created")
+            t2 = reader.image.topic_ids["t2"]
+            assert all(p.directories[1] == UNASSIGNED for p in reader.image.partitions_of(t2).values())
+            restart_from = reader.next_offset
+            b2.start()
+            await until(reader, lambda im: unfenced(im, (2,)) and all(
+                UNASSIGNED not in p.directories for p in im.partitions_of(t2).values()),
+                30, "broker 2 back, unfenced, t2 assigned", brokers)
+            check_real_dirs(reader.image, brokers, "t2")
+            # the metadata log order: broker 2's dir assignments for t2 are committed before
+            # the UnfenceBrokerRecord of its new registration
+            later = [(o, rec) for o, rec in reader.records if o >= restart_from]
+            reg_off = max(o for o, rec in later if isinstance(rec, r.RegisterBrokerRecord) and rec.broker_id == 2)
+            unfence_off = min(o for o, rec in later if o > reg_off and (
+                (isinstance(rec, r.UnfenceBrokerRecord) and rec.id == 2) or
+                (isinstance(rec, r.BrokerRegistrationChangeRecord) and rec.broker_id == 2 and rec.fenced == -1)))
+            assigned = [o for o, rec in later if isinstance(rec, r.PartitionChangeRecord)
+                        and rec.topic_id == t2 and rec.directories]
+            assert assigned and max(assigned) < unfence_off, (assigned, unfence_off)
+        finally:
+            await client.close()
+
+    asyncio.run(run())
+    ev = b2.events()
+    acked = [e["ts_ns"] for e in ev if e["event"] == "assignment_acked"]
+    unfenced_ts = [e["ts_ns"] for e in ev if e["event"] == "unfenced"]
+    assert acked and unfenced_ts and max(unfenced_ts) > min(acked)

@@ -1,0 +1,208 @@
+"""BrokerCore: the components wired together — D4 fencing, the storage-error handler order,
+immediate heartbeats, D5 through the lifecycle, assignment drops, halts."""
+import pytest
+
+from broker_impl.state.core import BrokerCore, CoreConfig
+from broker_impl.state.effects import (CreateLog, Halt, MarkDirOffline, MarkPartitionsOffline, SendAssignments,
+                                       SendHeartbeat, SendRegistration, Shutdown, StopFetcher)
+from broker_impl.state.log_dirs import LogDirInfo
+from broker_impl.state.replica_manager import PartitionChange
+from broker_state_helpers import D1, D2, D3, ME, T1, FixedRng, events, of, reg, tp
+from kafka_common.clock import ManualClock
+from kafka_common.ids import UNASSIGNED, uuid_of
+
+pytestmark = pytest.mark.unit
+NONE = 0
+META = uuid_of(0x4444, 4)
+
+
+def core(dirs=(D1, D2, D3), metadata=META, **cfg):
+    return BrokerCore(CoreConfig(broker_id=ME, **cfg), [LogDirInfo(d, f"/data/{i}") for i, d in enumerate(dirs)],
+                      metadata, FixedRng())
+
+
+def up(c, clock, epoch=100):
+    """Register and catch up; returns the effects of the steps."""
+    out = c.start(clock.monotonic_ms())
+    assert of(out, SendRegistration)
+    out = c.on_registration_response(NONE, epoch, clock.monotonic_ms())
+    assert of(out, SendHeartbeat)
+    out += c.on_heartbeat_response(NONE, clock.monotonic_ms(), is_caught_up=True)
+    return out
+
+
+def change(new, old=None, topic="t"):
+    return [PartitionChange(topic, old, new)]
+
+
+def test_fenced_while_assignments_queued_then_unfence_D4():
+    clock = ManualClock()
+    c = core()
+    up(c, clock)
+    out = c.apply_metadata(change(reg(dir_for_me=UNASSIGNED)) + change(reg(pid=1, dir_for_me=UNASSIGNED)),
+                           clock.monotonic_ms(), offset=5)
+    assert len(of(out, CreateLog)) == 2 and c.queued_replica_to_dir_assignments == 2
+    out = c.set_ready_to_unfence(clock.monotonic_ms())
+    hb = of(out, SendHeartbeat)[0]
+    assert hb.want_fence and hb.current_metadata_offset == 5
+    c.on_heartbeat_response(NONE, clock.monotonic_ms(), is_caught_up=True, is_fenced=True)
+    clock.advance(100)
+    [req] = of(c.tick(clock.monotonic_ms()), SendAssignments)
+    assert req.broker_epoch == 100 and len(req.assignments) == 2   # epoch of the current registration
+    assert c.queued_replica_to_dir_assignments == 2                # in flight still counts
+    clock.advance(2000)
+    assert of(c.tick(clock.monotonic_ms()), SendHeartbeat)[0].want_fence
+    c.on_heartbeat_response(NONE, clock.monotonic_ms(), is_caught_up=True, is_fenced=True)
+    clock.advance(5)
+    out = c.on_assignments_response(NONE, {a.key: NONE for a in req.assignments}, clock.monotonic_ms())
+    assert c.queued_replica_to_dir_assignments == 0
+    hb = of(out, SendHeartbeat)[0]           # immediate: queue drained
+    assert not hb.want_fence
+    out = c.on_heartbeat_response(NONE, clock.monotonic_ms(), is_caught_up=True, is_fenced=False)
+    assert events(out, "unfenced")
+
+
+def test_storage_error_handler_order_and_immediate_heartbeat():
+    clock = ManualClock()
+    c = core()
+    up(c, clock)
+    c.apply_metadata(change(reg(pid=0, dir_for_me=D2, leader=2)) + change(reg(pid=1, dir_for_me=D2)),
+                     clock.monotonic_ms())
+    clock.advance(700)
+    out = c.on_storage_error(D2, 5, "append", clock.monotonic_ms())
+    kinds = [type(e).__name__ for e in out if not type(e).__name__ == "EmitEvent"]
+    assert kinds == ["StopFetcher", "MarkPartitionsOffline", "MarkDirOffline", "SendHeartbeat"]
+    assert of(out, StopFetcher)[0].partitions == (tp(p=0),)
+    assert of(out, MarkPartitionsOffline)[0] == MarkPartitionsOffline(D2, (tp(p=0), tp(p=1)))
+    assert of(out, SendHeartbeat)[0].offline_log_dirs == (D2,)
+    assert [e.event for e in events(out)][:2] == ["dir_offline", "dir_failure_reported"]
+    assert c.on_storage_error(D2, 5, "fsync", clock.monotonic_ms()) == []   # once
+
+
+def test_second_failure_while_heartbeat_in_flight_is_coalesced():
+    clock = ManualClock()
+    c = core()
+    up(c, clock)
+    out = c.on_storage_error(D2, 5, "append", 10)
+    assert len(of(out, SendHeartbeat)) == 1
+    out = c.on_storage_error(D3, 5, "append", 11)
+    assert not of(out, SendHeartbeat)
+    out = c.on_heartbeat_response(NONE, 12, is_caught_up=True)
+    assert of(out, SendHeartbeat)[0].offline_log_dirs == (D2, D3)
+
+
+@pytest.mark.parametrize("dirs,metadata,failing,expect", [
+    ((D1,), None, D1, "only log dir"),
+    ((D1, D2), D1, D1, "metadata log dir"),
+    ((D1, D2), META, META, "metadata log dir"),
+])
+def test_halt_rules(dirs, metadata, failing, expect):
+    clock = ManualClock()
+    c = core(dirs=dirs, metadata=metadata)
+    up(c, clock)
+    out = c.on_storage_error(failing, 5, "write", 1)
+    [h] = of(out, Halt)
+    assert expect in h.reason and not of(out, SendHeartbeat)
+    assert c.halted and c.tick(10_000) == [] and c.next_deadline_ms() is None
+
+
+def test_last_dir_halts_after_others_reported():
+    c = core(dirs=(D1, D2), metadata=META)
+    up(c, ManualClock())
+    assert not of(c.on_storage_error(D1, 5, "w", 1), Halt)
+    assert "all log dirs have failed" in of(c.on_storage_error(D2, 5, "w", 2), Halt)[0].reason
+
+
+def run(c, clock, until_ms, controller_up=False):
+    """Advance time, ticking at each deadline; the controller never answers (timeouts)."""
+    out = []
+    for _ in range(10_000):
+        d = c.next_deadline_ms()
+        if d is None or d > until_ms:
+            break
+        clock.advance(max(0, d - clock.monotonic_ms()))
+        out += c.tick(clock.monotonic_ms())
+        if c.lifecycle.in_flight:
+            out += c.on_controller_request_failed(clock.monotonic_ms())
+    clock.advance(max(0, until_ms - clock.monotonic_ms()))
+    return out
+
+
+def test_failure_timeout_shuts_down_leader_when_unreported_D5():
+    clock = ManualClock()
+    c = core(log_dir_failure_timeout_ms=5000)
+    up(c, clock)
+    c.apply_metadata(change(reg(dir_for_me=D2, leader=ME)), clock.monotonic_ms())
+    clock.advance(1000)
+    c.on_storage_error(D2, 5, "append", clock.monotonic_ms())
+    c.on_controller_request_failed(clock.monotonic_ms())
+    out = run(c, clock, 5999)
+    assert not of(out, Shutdown)
+    out = run(c, clock, 6000)
+    [s] = of(out, Shutdown)
+    assert "within 5000 ms" in s.reason and events(out, "failure_timeout_shutdown")
+
+
+def test_failure_timeout_does_not_shut_down_a_follower_D5():
+    clock = ManualClock()
+    c = core(log_dir_failure_timeout_ms=5000)
+    up(c, clock)
+    c.apply_metadata(change(reg(dir_for_me=D2, leader=2)), clock.monotonic_ms())
+    c.on_storage_error(D2, 5, "append", clock.monotonic_ms())
+    c.on_controller_request_failed(clock.monotonic_ms())
+    out = run(c, clock, 20_000)
+    assert not of(out, Shutdown) and events(out, "failure_timeout_expired")
+
+
+def test_failure_timer_cleared_by_ack():
+    clock = ManualClock()
+    c = core(log_dir_failure_timeout_ms=5000)
+    up(c, clock)
+    c.apply_metadata(change(reg(dir_for_me=D2, leader=ME)), clock.monotonic_ms())
+    c.on_storage_error(D2, 5, "append", 0)
+    c.on_heartbeat_response(NONE, 10, is_caught_up=True)
+    assert c.failure_timer.pending is None
+    clock.advance(6000)
+    assert not of(c.tick(6000), Shutdown)
+
+
+def test_assignment_dropped_when_topic_deleted_KAFKA_17190():
+    clock = ManualClock()
+    c = core()
+    up(c, clock)
+    p = reg(dir_for_me=UNASSIGNED)
+    c.apply_metadata(change(p), 0)
+    assert c.queued_replica_to_dir_assignments == 1
+    c.apply_metadata(change(None, old=p), 50)
+    out = c.tick(100)
+    assert not of(out, SendAssignments) and c.queued_replica_to_dir_assignments == 0
+    assert events(out, "assignment_dropped")
+
+
+def test_assignment_retry_stops_when_no_longer_replica_KAFKA_16886():
+    clock = ManualClock()
+    c = core()
+    up(c, clock)
+    p = reg(dir_for_me=UNASSIGNED)
+    c.apply_metadata(change(p), 0)
+    [req] = of(c.tick(100), SendAssignments)
+    c.on_assignments_response(NONE, {req.assignments[0].key: 6}, 110)   # NOT_LEADER_OR_FOLLOWER
+    c.apply_metadata(change(reg(replicas=(2, 3, 4), leader=2), old=p), 120)
+    assert not of(c.tick(210), SendAssignments) and c.queued_replica_to_dir_assignments == 0
+
+
+def test_offline_at_start_dir_reported_in_first_heartbeat():
+    c = BrokerCore(CoreConfig(broker_id=ME), [LogDirInfo(D1, "/a"), LogDirInfo(D2, "/b", online=False)], META,
+                   FixedRng())
+    out = c.start(0)
+    assert of(out, SendRegistration)[0].log_dirs == (D1, D2)
+    out = c.on_registration_response(NONE, 3, 1)
+    assert of(out, SendHeartbeat)[0].offline_log_dirs == (D2,)
+    assert c.failure_timer.pending is not None
+
+
+def test_halt_at_start_when_metadata_dir_offline():
+    c = BrokerCore(CoreConfig(broker_id=ME), [LogDirInfo(D1, "/a", online=False), LogDirInfo(D2, "/b")], D1,
+                   FixedRng())
+    out = c.start(0)
+    assert of(out, Halt) and not of(out, SendRegistration)

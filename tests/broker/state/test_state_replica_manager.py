@@ -1,0 +1,219 @@
+"""Replica management: the KIP's case list (behaviour §3), RMT/PT/LMT placement tests,
+KAFKA-16234 / KAFKA-16157, leader/follower transitions."""
+import pytest
+
+from broker_impl.state.effects import (BecomeFollower, BecomeLeader, CreateLog, DeleteLog, MarkPartitionsOffline,
+                                       QueueAssignment, StartDirMover, StartFetcher, StopFetcher, SwapFutureLog,
+                                       UpdateLeaderState)
+from broker_impl.state.log_dirs import LogDirInfo, LogDirs
+from broker_impl.state.replica_manager import ExistingLog, Hosted, PartitionChange, ReplicaManager
+from broker_state_helpers import D1, D2, D3, ME, T1, T2, no_events, of, reg, tp
+from kafka_common.ids import LOST, MIGRATING, UNASSIGNED, uuid_of
+
+pytestmark = pytest.mark.unit
+UNKNOWN = uuid_of(0x7777, 7)
+
+
+def rm(logs=(), offline=(), dirs=(D1, D2, D3)):
+    ld = LogDirs([LogDirInfo(d, f"/{i}") for i, d in enumerate(dirs)], None)
+    r = ReplicaManager(ME, ld, [ExistingLog(*l) if isinstance(l, tuple) else l for l in logs])
+    for d in offline:
+        ld.on_storage_error(d, 5, "test")
+        r.on_dir_offline(d)
+    return r
+
+
+def apply(r, new, old=None, topic="t", **kw):
+    return no_events(r.apply([PartitionChange(topic, old, new)], **kw))
+
+
+# ------------------------------------------------------------------ UNASSIGNED
+def test_unassigned_existing_log_sends_actual_dir():
+    r = rm(logs=[(tp(), T1, D2)])
+    out = apply(r, reg(dir_for_me=UNASSIGNED))
+    assert not of(out, CreateLog)
+    assert of(out, QueueAssignment) == [QueueAssignment(T1, 0, D2, "Applying metadata delta", tp())]
+
+
+def test_unassigned_missing_log_created_in_least_loaded_dir_and_sent():
+    # D1: 2 logs; D2: 1 log + the future log of c (futures count); D3: 1 log → D3
+    r = rm(logs=[(tp("a"), T2, D1), (tp("b"), T2, D1), (tp("d"), T2, D2), (tp("c"), T2, D3),
+                 ExistingLog(tp("c"), T2, D2, True)])
+    out = apply(r, reg(dir_for_me=UNASSIGNED))
+    assert of(out, CreateLog) == [CreateLog(tp(), T1, D3)]
+    assert of(out, QueueAssignment)[0].dir_id == D3
+
+
+def test_least_loaded_ties_broken_by_configured_order():
+    r = rm()
+    out = apply(r, reg(pid=0, dir_for_me=UNASSIGNED)) + apply(r, reg(pid=1, dir_for_me=UNASSIGNED), topic="t") \
+        + apply(r, reg(pid=2, dir_for_me=UNASSIGNED)) + apply(r, reg(pid=3, dir_for_me=UNASSIGNED))
+    assert [c.dir_id for c in of(out, CreateLog)] == [D1, D2, D3, D1]
+
+
+def test_unassigned_created_even_with_an_offline_dir():
+    r = rm(offline=[D1])
+    out = apply(r, reg(dir_for_me=UNASSIGNED))
+    assert of(out, CreateLog)[0].dir_id in (D2, D3)
+    assert of(out, QueueAssignment)
+
+
+# ------------------------------------------------------------------ an online dir
+def test_online_dir_missing_log_created_there_without_assignment():
+    r = rm(offline=[D3])
+    out = apply(r, reg(dir_for_me=D2))
+    assert of(out, CreateLog) == [CreateLog(tp(), T1, D2)]
+    assert not of(out, QueueAssignment)
+
+
+def test_online_dir_log_there_is_noop():
+    r = rm(logs=[(tp(), T1, D2)])
+    out = apply(r, reg(dir_for_me=D2, leader=2))
+    assert not of(out, CreateLog) and not of(out, QueueAssignment)
+    assert r.partitions[tp()].dir_id == D2 and r.partitions[tp()].hosted is Hosted.ONLINE
+
+
+def test_online_dir_log_there_with_future_elsewhere_resumes_move():
+    r = rm(logs=[(tp(), T1, D2), ExistingLog(tp(), T1, D3, True)])
+    out = apply(r, reg(dir_for_me=D2))
+    assert of(out, StartDirMover) == [StartDirMover(tp(), D2, D3)]
+
+
+def test_log_elsewhere_and_future_in_metadata_dir_finishes_move_KAFKA_16082():
+    r = rm(logs=[(tp(), T1, D1), ExistingLog(tp(), T1, D2, True)])
+    out = apply(r, reg(dir_for_me=D2))
+    assert of(out, SwapFutureLog) == [SwapFutureLog(tp(), D1, D2)]
+    assert not of(out, QueueAssignment)
+
+
+def test_log_in_other_online_dir_corrects_assignment():
+    r = rm(logs=[(tp(), T1, D3)])
+    out = apply(r, reg(dir_for_me=D1))
+    assert not of(out, CreateLog)
+    assert of(out, QueueAssignment)[0].dir_id == D3
+
+
+def test_no_correction_while_promotion_in_flight():
+    r = rm(logs=[(tp(), T1, D3)])
+    out = apply(r, reg(dir_for_me=D1), promotions_in_flight=frozenset({tp()}))
+    assert not of(out, QueueAssignment)
+
+
+def test_preferred_dir_wins_over_metadata_dir_and_is_sent():
+    r = rm()
+    r.preferred_dirs[tp()] = D3
+    out = apply(r, reg(dir_for_me=D1))
+    assert of(out, CreateLog)[0].dir_id == D3 and of(out, QueueAssignment)[0].dir_id == D3
+
+
+# ------------------------------------------------------------------ unknown / LOST
+@pytest.mark.parametrize("md", [UNKNOWN, LOST, MIGRATING])
+def test_unknown_or_lost_with_offline_dir_does_nothing(md):
+    r = rm(logs=[(tp(), T1, D2)], offline=[D1])
+    out = apply(r, reg(dir_for_me=md))
+    assert out == []   # no create, no attach, no assignment, no role change
+    assert r.partitions[tp()].hosted is Hosted.PENDING
+
+
+@pytest.mark.parametrize("md", [UNKNOWN, LOST])
+def test_unknown_or_lost_without_offline_dir_places_and_sends(md):
+    r = rm()
+    out = apply(r, reg(dir_for_me=md))
+    [c] = of(out, CreateLog)
+    assert of(out, QueueAssignment)[0].dir_id == c.dir_id
+
+
+def test_unknown_without_offline_dir_attaches_existing_log():
+    r = rm(logs=[(tp(), T1, D3)])
+    out = apply(r, reg(dir_for_me=LOST))
+    assert not of(out, CreateLog) and of(out, QueueAssignment)[0].dir_id == D3
+
+
+def test_metadata_naming_an_offline_dir_does_not_restream_to_survivors():
+    r = rm()
+    apply(r, reg(dir_for_me=D1))
+    r.log_dirs.on_storage_error(D1, 5, "x")
+    r.on_dir_offline(D1)
+    # the controller keeps naming D1 (or moves leadership): never re-created elsewhere
+    out = apply(r, reg(dir_for_me=D1, leader=2, leader_epoch=1), old=reg(dir_for_me=D1))
+    assert out == []
+
+
+def test_offline_partition_not_recreated_KAFKA_16234():
+    r = rm()
+    apply(r, reg(dir_for_me=D1))
+    r.log_dirs.on_storage_error(D1, 5, "x")
+    r.on_dir_offline(D1)
+    for md in (UNASSIGNED, D2, LOST):
+        assert apply(r, reg(dir_for_me=md, partition_epoch=3)) == []
+    assert r.offline_partitions() == [tp()]
+
+
+def test_recreated_topic_with_new_id_is_created_KAFKA_16157():
+    r = rm()
+    apply(r, reg(dir_for_me=D1))
+    r.log_dirs.on_storage_error(D1, 5, "x")
+    r.on_dir_offline(D1)
+    out = apply(r, reg(topic_id=T2, dir_for_me=UNASSIGNED))
+    [c] = of(out, CreateLog)
+    assert c.topic_id == T2 and c.dir_id in (D2, D3)
+    assert r.partitions[tp()].topic_id == T2 and r.partitions[tp()].hosted is Hosted.ONLINE
+
+
+def test_single_dir_broker_never_sends_for_its_dir():
+    r = rm(dirs=(D1,))
+    out = apply(r, reg(dir_for_me=D1)) + apply(r, reg(pid=1, dir_for_me=D1))
+    assert len(of(out, CreateLog)) == 2 and not of(out, QueueAssignment)
+
+
+# ------------------------------------------------------------------ roles
+def test_leader_and_follower_transitions():
+    r = rm()
+    out = apply(r, reg(dir_for_me=D1, leader=2, leader_epoch=0))
+    assert of(out, BecomeFollower) == [BecomeFollower(tp(), T1, 2, 0)]
+    assert of(out, StartFetcher) == [StartFetcher(tp(), T1, 2, 0)]
+    out = apply(r, reg(dir_for_me=D1, leader=ME, leader_epoch=1))
+    assert of(out, StopFetcher) == [StopFetcher((tp(),))]
+    [bl] = of(out, BecomeLeader)
+    assert bl.leader_epoch == 1 and bl.isr == (ME, 2, 3)
+    out = apply(r, reg(dir_for_me=D1, leader=ME, leader_epoch=1, isr=(ME, 2), partition_epoch=2))
+    assert of(out, UpdateLeaderState) == [UpdateLeaderState(tp(), 2, (ME, 2), (ME, 2, 3))]
+    assert apply(r, reg(dir_for_me=D1, leader=ME, leader_epoch=1, isr=(ME, 2), partition_epoch=2)) == []
+    out = apply(r, reg(dir_for_me=D1, leader=3, leader_epoch=2))
+    assert of(out, BecomeFollower) == [BecomeFollower(tp(), T1, 3, 2)] and of(out, StartFetcher)
+    out = apply(r, reg(dir_for_me=D1, leader=-1, leader_epoch=3))
+    assert of(out, StopFetcher) and of(out, BecomeFollower) and not of(out, StartFetcher)
+
+
+def test_removed_replica_stops_fetching_and_deletes_log():
+    r = rm()
+    old = reg(dir_for_me=D2, leader=2)
+    apply(r, old)
+    out = apply(r, reg(replicas=(2, 3, 4), leader=2), old=old)
+    assert of(out, StopFetcher) == [StopFetcher((tp(),))]
+    assert of(out, DeleteLog) == [DeleteLog(tp(), T1, D2)]
+    assert tp() not in r.partitions and not r.is_replica(T1, 0)
+
+
+def test_deleted_topic_deletes_log():
+    r = rm()
+    old = reg(dir_for_me=D2)
+    apply(r, old)
+    out = apply(r, None, old=old)
+    assert of(out, DeleteLog) == [DeleteLog(tp(), T1, D2)] and not r.is_replica(T1, 0)
+
+
+# ------------------------------------------------------------------ dir failure
+def test_dir_offline_stops_fetchers_and_marks_partitions_offline():
+    r = rm()
+    apply(r, reg(pid=0, dir_for_me=D1, leader=2))
+    apply(r, reg(pid=1, dir_for_me=D1, leader=ME))
+    apply(r, reg(pid=2, dir_for_me=D2, leader=2))
+    assert r.leads_partition_in(D1) and not r.leads_partition_in(D2)
+    out = r.on_dir_offline(D1)
+    assert out == [StopFetcher((tp(p=0),)), MarkPartitionsOffline(D1, (tp(p=0), tp(p=1)))]
+    assert r.offline_partitions() == [tp(p=0), tp(p=1)]
+    assert r.leads_partition_in(D1)      # still leader in metadata until the controller moves it
+    assert r.is_replica(T1, 0)
+    apply(r, reg(pid=1, dir_for_me=D1, leader=2, leader_epoch=1))
+    assert not r.leads_partition_in(D1)  # the metadata view is tracked for offline partitions too

@@ -1,0 +1,229 @@
+"""LogManager on real dirs: placement, attach/create, checkpoints, clean vs unclean restart,
+failure routing on a real OSError, offline partitions, future logs, strays, probe."""
+
+from __future__ import annotations
+
+import errno
+import os
+import random
+import shutil
+import uuid
+
+import pytest
+
+from kafka_common.clock import ManualClock
+from broker_impl.storage import checkpoint as ckpt
+from broker_impl.storage.errors import InconsistentTopicId, KafkaStorageError, LogDirStartupError, LogNotFound
+from broker_impl.storage.log_manager import CLEAN_SHUTDOWN_FILE, LogManager
+from broker_impl.storage.partition_log import LogConfig
+from broker_impl.storage.probe import PROBE_FILE
+from broker_impl.storage.startup import load_log_dirs
+from conftest import NODE_ID
+from storage_batches import headers, make_batch
+
+pytestmark = pytest.mark.integration
+T1, T2 = uuid.UUID(int=1 << 100), uuid.UUID(int=2 << 100)
+
+
+def _open(log_dirs, failures, config=LogConfig()):
+    dirs = load_log_dirs(log_dirs, log_dirs[0], NODE_ID, random.Random(1))
+    return LogManager.open(dirs, config, on_failure=failures, now_ms=ManualClock().monotonic_ms)
+
+
+def test_placement_least_loaded_ties_in_configured_order(log_dirs, failures):
+    lm = _open(log_dirs, failures)
+    placed = [lm.get_or_create_log(T1, "a", p).log_dir for p in range(4)]
+    assert placed == [log_dirs[0], log_dirs[1], log_dirs[2], log_dirs[0]]
+    lm.get_or_create_log(T2, "b", 0, log_dirs[2])
+    lm.get_or_create_log(T2, "b", 1, log_dirs[2])
+    assert lm.pick_dir() == log_dirs[1]
+    assert sorted(l.partition for l in lm.logs_in(log_dirs[0])) == [0, 3]
+    assert os.path.isdir(os.path.join(log_dirs[2], "b-1"))
+
+
+def test_existing_log_wins_and_topic_id_is_checked(log_dirs, failures):
+    lm = _open(log_dirs, failures)
+    log = lm.get_or_create_log(T1, "a", 0, log_dirs[1])
+    assert lm.get_or_create_log(T1, "a", 0, log_dirs[2]) is log  # an existing log wins (Kafka §4.4)
+    with pytest.raises(InconsistentTopicId):
+        lm.get_or_create_log(T2, "a", 0)
+    with pytest.raises(LogNotFound):
+        lm.get_or_create_log(T1, "a", 1, "/nonexistent/dir")
+    lm.get_or_create_log(None, "c", 0)
+    assert lm.get_or_create_log(T2, "c", 0).topic_id == T2  # id assigned later, written to disk
+    assert ckpt.read_partition_metadata(os.path.join(lm.get_log("c", 0).path, ckpt.PARTITION_METADATA)) == T2
+
+
+def test_checkpoints_and_clean_restart(log_dirs, failures):
+    lm = _open(log_dirs, failures)
+    a = lm.get_or_create_log(T1, "a", 0, log_dirs[0])
+    b = lm.get_or_create_log(T1, "a", 1, log_dirs[1])
+    for _ in range(3):
+        a.append_as_leader(make_batch(2), 1)
+    b.append_as_leader(make_batch(4), 1)
+    a.high_watermark, b.high_watermark = 5, 4
+    lm.close()
+    hw0 = open(os.path.join(log_dirs[0], ckpt.HW_CHECKPOINT)).read()
+    assert hw0 == "0\n1\na 0 5\n"  # Kafka's OffsetCheckpointFile text
+    assert ckpt.read_offsets(os.path.join(log_dirs[1], ckpt.RECOVERY_CHECKPOINT)) == {("a", 1): 4}
+    assert ckpt.read_offsets(os.path.join(log_dirs[2], ckpt.HW_CHECKPOINT)) == {}
+    assert all(os.path.exists(os.path.join(d, CLEAN_SHUTDOWN_FILE)) for d in log_dirs)
+
+    again = _open(log_dirs, failures)
+    a2, b2 = again.get_log("a", 0), again.get_log("a", 1)
+    assert (a2.log_end_offset, a2.high_watermark, a2.log_dir) == (6, 5, log_dirs[0])
+    assert (b2.log_end_offset, b2.high_watermark, b2.log_dir) == (4, 4, log_dirs[1])
+    assert a2.recovery.recovered_segments == 0  # clean: trusted, not rescanned
+    assert not any(os.path.exists(os.path.join(d, CLEAN_SHUTDOWN_FILE)) for d in log_dirs)
+    assert sorted(again.existing_logs()) == [("a", 0, T1, log_dirs[0], False), ("a", 1, T1, log_dirs[1], False)]
+    assert failures.calls == []
+
+
+def test_unclean_restart_recovers_from_the_checkpointed_recovery_point(log_dirs, failures):
+    cfg = LogConfig(segment_bytes=len(make_batch(2)) * 2 + 1)
+    lm = _open(log_dirs, failures, cfg)
+    log = lm.get_or_create_log(T1, "a", 0, log_dirs[0])
+    for _ in range(4):
+        log.append_as_leader(make_batch(2), 1)  # segments at 0, 4
+    log.flush()
+    lm.checkpoint_recovery_points()
+    log.append_as_leader(make_batch(2), 1)  # segment 8, not flushed
+    tail = log._segments[-1].log_path
+    # crash: no close(); the last write is torn
+    os.truncate(tail, os.path.getsize(tail) - 1)
+    for plog in lm.all_logs():
+        plog.close()
+    lm.release_locks()  # the process died: the kernel drops its flocks
+    again = _open(log_dirs, failures, cfg)
+    rec = again.get_log("a", 0)
+    assert rec.log_end_offset == 8 and rec.recovery.truncated_bytes > 0
+    assert rec.recovery.recovered_segments == 1  # only the segment past the recovery point (8)
+
+
+def test_real_oserror_on_create_routes_once_and_falls_through(log_dirs, failures):
+    lm = _open(log_dirs, failures)
+    a0 = lm.get_or_create_log(T1, "a", 0, log_dirs[1])
+    # the disk behind d1 "disappears": a file now sits where the dir was (a real ENOTDIR)
+    a0.close()
+    shutil.rmtree(log_dirs[1])
+    open(log_dirs[1], "w").write("not a dir")
+    for p, d in ((0, 0), (1, 0), (2, 2), (3, 2)):
+        lm.get_or_create_log(T1, "x", p, log_dirs[d])
+    placed = lm.get_or_create_log(T1, "x", 4)  # least loaded is d1 → fails → falls to d0
+    assert placed.log_dir == log_dirs[0]
+    assert failures.calls == [(log_dirs[1], errno.ENOTDIR, "create_log")]
+    assert lm.offline_dirs() == [log_dirs[1]] and not lm.is_online(log_dirs[1])
+    # further use of the dir fails at once, without touching the disk, and reports nothing new
+    with pytest.raises(KafkaStorageError) as info:
+        a0.append_as_leader(make_batch(1), 0)
+    assert info.value.errno is None and info.value.error_code == 56
+    with pytest.raises(KafkaStorageError):
+        lm.get_or_create_log(T1, "y", 0, log_dirs[1])
+    assert len(failures.calls) == 1
+    assert lm.mark_offline(log_dirs[1]) == [("a", 0, T1)]
+    assert lm.get_log("a", 0) is None
+    # never re-created elsewhere while its dir is offline (KAFKA-16234) ...
+    with pytest.raises(KafkaStorageError, match="offline log dir"):
+        lm.get_or_create_log(T1, "a", 0)
+    # ... unless the topic was re-created under a new id (KAFKA-16157)
+    assert lm.get_or_create_log(T2, "a", 0).log_dir in (log_dirs[0], log_dirs[2])
+    assert log_dirs[1] not in lm.checkpoint_high_watermarks()  # offline dirs are skipped, not retried
+    assert lm.probe_all() == []
+
+
+def test_offline_at_start_dir_is_never_used(log_dirs, failures):
+    open(os.path.join(log_dirs[2], "meta.properties"), "w").write("broken")
+    lm = _open(log_dirs, failures)
+    assert lm.online_dirs() == log_dirs[:2] and lm.offline_dirs() == [log_dirs[2]]
+    assert {lm.get_or_create_log(T1, "a", p).log_dir for p in range(4)} == set(log_dirs[:2])
+    assert failures.calls == []  # offline at start is not a new failure
+
+
+def test_future_log_swap(log_dirs, failures):
+    lm = _open(log_dirs, failures)
+    cur = lm.get_or_create_log(T1, "m", 0, log_dirs[0])
+    cur.append_as_leader(make_batch(3), 2)
+    cur.high_watermark = 3
+    fut = lm.create_future_log(T1, "m", 0, log_dirs[1])
+    assert fut.path.endswith("-future") and os.path.basename(fut.path).startswith("m-0.")
+    assert lm.pick_dir() == log_dirs[2]  # futures count towards load
+    fut.append_as_follower(cur.read(0, 1 << 20))
+    new = lm.replace_current_with_future("m", 0)
+    assert new.log_dir == log_dirs[1] and new.path == os.path.join(log_dirs[1], "m-0")
+    assert not os.path.exists(os.path.join(log_dirs[0], "m-0"))
+    assert (new.log_end_offset, new.high_watermark, new.epoch_cache.entries) == (3, 3, [(2, 0)])
+    assert [h.base_offset for h in headers(new.read(0, 1 << 20))] == [0]
+    lm.close()
+    assert _open(log_dirs, failures).get_log("m", 0).log_dir == log_dirs[1]
+
+
+def test_stray_renamed_not_deleted_and_ignored_at_start(log_dirs, failures):
+    lm = _open(log_dirs, failures)
+    lm.get_or_create_log(T1, "s", 0).append_as_leader(make_batch(1), 0)
+    new_path = lm.rename_stray("s", 0)
+    assert new_path.endswith("-stray") and os.path.isdir(new_path)
+    lm.close()
+    assert _open(log_dirs, failures).get_log("s", 0) is None
+    assert os.path.isdir(new_path)
+
+
+def test_probe_writes_and_fsyncs_a_block(log_dirs, failures):
+    lm = _open(log_dirs, failures)
+    lm.probe_dir(log_dirs[0])
+    assert os.path.getsize(os.path.join(log_dirs[0], PROBE_FILE)) == 4096
+    assert lm.probe_all() == [] and failures.calls == []
+
+
+def test_dir_lock_second_broker_is_fatal(log_dirs, failures):
+    lm = _open(log_dirs, failures)
+    with pytest.raises(LogDirStartupError, match=f"Failed to acquire lock on file .lock in {log_dirs[0]}"):
+        _open(log_dirs, failures)
+    lm.close()
+    _open(log_dirs, failures).close()  # released by close()
+    assert failures.calls == []
+
+
+def test_log_without_partition_metadata_loads_without_topic_id(log_dirs, failures):
+    """KAFKA-16814: a missing partition.metadata must not fail start-up (the replica manager
+    treats the log as a stray)."""
+    lm = _open(log_dirs, failures)
+    lm.get_or_create_log(T1, "p", 0, log_dirs[0]).append_as_leader(make_batch(1), 0)
+    lm.close()
+    os.unlink(os.path.join(log_dirs[0], "p-0", ckpt.PARTITION_METADATA))
+    again = _open(log_dirs, failures)
+    assert again.existing_logs() == [("p", 0, None, log_dirs[0], False)]
+    again.close()
+
+
+def test_abandoned_future_log_is_loaded_and_promotable(log_dirs, failures):
+    """KAFKA-16082: a -future log left by a crash is loaded at start; the replica manager can
+    promote it even when the current log is gone."""
+    lm = _open(log_dirs, failures)
+    lm.create_future_log(T1, "f", 0, log_dirs[2]).append_as_follower(make_batch(2, epoch=1))
+    lm.close()
+    again = _open(log_dirs, failures)
+    assert again.existing_logs() == [("f", 0, T1, log_dirs[2], True)] and again.get_log("f", 0) is None
+    promoted = again.replace_current_with_future("f", 0)
+    assert (promoted.log_dir, promoted.log_end_offset) == (log_dirs[2], 2)
+    again.close()
+
+
+def test_metadata_log_dir_is_not_loaded_as_a_partition(log_dirs, failures):
+    os.makedirs(os.path.join(log_dirs[0], "__cluster_metadata-0"))
+    open(os.path.join(log_dirs[0], "__cluster_metadata-0", "00000000000000000000.log"), "wb").write(b"not kafka")
+    lm = _open(log_dirs, failures)
+    assert lm.existing_logs() == [] and failures.calls == []
+    lm.close()
+    assert open(os.path.join(log_dirs[0], "__cluster_metadata-0", "00000000000000000000.log"), "rb").read() == b"not kafka"
+
+
+def test_delete_log_removes_its_dir(log_dirs, failures):
+    lm = _open(log_dirs, failures)
+    path = lm.get_or_create_log(T1, "d", 0, log_dirs[1]).path
+    lm.delete_log("d", 0)
+    assert not os.path.exists(path) and lm.get_log("d", 0) is None
+    with pytest.raises(LogNotFound):
+        lm.delete_log("d", 0)
+    assert lm.get_or_create_log(T1, "d", 0).log_end_offset == 0  # may be created again
+    assert failures.calls == []
+    lm.close()

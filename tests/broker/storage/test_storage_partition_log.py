@@ -1,0 +1,391 @@
+"""PartitionLog on real files: append, read, roll, sparse index, truncation, epochs, flush
+policy and recovery after an unclean stop."""
+
+from __future__ import annotations
+
+import os
+import threading
+import uuid
+
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from kafka_common import batch_header as bh
+from kafka_common.clock import ManualClock
+from broker_impl.storage import checkpoint as ckpt
+from broker_impl.storage.errors import CORRUPT_MESSAGE, MESSAGE_TOO_LARGE, InvalidRecordBatch, OffsetOutOfRange
+from broker_impl.storage.failure import DirFailureChannel
+from broker_impl.storage.partition_log import LogConfig, PartitionLog
+from broker_impl.storage.segment import INDEX_ENTRY_BYTES
+from storage_batches import headers, make_batch
+
+pytestmark = pytest.mark.integration
+TOPIC_ID = uuid.UUID(int=0xABCDEF0123456789ABCDEF0123456789)
+
+
+@pytest.fixture
+def env(tmp_path, failures):
+    clock = ManualClock()
+    channel = DirFailureChannel(failures)
+    def new(config=LogConfig(), topic="t", partition=0):
+        return PartitionLog.create(str(tmp_path), topic, partition, TOPIC_ID, config, channel, clock.monotonic_ms)
+    def reload(config=LogConfig(), name="t-0", *, recovery_point=0, hw=0, clean=False):
+        return PartitionLog.load(str(tmp_path), name, config, channel, clock.monotonic_ms,
+                                 recovery_point=recovery_point, high_watermark=hw, clean_shutdown=clean)
+    class Env:
+        pass
+    e = Env()
+    e.dir, e.clock, e.channel, e.new, e.reload, e.failures = str(tmp_path), clock, channel, new, reload, failures
+    return e
+
+
+def test_leader_append_assigns_offsets_and_epoch_in_place(env):
+    log = env.new()
+    assert log.append_as_leader(make_batch(3, base_offset=77, epoch=9), leader_epoch=4) == (0, 2)
+    assert log.append_as_leader(make_batch(2) + make_batch(5), leader_epoch=4) == (3, 9)
+    assert log.log_end_offset == 10
+    data = log.read(0, 1 << 20)
+    got = headers(data)  # iter_batches checks every CRC: the rewrite stayed outside it
+    assert [(h.base_offset, h.last_offset, h.partition_leader_epoch) for h in got] == \
+        [(0, 2, 4), (3, 4, 4), (5, 9, 4)]
+    assert log.epoch_cache.entries == [(4, 0)]
+    log.append_as_leader(make_batch(1), leader_epoch=6)
+    assert log.epoch_cache.entries == [(4, 0), (6, 10)]
+    assert ckpt.read_epochs(os.path.join(log.path, ckpt.EPOCH_CHECKPOINT)) == [(4, 0), (6, 10)]
+    assert log.end_offset_for_epoch(4) == (4, 10)
+    assert log.end_offset_for_epoch(5) == (4, 10)
+    assert log.end_offset_for_epoch(6) == (6, 11)
+    assert ckpt.read_partition_metadata(os.path.join(log.path, ckpt.PARTITION_METADATA)) == TOPIC_ID
+
+
+def test_read_whole_batches_min_one_and_upper_bound(env):
+    log = env.new()
+    for _ in range(5):
+        log.append_as_leader(make_batch(4, 50), leader_epoch=0)  # offsets 0..19
+    size = len(make_batch(4, 50))
+    # an offset inside a batch returns that whole batch
+    assert [h.base_offset for h in headers(log.read(6, size))] == [4]
+    # max_bytes below one batch: still one whole batch (min_one), or nothing without it
+    assert [h.base_offset for h in headers(log.read(6, 10))] == [4]
+    assert log.read(6, 10, min_one=False) == b""
+    assert [h.base_offset for h in headers(log.read(0, 3 * size))] == [0, 4, 8]
+    assert [h.base_offset for h in headers(log.read(0, 3 * size - 1))] == [0, 4]
+    # consumers read below the high watermark only
+    assert [h.base_offset for h in headers(log.read(0, 1 << 20, upper_offset=8))] == [0, 4]
+    assert log.read(8, 1 << 20, upper_offset=8) == b""
+    assert log.read(20, 100) == b""
+    with pytest.raises(OffsetOutOfRange):
+        log.read(21, 100)
+    with pytest.raises(OffsetOutOfRange):
+        log.read(-1, 100)
+
+
+def test_roll_by_size_names_segments_by_base_offset(env):
+    batch = make_batch(2, 100)
+    log = env.new(LogConfig(segment_bytes=3 * len(batch) + 10))
+    for _ in range(10):
+        log.append_as_leader(batch, leader_epoch=1)
+    names = sorted(n for n in os.listdir(log.path) if n.endswith(".log"))
+    assert names == [f"{b:020d}.log" for b in (0, 6, 12, 18)]
+    assert log.segment_count == 4
+    # a read at a later segment's offset finds it; a read spanning a boundary stops at it
+    assert [h.base_offset for h in headers(log.read(13, 1 << 20))] == [12, 14, 16]
+    assert [h.base_offset for h in headers(log.read(2, 1 << 20))] == [2, 4]
+    # the rolled segments were fsynced and the recovery point moved past them
+    assert log.recovery_point == 18
+
+
+def test_roll_by_time(env):
+    log = env.new(LogConfig(roll_ms=1000))
+    log.append_as_leader(make_batch(1), 0)
+    env.clock.advance(999)
+    log.append_as_leader(make_batch(1), 0)
+    assert log.segment_count == 1
+    env.clock.advance(1)
+    log.append_as_leader(make_batch(1), 0)
+    assert log.segment_count == 2
+    log.truncate_fully_and_start_at(3)
+    env.clock.advance(5000)  # an old but empty active segment does not roll
+    log.append_as_leader(make_batch(1), 0)
+    assert log.segment_count == 1
+    assert sorted(n for n in os.listdir(log.path) if n.endswith(".log")) == [f"{3:020d}.log"]
+
+
+def test_sparse_index_written_and_reloaded(env):
+    cfg = LogConfig(index_interval_bytes=300)
+    log = env.new(cfg)
+    batch = make_batch(1, 90)
+    for _ in range(40):
+        log.append_as_leader(batch, 0)
+    seg = log._segments[0]
+    expected_entries = seg.index_entries
+    assert 1 < expected_entries < 40  # sparse, not one per batch
+    assert os.path.getsize(seg.index_path) == expected_entries * INDEX_ENTRY_BYTES
+    log.flush()
+    log.close()
+    again = env.reload(cfg, recovery_point=40, clean=True)
+    assert again.recovery.recovered_segments == 0
+    assert again._segments[0].index_entries == expected_entries
+    assert [h.base_offset for h in headers(again.read(33, 1))] == [33]
+    again.close()
+    # a garbage index is detected and rebuilt from the log
+    with open(seg.index_path, "r+b") as f:
+        f.write(b"\xff" * 11)
+    third = env.reload(cfg, recovery_point=40, clean=True)
+    assert third.recovery.recovered_segments == 1 and third.recovery.truncated_bytes == 0
+    assert third.log_end_offset == 40
+    assert [h.base_offset for h in headers(third.read(17, 1))] == [17]
+    third.close()
+    os.unlink(seg.index_path)  # a lost index is rebuilt too
+    fourth = env.reload(cfg, recovery_point=40, clean=True)
+    assert fourth.recovery.recovered_segments == 1 and fourth._segments[0].index_entries == expected_entries
+
+
+def test_invalid_input_is_rejected_and_dir_stays_online(env):
+    log = env.new(LogConfig(segment_bytes=2048))
+    bad = bytearray(make_batch(2))
+    bad[-1] ^= 0xFF
+    with pytest.raises(InvalidRecordBatch) as info:
+        log.append_as_leader(bytes(bad), 0)
+    assert info.value.error_code == CORRUPT_MESSAGE
+    with pytest.raises(InvalidRecordBatch):
+        log.append_as_leader(make_batch(1)[:-3], 0)  # torn
+    with pytest.raises(InvalidRecordBatch):
+        log.append_as_leader(b"", 0)
+    with pytest.raises(InvalidRecordBatch) as info:
+        log.append_as_leader(make_batch(1, 3000), 0)
+    assert info.value.error_code == MESSAGE_TOO_LARGE
+    assert log.log_end_offset == 0 and env.failures.calls == [] and not log.is_offline
+
+
+def test_follower_append_keeps_offsets_and_epochs(env):
+    log = env.new()
+    assert log.append_as_follower(make_batch(2, base_offset=0, epoch=1) + make_batch(3, base_offset=2, epoch=1)) == (0, 4)
+    assert log.append_as_follower(make_batch(1, base_offset=5, epoch=3)) == (5, 5)
+    assert log.append_as_follower(b"") is None
+    assert log.epoch_cache.entries == [(1, 0), (3, 5)]
+    with pytest.raises(InvalidRecordBatch, match="out of order"):
+        log.append_as_follower(make_batch(1, base_offset=4, epoch=3))
+    assert [(h.base_offset, h.partition_leader_epoch) for h in headers(log.read(0, 1 << 20))] == \
+        [(0, 1), (2, 1), (5, 3)]
+
+
+def test_truncate_divergent_tail_across_segments(env):
+    batch = make_batch(2, 100)
+    log = env.new(LogConfig(segment_bytes=2 * len(batch) + 10))
+    for epoch in (1, 1, 1, 2, 2, 3, 3):
+        log.append_as_leader(batch, epoch)  # offsets 0..13, segments at 0, 4, 8, 12
+    log.high_watermark = 12
+    assert log.segment_count == 4
+    assert log.epoch_cache.entries == [(1, 0), (2, 6), (3, 10)]
+    assert log.truncate_to(7)  # inside batch 6..7: that whole batch goes (Kafka's rule)
+    assert log.log_end_offset == 6
+    assert log.high_watermark == 6 and log.recovery_point <= 6
+    assert log.epoch_cache.entries == [(1, 0)]
+    assert sorted(n for n in os.listdir(log.path) if n.endswith(".log")) == [f"{b:020d}.log" for b in (0, 4)]
+    assert not log.truncate_to(100)
+    assert log.append_as_follower(make_batch(2, base_offset=6, epoch=4)) == (6, 7)
+    assert log.epoch_cache.entries == [(1, 0), (4, 6)]
+    assert [h.base_offset for h in headers(log.read(4, 1 << 20))] == [4, 6]
+
+
+def test_truncate_fully_and_start_at(env):
+    log = env.new()
+    log.append_as_leader(make_batch(5), 1)
+    log.truncate_fully_and_start_at(1000)
+    assert (log.log_start_offset, log.log_end_offset, log.high_watermark) == (1000, 1000, 1000)
+    assert sorted(n for n in os.listdir(log.path) if n.endswith(".log")) == ["00000000000000001000.log"]
+    assert log.append_as_follower(make_batch(2, base_offset=1000, epoch=5)) == (1000, 1001)
+    with pytest.raises(OffsetOutOfRange):
+        log.read(999, 100)
+    log.flush()
+    log.close()
+    again = env.reload()
+    assert (again.log_start_offset, again.log_end_offset) == (1000, 1002)
+
+
+def test_flush_policy_by_messages_and_time(env):
+    log = env.new(LogConfig(flush_interval_messages=5, flush_interval_ms=1000))
+    log.append_as_leader(make_batch(3), 0)
+    assert log.recovery_point == 0
+    log.append_as_leader(make_batch(2), 0)
+    assert log.recovery_point == 5  # 5 messages → fsync
+    log.append_as_leader(make_batch(1), 0)
+    assert not log.maybe_flush(env.clock.monotonic_ms() + 999)
+    assert log.maybe_flush(env.clock.monotonic_ms() + 1000)
+    assert log.recovery_point == 6
+
+
+def _fill(env, cfg, batches, epoch=1):
+    log = env.new(cfg)
+    for _ in range(batches):
+        log.append_as_leader(make_batch(2, 100), epoch)
+    log.flush()
+    log.close()
+    return log
+
+
+def test_recovery_truncates_a_torn_tail(env):
+    cfg = LogConfig()
+    log = _fill(env, cfg, 10)
+    seg_path = log._segments[-1].log_path
+    size = os.path.getsize(seg_path)
+    os.truncate(seg_path, size - 7)  # the last write was torn by the crash
+    again = env.reload(cfg, hw=20)
+    assert again.log_end_offset == 18
+    assert again.recovery.truncated_bytes == size - 7 - (size // 10) * 9
+    assert os.path.getsize(seg_path) == (size // 10) * 9
+    assert again.high_watermark == 18  # clamped to the log end
+    assert again.log_end_offset == again.recovery_point
+    assert again.append_as_leader(make_batch(1), 1) == (18, 18)
+
+
+def test_recovery_truncates_garbage_and_crc_corruption_and_drops_later_segments(env):
+    batch_len = len(make_batch(2, 100))
+    cfg = LogConfig(segment_bytes=3 * batch_len + 1)
+    log = _fill(env, cfg, 9)  # segments at 0, 6, 12
+    bases = [s.base_offset for s in log._segments]
+    assert bases == [0, 6, 12]
+    middle = log._segments[1].log_path
+    with open(middle, "r+b") as f:  # flip a byte inside the second batch's records (covered by CRC)
+        f.seek(batch_len + 70)
+        b = f.read(1)
+        f.seek(batch_len + 70)
+        f.write(bytes([b[0] ^ 0x01]))
+    again = env.reload(cfg)
+    assert again.log_end_offset == 8
+    assert [s.base_offset for s in again._segments] == [0, 6]
+    assert again.recovery.deleted_segments == 1
+    assert "CRC mismatch" in again.recovery.reasons[0]
+    assert not os.path.exists(os.path.join(again.path, f"{12:020d}.log"))
+    assert all(h.base_offset < 8 for h in headers(again.read(0, 1 << 20)))
+    again.close()
+    with open(middle, "ab") as f:
+        f.write(b"\x00" * 30)  # zero-filled tail (lost metadata after power loss)
+    third = env.reload(cfg)
+    assert third.log_end_offset == 8 and third.recovery.truncated_bytes == 30
+
+
+def test_recovery_scans_only_from_the_recovery_point(env):
+    batch_len = len(make_batch(2, 100))
+    cfg = LogConfig(segment_bytes=3 * batch_len + 1)
+    _fill(env, cfg, 9)  # segments 0, 6, 12
+    assert env.reload(cfg, recovery_point=12).recovery.recovered_segments == 1
+    assert env.reload(cfg, recovery_point=7).recovery.recovered_segments == 2
+    assert env.reload(cfg, recovery_point=0).recovery.recovered_segments == 3
+    assert env.reload(cfg, recovery_point=0, clean=True).recovery.recovered_segments == 0
+
+
+def test_epoch_cache_rebuilt_from_batches_when_checkpoint_missing_or_bad(env):
+    log = env.new()
+    log.append_as_leader(make_batch(2), 3)
+    log.append_as_leader(make_batch(2), 5)
+    log.flush()
+    log.close()
+    path = os.path.join(log.path, ckpt.EPOCH_CHECKPOINT)
+    os.unlink(path)
+    assert env.reload().epoch_cache.entries == [(3, 0), (5, 2)]
+    with open(path, "w") as f:
+        f.write("0\n7\nnonsense\n")
+    assert env.reload(clean=True).epoch_cache.entries == [(3, 0), (5, 2)]
+
+
+def _read_all(log) -> bytes:
+    out, offset = [], log.log_start_offset
+    while offset < log.log_end_offset:
+        data = log.read(offset, 1 << 20)
+        out.append(data)
+        offset = headers(data)[-1].next_offset
+    return b"".join(out)
+
+
+_OPS = st.lists(st.one_of(st.tuples(st.just("append"), st.integers(1, 4), st.integers(0, 300)),
+                          st.tuples(st.just("truncate"), st.integers(0, 40), st.just(0)),
+                          st.tuples(st.just("flush"), st.just(0), st.just(0))), min_size=1, max_size=20)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ops=_OPS, cut=st.integers(0, 1500), epoch_step=st.integers(0, 2))
+def test_crash_anywhere_recovers_a_batch_aligned_prefix(tmp_path_factory, ops, cut, epoch_step):
+    """Any sequence of appends/truncations/flushes, then a crash that tears ``cut`` bytes off
+    the active segment: recovery yields exactly the longest whole-batch prefix of what was
+    there, and the log keeps working."""
+    d = str(tmp_path_factory.mktemp("crash"))
+    channel = DirFailureChannel(lambda *a: pytest.fail(f"unexpected I/O failure {a}"))
+    cfg = LogConfig(segment_bytes=2048, index_interval_bytes=200)
+    log = PartitionLog.create(d, "c", 0, TOPIC_ID, cfg, channel, lambda: 0)
+    epoch = 0
+    for kind, a, b in ops:
+        if kind == "append":
+            epoch += epoch_step
+            log.append_as_leader(make_batch(a, b), epoch)
+        elif kind == "truncate":
+            log.truncate_to(a)
+        else:
+            log.flush()
+    before = _read_all(log)
+    recovery_point = log.recovery_point
+    active = log._segments[-1]
+    active_start = len(before) - active.size
+    log.close()
+    cut = min(cut, active.size)
+    os.truncate(active.log_path, active.size - cut)
+    ends = [0]
+    for pos, h in bh.iter_batches(before):
+        ends.append(pos + h.size_bytes)
+    survivors = [e for e in ends if e <= len(before) - cut]
+    assert active_start in ends  # a segment starts at a batch boundary
+    expected = before[:max(survivors)]
+
+    again = PartitionLog.load(d, "c-0", cfg, channel, lambda: 0, recovery_point=recovery_point,
+                              high_watermark=10**6, clean_shutdown=False)
+    assert _read_all(again) == expected
+    assert again.high_watermark == again.log_end_offset
+    assert all(s < again.log_end_offset for _, s in again.epoch_cache.entries)
+    first, _ = again.append_as_leader(make_batch(1), epoch + 1)
+    assert first == again.log_end_offset - 1
+    after = _read_all(again)
+    assert after[:len(expected)] == expected and [h.base_offset for h in headers(after[len(expected):])] == [first]
+    assert sum(os.path.getsize(s.log_path) for s in again._segments) == len(after)  # no garbage left on disk
+    again.flush()
+    again.close()
+    third = PartitionLog.load(d, "c-0", cfg, channel, lambda: 0, recovery_point=0, high_watermark=0,
+                              clean_shutdown=False)
+    assert _read_all(third) == after and third.recovery.truncated_bytes == 0
+    third.close()
+
+
+def test_concurrent_appends_and_reads_stay_consistent(env):
+    log = env.new(LogConfig(segment_bytes=8192, index_interval_bytes=512))
+    errors = []
+
+    def writer():
+        try:
+            for _ in range(100):
+                log.append_as_leader(make_batch(2, 40), 1)
+        except Exception as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    def reader():
+        try:
+            for _ in range(200):
+                if log.log_end_offset:
+                    headers(log.read(log.log_end_offset // 2, 4096))
+        except Exception as exc:  # pragma: no cover
+            errors.append(exc)
+    threads = [threading.Thread(target=writer) for _ in range(4)] + [threading.Thread(target=reader)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert errors == []
+    assert log.log_end_offset == 800
+    assert [h.base_offset for h in headers(_read_all(log))] == list(range(0, 800, 2))
+
+
+def test_offset_for_timestamp_scans_headers(env):
+    log = env.new()
+    log.append_as_leader(make_batch(3), 0)
+    ts = headers(log.read(0, 100))[0].max_timestamp
+    assert log.offset_for_timestamp(ts) == 0
+    assert log.offset_for_timestamp(ts + 1) is None

@@ -1,0 +1,280 @@
+"""A single-process broker for the data-plane tests, built from the project's real parts.
+
+- ``kafka_runtime.server.KafkaServer`` on loopback serves :class:`BrokerApi`;
+- the :class:`MetadataImage` is replayed from real metadata records, encoded into real v2
+  batches and decoded again (``kafka_common.metadata.batches``);
+- partition logs are ``broker_impl.storage`` ``PartitionLog``s in formatted temp dirs
+  (``meta.properties``, ``load_log_dirs``, ``LogManager``).
+
+Interim: :class:`LocalController` answers CreateTopics by appending TopicRecord /
+PartitionRecord to the metadata feed itself (placement round-robin over unfenced brokers,
+Directories = the single dir's id for single-dir brokers, UNASSIGNED otherwise) until the
+pure controller (``controller_impl.state``) lands. :class:`StorageBrokerView` does the
+runtime's part of the contract (log creation on first use, high watermark = min LEO of
+the ISR) until ``broker_impl.runtime`` mounts the handlers itself.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import uuid
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from broker_impl.api.entities import NO_THROTTLE, build, response_type
+from broker_impl.api.handlers import BrokerApi
+from broker_impl.api.view import LogDirInfo, ReplicaDirEntry
+from broker_impl.storage.errors import KafkaStorageError
+from broker_impl.storage.log_manager import LogManager
+from broker_impl.storage.partition_log import LogConfig, PartitionLog
+from broker_impl.storage.startup import load_log_dirs
+from kafka_common import ids, wire
+from kafka_common import meta_properties as mp
+from kafka_common.clock import ManualClock
+from kafka_common.metadata import records as r
+from kafka_common.metadata.batches import decode_batches, encode_batch
+from kafka_common.metadata.image import MetadataImage
+from kafka_runtime import fsutil
+from kafka_runtime.server import KafkaServer
+
+CLUSTER_ID = ids.to_base64(uuid.UUID(int=0x5EED_0000_0000_0000_0000_0000_0000_0001))
+
+
+class MetadataFeed:
+    """Appends records the way the metadata log does: v2 batch bytes, decoded, replayed."""
+
+    def __init__(self, image: MetadataImage) -> None:
+        self.image = image
+        self.next_offset = 0
+
+    def append(self, *records: Any) -> None:
+        data = encode_batch(self.next_offset, list(records), timestamp_ms=0)
+        for header, decoded in decode_batches(data):
+            for i, rec in enumerate(decoded):
+                self.image.replay(rec, header.base_offset + i)
+            self.next_offset = header.base_offset + len(decoded)
+        self.image.drain_changes()
+
+
+class LocalController:
+    def __init__(self, feed: MetadataFeed, rng: random.Random, default_partitions: int = 1,
+                 default_rf: int = 1) -> None:
+        self.feed = feed
+        self.rng = rng
+        self.requests: list[Any] = []
+        self.default_partitions = default_partitions
+        self.default_rf = default_rf
+
+    async def create_topics(self, request: Any) -> Any:
+        self.requests.append(request)
+        image = self.feed.image
+        results = []
+        live = sorted(b for b, reg in image.brokers.items() if not reg.fenced)
+        for t in request.topics:
+            if t.name in image.topic_ids:
+                results.append((t.name, None, ErrorCode.topic_already_exists, -1, -1))
+                continue
+            n = t.num_partitions if t.num_partitions > 0 else self.default_partitions
+            rf = t.replication_factor if t.replication_factor > 0 else self.default_rf
+            if t.assignments:
+                plan = {a.partition_index: tuple(a.broker_ids) for a in t.assignments}
+                n = len(plan)
+            elif rf > len(live):
+                results.append((t.name, None, ErrorCode.invalid_replication_factor, -1, -1))
+                continue
+            else:
+                plan = {i: tuple(live[(i + k) % len(live)] for k in range(rf)) for i in range(n)}
+            tid = ids.random_uuid(self.rng)
+            recs: list[Any] = [r.TopicRecord(name=t.name, topic_id=tid)]
+            for i, replicas in sorted(plan.items()):
+                dirs = tuple(image.brokers[b].log_dirs[0] if len(image.brokers[b].log_dirs) == 1
+                             else ids.UNASSIGNED for b in replicas)
+                recs.append(r.PartitionRecord(partition_id=i, topic_id=tid, replicas=replicas, isr=replicas,
+                                              leader=replicas[0], leader_epoch=0, partition_epoch=0,
+                                              directories=dirs))
+            if not request.validate_only:
+                self.feed.append(*recs)
+            results.append((t.name, tid, ErrorCode.none, n, len(next(iter(plan.values())))))
+        result_cls = response_type(19, request.__version__, "CreatableTopicResult")
+        return build(response_type(19, request.__version__, "CreateTopicsResponse"), throttle_time=NO_THROTTLE,
+                     topics=tuple(build(result_cls, name=name, topic_id=tid, error_code=err, error_message=None,
+                                        num_partitions=n, replication_factor=rf, configs=())
+                                  for name, tid, err, n, rf in results))
+
+
+class RecordingMover:
+    def __init__(self) -> None:
+        self.calls: list[tuple[uuid.UUID, int, uuid.UUID]] = []
+        self.answer = 0
+
+    async def alter_replica_log_dir(self, topic_id: uuid.UUID, partition: int, target_dir: uuid.UUID) -> int:
+        self.calls.append((topic_id, partition, target_dir))
+        return self.answer
+
+
+class StorageBrokerView:
+    """BrokerView over the real image and LogManager (the runtime's side of view.py)."""
+
+    storage_exceptions: tuple[type[BaseException], ...] = (KafkaStorageError,)
+
+    def __init__(self, node_id: int, image: MetadataImage, lm: LogManager, controller: Any, mover: Any) -> None:
+        self.node_id = node_id
+        self.cluster_id = CLUSTER_ID
+        self.listener_name = "PLAINTEXT"
+        self.image = image
+        self.lm = lm
+        self.controller = controller
+        self.mover = mover
+        self.auto_create_topics = True
+        self.num_partitions = 1
+        self.default_replication_factor = 1
+        self.min_isr = 1
+        self.follower_leo: dict[tuple[uuid.UUID, int, int], int] = {}
+        self.storage_errors: list[tuple[Any, ...]] = []
+        self.api: BrokerApi | None = None
+
+    def min_insync_replicas(self, topic_id: uuid.UUID) -> int:
+        return self.min_isr
+
+    def _name(self, topic_id: uuid.UUID) -> str:
+        return self.image.topics[topic_id].name
+
+    def local_replica(self, topic_id: uuid.UUID, partition: int) -> PartitionLog | None:
+        reg = self.image.partition(topic_id, partition)
+        if reg is None or self.node_id not in reg.replicas:
+            return None
+        name = self._name(topic_id)
+        log = self.lm.get_log(name, partition)
+        if log is not None:
+            return log
+        dir_id = reg.directory(self.node_id)
+        path = None if ids.is_reserved(dir_id) else self.lm.path_of(dir_id)
+        try:
+            return self.lm.get_or_create_log(topic_id, name, partition, path)
+        except KafkaStorageError:
+            return None
+
+    def is_partition_offline(self, topic_id: uuid.UUID, partition: int) -> bool:
+        reg = self.image.partition(topic_id, partition)
+        if reg is None or self.node_id not in reg.replicas:
+            return False
+        name = self._name(topic_id)
+        if self.lm.offline_partition(name, partition) is not None:
+            return True
+        log = self.lm.get_log(name, partition)
+        if log is not None:
+            return not self.lm.is_online(log.log_dir)
+        path = self.lm.path_of(reg.directory(self.node_id))
+        return path is not None and not self.lm.is_online(path)
+
+    def log_dirs(self) -> list[LogDirInfo]:
+        out = []
+        for d in self.lm.dir_set.data_dirs:
+            online = self.lm.is_online(d.path)
+            entries = []
+            if online:
+                for log in self.lm.logs_in(d.path, include_future=True):
+                    current = self.lm.get_log(log.topic, log.partition)
+                    future = current is not log
+                    lag = (current.log_end_offset - log.log_end_offset) if future and current is not None \
+                        else max(0, log.high_watermark - log.log_end_offset)
+                    entries.append(ReplicaDirEntry(log.topic, log.partition, log.size_bytes, lag, future))
+            usage = shutil.disk_usage(d.path) if online else None
+            out.append(LogDirInfo(d.path, d.directory_id or ids.ZERO_UUID, online, tuple(entries),
+                                  usage.total if usage else -1, usage.free if usage else -1))
+        return out
+
+    def _update_hw(self, topic_id: uuid.UUID, partition: int) -> None:
+        reg = self.image.partition(topic_id, partition)
+        log = self.lm.get_log(self._name(topic_id), partition) if reg else None
+        if reg is None or log is None:
+            return
+        leos = [log.log_end_offset if b == self.node_id else self.follower_leo.get((topic_id, partition, b), 0)
+                for b in reg.isr]
+        hw = min(leos) if leos else log.log_end_offset
+        if hw > log.high_watermark:
+            log.high_watermark = hw
+
+    def on_leader_append(self, topic_id: uuid.UUID, partition: int) -> None:
+        self._update_hw(topic_id, partition)
+
+    def on_follower_fetch(self, topic_id: uuid.UUID, partition: int, replica_id: int, fetch_offset: int) -> None:
+        self.follower_leo[(topic_id, partition, replica_id)] = fetch_offset
+        self._update_hw(topic_id, partition)
+
+    def on_storage_error(self, topic_id: uuid.UUID, partition: int, op: str, exc: BaseException) -> None:
+        self.storage_errors.append((topic_id, partition, op, exc))
+
+
+def format_dir(path: str, node_id: int, rng: random.Random) -> uuid.UUID:
+    os.makedirs(path, exist_ok=True)
+    dir_id = ids.random_directory_id(rng)
+    fsutil.atomic_write(os.path.join(path, mp.FILE_NAME), mp.render(
+        mp.MetaProperties(node_id=node_id, cluster_id=CLUSTER_ID, directory_id=dir_id)).encode())
+    return dir_id
+
+
+class Broker:
+    """One broker on loopback; ``peers`` are other registered broker ids (followers whose
+    Fetch requests the tests send themselves)."""
+
+    def __init__(self, tmp_path: Any, *, node_id: int = 1, seed: int = 7, n_dirs: int = 1,
+                 peers: tuple[int, ...] = ()) -> None:
+        self.rng = random.Random(seed)
+        self.node_id = node_id
+        self.peers = peers
+        self.failures: list[tuple[str, int, str]] = []
+        self.server_log: list[str] = []  # the listener's event lines (bad_request, handler_error)
+        paths = [str(tmp_path / f"logs{i}") for i in range(n_dirs)]
+        for p in paths:
+            format_dir(p, node_id, self.rng)
+        dir_set = load_log_dirs(paths, paths[0], node_id, self.rng, CLUSTER_ID)
+        self.clock = ManualClock()
+        self.lm = LogManager.open(dir_set, LogConfig(), on_failure=lambda *a: self.failures.append(a),
+                                  now_ms=self.clock.monotonic_ms)
+        self.image = MetadataImage()
+        self.feed = MetadataFeed(self.image)
+        self.controller = LocalController(self.feed, self.rng)
+        self.mover = RecordingMover()
+        self.view = StorageBrokerView(node_id, self.image, self.lm, self.controller, self.mover)
+        self.api = BrokerApi(self.view, producer_id_base=node_id << 32)
+        self.view.api = self.api
+        self.server = KafkaServer(self.api, host="127.0.0.1", port=0, listener_name="PLAINTEXT",
+                                  log=self.server_log.append)
+        self.loop: Any = None
+
+    @property
+    def dir_ids(self) -> list[uuid.UUID]:
+        return [d.directory_id for d in self.lm.dir_set.data_dirs]
+
+    async def start(self) -> None:
+        await self.server.start()
+        for b in (self.node_id, *self.peers):
+            own = b == self.node_id
+            self.feed.append(r.RegisterBrokerRecord(
+                broker_id=b, incarnation_id=ids.random_uuid(self.rng), broker_epoch=10 + b,
+                end_points=(r.BrokerEndpoint(name="PLAINTEXT", host="127.0.0.1",
+                                             port=self.server.port if own else 1, security_protocol=0),),
+                fenced=False, log_dirs=tuple(sorted(self.dir_ids, key=ids.halves)) if own
+                else (ids.random_directory_id(self.rng),)))
+
+    async def stop(self) -> None:
+        await self.server.stop()
+        self.lm.close()
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.server.port}"
+
+    async def create_topic(self, name: str, partitions: int = 1, replicas: tuple[int, ...] | None = None) -> uuid.UUID:
+        req_cls = wire.request_class(19, 7)
+        mod = wire.request_module(19, 7)
+        assignments = tuple(mod.CreatableReplicaAssignment(partition_index=i, broker_ids=replicas)
+                            for i in range(partitions)) if replicas else ()
+        await self.controller.create_topics(req_cls(topics=(mod.CreatableTopic(
+            name=name, num_partitions=-1 if replicas else partitions, replication_factor=-1 if replicas else 1,
+            assignments=assignments, configs=()),)))
+        return self.image.topic_ids[name]

@@ -1,0 +1,113 @@
+"""Protocol-level helpers: v2 record batches built byte by byte, request builders, and a
+raw connection that decodes responses with any class (e.g. DescribeLogDirsResponseV4)."""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+import uuid
+from datetime import timedelta
+from typing import Any
+
+import crc32c
+
+from kafka_common import framing, wire
+
+
+def _varint(value: int) -> bytes:
+    v = (value << 1) ^ (value >> 63)  # zigzag
+    out = bytearray()
+    while True:
+        if v & ~0x7F:
+            out.append((v & 0x7F) | 0x80)
+            v >>= 7
+        else:
+            out.append(v)
+            return bytes(out)
+
+
+def _record(offset_delta: int, ts_delta: int, key: bytes | None, value: bytes | None) -> bytes:
+    body = bytearray(b"\x00")
+    body += _varint(ts_delta) + _varint(offset_delta)
+    body += _varint(-1) if key is None else _varint(len(key)) + key
+    body += _varint(-1) if value is None else _varint(len(value)) + value
+    body += _varint(0)
+    return _varint(len(body)) + bytes(body)
+
+
+def make_batch(values: list[bytes], *, producer_id: int = -1, epoch: int = -1, base_seq: int = -1,
+               base_timestamp: int = 1_700_000_000_000, magic: int = 2, key: bytes | None = None) -> bytes:
+    records = b"".join(_record(i, i, key, v) for i, v in enumerate(values))
+    n = len(values)
+    after_crc = struct.pack(">hiqqqhii", 0, n - 1, base_timestamp, base_timestamp + n - 1,
+                            producer_id, epoch, base_seq, n) + records
+    crc = crc32c.crc32c(after_crc)
+    body = struct.pack(">ibI", 0, magic, crc) + after_crc  # leaderEpoch, magic, crc
+    return struct.pack(">qi", 0, len(body)) + body
+
+
+def produce_request(version: int, topic: str, partition: int, records: bytes | None, *, acks: int = -1,
+                    timeout_ms: int = 10_000) -> Any:
+    mod = wire.request_module(0, version)
+    return wire.request_class(0, version)(
+        transactional_id=None, acks=acks, timeout=timedelta(milliseconds=timeout_ms),
+        topic_data=(mod.TopicProduceData(name=topic, partition_data=(
+            mod.PartitionProduceData(index=partition, records=records),)),))
+
+
+def fetch_request(version: int, topic: str | uuid.UUID, partition: int, offset: int, *, replica_id: int = -1,
+                  max_wait_ms: int = 0, min_bytes: int = 1, max_bytes: int = 1 << 20) -> Any:
+    mod = wire.request_module(1, version)
+    cls = wire.request_class(1, version)
+    part = wire.make(mod.FetchPartition, partition=partition, fetch_offset=offset, partition_max_bytes=max_bytes,
+                     current_leader_epoch=-1, log_start_offset=-1, last_fetched_epoch=-1)
+    topic_kw = {"topic_id": topic} if version >= 13 else {"topic": topic}
+    kwargs: dict[str, Any] = dict(max_wait=timedelta(milliseconds=max_wait_ms), min_bytes=min_bytes,
+                                  max_bytes=max_bytes, isolation_level=0, session_id=0, session_epoch=-1,
+                                  topics=(mod.FetchTopic(partitions=(part,), **topic_kw),),
+                                  forgotten_topics_data=(), rack_id="")
+    if version >= 15:
+        kwargs["replica_state"] = mod.ReplicaState(replica_id=replica_id, replica_epoch=-1)
+    else:
+        kwargs["replica_id"] = replica_id
+    return wire.make(cls, **kwargs)
+
+
+class RawConnection:
+    """One connection; requests answered in order; responses decoded with a given class."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader, self.writer = reader, writer
+        self._cid = 0
+
+    @classmethod
+    async def open(cls, port: int) -> "RawConnection":
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        return cls(reader, writer)
+
+    def send(self, request: Any) -> int:
+        self._cid += 1
+        self.writer.write(framing.encode_frame(wire.encode_request(request, self._cid, "dataplane-test")))
+        return self._cid
+
+    async def receive(self, response_cls: type, timeout_s: float = 20.0) -> tuple[int, Any]:
+        size = struct.unpack(">i", await asyncio.wait_for(self.reader.readexactly(4), timeout_s))[0]
+        frame = await asyncio.wait_for(self.reader.readexactly(size), timeout_s)
+        header, n = wire.decode(response_cls.__header_schema__, frame)
+        body, m = wire.decode(response_cls, frame, n)
+        assert n + m == len(frame), "trailing bytes in response"
+        return header.correlation_id, body
+
+    async def call(self, request: Any, response_cls: type | None = None) -> Any:
+        cid = self.send(request)
+        cls = response_cls or wire.response_class(type(request).__api_key__, type(request).__version__)
+        got, body = await self.receive(cls)
+        assert got == cid, f"correlation id {got} != {cid}"
+        return body
+
+    async def close(self) -> None:
+        self.writer.close()
+        try:
+            await self.writer.wait_closed()
+        except (ConnectionError, OSError):
+            pass

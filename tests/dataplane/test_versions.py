@@ -1,0 +1,124 @@
+"""Every advertised version of every API is answered over the socket, and the answer
+decodes with the matching schema (version-specific required fields, header versions)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from types import SimpleNamespace
+
+import pytest
+from kio.schema.errors import ErrorCode
+
+from broker_impl.api.handlers import SUPPORTED_APIS
+from broker_impl.api.log_dirs import DescribeLogDirsResponseV4
+from kafka_common import wire
+from kafka_common.metadata import records as r
+from tests.dataplane.protocol import RawConnection, fetch_request, make_batch, produce_request
+
+pytestmark = pytest.mark.integration
+
+
+def _request(api_key: int, version: int, topic: str, topic_id, log_dir: str):
+    mod = wire.request_module(api_key, version)
+    cls = wire.request_class(api_key, version)
+    m = wire.make
+    if api_key == 0:
+        return produce_request(version, topic, 0, make_batch([b"v%d" % version]), acks=1)
+    if api_key == 1:
+        return fetch_request(version, topic_id if version >= 13 else topic, 0, 0)
+    if api_key == 2:
+        return m(cls, replica_id=-1, isolation_level=0, topics=(mod.ListOffsetsTopic(name=topic, partitions=(
+            m(mod.ListOffsetsPartition, partition_index=0, timestamp=-1, current_leader_epoch=-1, max_num_offsets=1),)),))
+    if api_key == 3:
+        return m(cls, topics=(m(mod.MetadataRequestTopic, name=topic, topic_id=None),), allow_auto_topic_creation=False,
+                 include_topic_authorized_operations=False, include_cluster_authorized_operations=False)
+    if api_key == 10:
+        return m(cls, key="group", key_type=0, coordinator_keys=("group",))
+    if api_key == 19:
+        return m(cls, topics=(m(mod.CreatableTopic, name=f"c{version}", num_partitions=1, replication_factor=1,
+                                assignments=(), configs=()),), timeout=timedelta(seconds=5), validate_only=False)
+    if api_key == 22:
+        return m(cls, transactional_id=None, transaction_timeout=timedelta(seconds=60), producer_id=-1, producer_epoch=-1)
+    if api_key == 34:
+        return m(cls, dirs=(mod.AlterReplicaLogDir(path=log_dir, topics=(
+            mod.AlterReplicaLogDirTopic(name=topic, partitions=(0,)),)),))
+    if api_key == 35:
+        return m(cls, topics=None)
+    if api_key == 60:
+        return m(cls, include_cluster_authorized_operations=False, endpoint_type=1)
+    raise AssertionError(f"no request builder for api {api_key}")
+
+
+def _error_codes(value):
+    """Every error_code in a response tree."""
+    out = []
+    if isinstance(value, tuple):
+        for v in value:
+            out += _error_codes(v)
+    elif hasattr(value, "__dataclass_fields__"):
+        for name in value.__dataclass_fields__:
+            v = getattr(value, name)
+            if name == "error_code":
+                out.append(v)
+            else:
+                out += _error_codes(v)
+    return out
+
+
+EXPECTED = {10: {ErrorCode.coordinator_not_available}}
+
+
+def test_every_advertised_version_answers(broker):
+    async def go():
+        tid = await broker.create_topic("vv", 1)
+        c = await RawConnection.open(broker.server.port)
+        log_dir = broker.lm.dir_set.data_dirs[0].path
+        answered = []
+        try:
+            for api_key, (lo, hi) in sorted(SUPPORTED_APIS.items()):
+                for version in range(max(lo, 3) if api_key == 0 else lo, hi + 1):
+                    req = _request(api_key, version, "vv", tid, log_dir)
+                    resp_cls = DescribeLogDirsResponseV4 if (api_key, version) == (35, 4) else None
+                    resp = await c.call(req, resp_cls)
+                    codes = set(_error_codes(resp))
+                    assert codes <= EXPECTED.get(api_key, {ErrorCode.none}), (api_key, version, resp)
+                    answered.append((api_key, version))
+        finally:
+            await c.close()
+        assert len(answered) == sum(hi - (max(lo, 3) if k == 0 else lo) + 1 for k, (lo, hi) in SUPPORTED_APIS.items())
+        assert broker.lm.get_log("vv", 0).log_end_offset == 8        # Produce v3..v10 each appended
+    broker.loop.run(go())
+
+
+def test_new_leader_epoch_resets_producer_state(broker):
+    """After leadership moved away and back, this broker's old sequence state is stale: a
+    producer continuing from a higher sequence must not be rejected (librdkafka treats
+    OUT_OF_ORDER_SEQUENCE_NUMBER as fatal)."""
+    async def go():
+        tid = await broker.create_topic("term", 1)
+        c = await RawConnection.open(broker.server.port)
+        try:
+            def produce(seq):
+                return produce_request(9, "term", 0, make_batch([b"x"], producer_id=77, epoch=0, base_seq=seq))
+            assert (await c.call(produce(0))).responses[0].partition_responses[0].error_code is ErrorCode.none
+            assert (await c.call(produce(5))).responses[0].partition_responses[0].error_code \
+                is ErrorCode.out_of_order_sequence_number
+            broker.feed.append(r.PartitionChangeRecord(partition_id=0, topic_id=tid, leader=1))   # new term
+            assert broker.image.partition(tid, 0).leader_epoch == 1
+            assert (await c.call(produce(5))).responses[0].partition_responses[0].error_code is ErrorCode.none
+            assert (await c.call(produce(6))).responses[0].partition_responses[0].error_code is ErrorCode.none
+        finally:
+            await c.close()
+    broker.loop.run(go())
+
+
+def test_replica_fetch_requires_cluster_action(broker):
+    async def go():
+        tid = await broker.create_topic("auth", 1)
+        ctx = SimpleNamespace(listener_name="PLAINTEXT", cluster_action_allowed=False)
+        denied = await broker.api.handle(ctx, None, fetch_request(16, tid, 0, 0, replica_id=5))
+        assert denied.error_code is ErrorCode.cluster_authorization_failed and denied.responses == ()
+        assert 5 not in {k[2] for k in broker.view.follower_leo}
+        consumer = await broker.api.handle(ctx, None, fetch_request(16, tid, 0, 0))
+        assert consumer.error_code is ErrorCode.none
+    broker.loop.run(go())
