@@ -16,6 +16,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "setup": ("infra.cli_setup", "install host packages, start dockerd, build the node image (idempotent)"),
     "cleanup": ("infra.cli_cleanup", "remove every lab leftover: containers, mounts, loop/dm devices, FUSE, netns"),
     "demo": ("harness.demo", "the README's main job: the default scenario end to end, Parquet + summary"),
+    "run": ("harness.run_cmd", "run scenarios (S1…S11 or files) in containers on loop devices: Parquet + summary"),
+    "scenario": ("harness.scenario_cmd", "list the scenario catalog, show a scenario value, validate scenario files"),
     "analyze": ("harness.analysis.cli", "Spark (or pandas) analysis of any number of result runs"),
 }
 
