@@ -28,6 +28,11 @@ async def _serve(cfg) -> int:
         print(f"{PROG}: cannot start: {exc}", file=sys.stderr, flush=True)
         runtime.events.emit("halt", reason=str(exc))
         return 1
+    except Exception as exc:  # e.g. a committed record the image cannot apply
+        reason = f"{type(exc).__name__}: {exc}"
+        print(f"{PROG}: cannot start: {reason}", file=sys.stderr, flush=True)
+        runtime.events.emit("halt", reason=reason)
+        return 1
     stopper = asyncio.ensure_future(stop.wait())
     assert runtime.fatal is not None
     done, _ = await asyncio.wait({stopper, runtime.fatal}, return_when=asyncio.FIRST_COMPLETED)

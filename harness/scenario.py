@@ -321,6 +321,16 @@ def _scenario(data: Any, problems: Problems) -> Scenario | None:
                     and fault.at_ms >= workload.duration_ms:
                 problems.add(join(path, "at_ms"),
                              f"{fault.at_ms} is not before the end of the workload ({workload.duration_ms} ms)")
+    created = {t.name: t.create_at_ms for t in workload.topics if isinstance(t.create_at_ms, int)}
+    for i, fault in enumerate(faults):
+        for field_name in ("node", "peer", "dir", "to_dir", "topic"):
+            ref = getattr(fault, field_name, None)
+            if not isinstance(ref, str):
+                continue
+            topic = ref.split(":", 1)[1].split("/", 1)[0] if ":" in ref else ref
+            if topic in created and isinstance(fault.at_ms, int) and fault.at_ms < created[topic]:
+                problems.add(join(join("faults", i), field_name),
+                             f"topic {topic!r} is only created at {created[topic]} ms (workload.topics)")
     checks = []
     for path, item in f.list("checks", list(CHECK_NAMES)):
         if item not in CHECK_NAMES:

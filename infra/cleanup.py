@@ -30,6 +30,7 @@ from infra.mounts import mounts_under
 from infra.naming import LAB_LABEL, LABS_ROOT, PREFIX
 
 Say = Callable[[str], None]
+CREATE_GRACE_S = 60.0
 
 
 @dataclass
@@ -99,6 +100,21 @@ def fusefs_daemons() -> list[tuple[int, str]]:
     return found
 
 
+def _recorded_loops() -> dict[str, tuple[str, str]]:
+    """loop device -> (lab id, image file name), from every lab.json."""
+    out: dict[str, tuple[str, str]] = {}
+    if not LABS_ROOT.is_dir():
+        return out
+    for meta_path in LABS_ROOT.glob("*/lab.json"):
+        try:
+            meta = json.loads(meta_path.read_text())
+            for d in meta.get("disks", []):
+                out[d["loop_dev"]] = (meta_path.parent.name, Path(d["image"]).name)
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    return out
+
+
 def survey() -> dict[str, LabLeftovers]:
     """Everything of every lab on this host, keyed by lab id."""
     labs: dict[str, LabLeftovers] = {}
@@ -111,7 +127,11 @@ def survey() -> dict[str, LabLeftovers]:
                 from infra.lab import owner_alive
                 live = owner_alive(json.loads(meta_path.read_text()))
             except (OSError, ValueError):
-                live = False
+                # no readable lab.json: a lab being created right now (grace period) or a wreck
+                try:
+                    live = time.time() - (LABS_ROOT / lab_id).stat().st_mtime < CREATE_GRACE_S
+                except OSError:
+                    live = False
             labs[lab_id] = LabLeftovers(lab_id, live)
         return labs[lab_id]
 
@@ -125,8 +145,15 @@ def survey() -> dict[str, LabLeftovers]:
         get(lab).networks.append(name)
     for name in dm.list_devices(PREFIX + "-"):
         get(name.split("-")[1]).dm_devices.append(name)
+    recorded = _recorded_loops()
     for dev, backing in loopdev.list_loops():
         lab = _lab_of_path(backing)
+        if lab is None and dev in recorded:
+            # the FUSE mount went away under the loop device (daemon killed, auto_unmount):
+            # its backing path is now relative to a detached mount, e.g. "/n1--d1.img"
+            lab_id, image_name = recorded[dev]
+            if backing.rsplit("/", 1)[-1] == image_name and not backing.startswith(str(LABS_ROOT)):
+                lab = lab_id
         if lab:
             get(lab).loops.append(dev)
     for m in mounts_under(LABS_ROOT):
@@ -199,6 +226,8 @@ def _stop_pid(pid: int, root: Path) -> None:
     for sig in (signal.SIGTERM, signal.SIGKILL):
         try:
             os.kill(pid, sig)
+            if sig == signal.SIGTERM:
+                os.kill(pid, signal.SIGCONT)  # a stopped (wedged) daemon must run to see SIGTERM
         except ProcessLookupError:
             return
         deadline = time.monotonic() + 3

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 
 from infra.cleanup import cleanup, survey
 
@@ -17,6 +18,9 @@ def run(args: argparse.Namespace) -> int:
     def say(msg: str) -> None:
         print(f"[cleanup] {msg}", flush=True)
 
+    if os.geteuid() != 0:
+        say("needs root (mounts, loop devices, docker)")
+        return 1
     chosen = cleanup(lab_ids=args.lab, include_live=args.all, dry_run=args.dry_run, say=say)
     if args.dry_run:
         return 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import time
 
 from infra import host, image
@@ -21,6 +22,9 @@ def run(args: argparse.Namespace) -> int:
     def say(msg: str) -> None:
         print(f"[setup +{time.monotonic() - t0:5.1f}s] {msg}", flush=True)
 
+    if os.geteuid() != 0:
+        say("FAILED: needs root (apt-get, dockerd, mounts)")
+        return 1
     try:
         if not args.skip_packages:
             host.ensure_packages(say)

@@ -19,7 +19,7 @@ Example::
     fault.inject()      # returns the record; fault.record.first_io_error_observed_ns is set
     ...
     fault.heal()        # device healthy again; ext4 that saw a write error is read-only:
-    lab.repair_disk("broker-1", "d1")   # with the node stopped: umount, e2fsck, mount
+    fault.heal(repair_fs=True)   # with the node stopped: also umount, e2fsck, mount
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from infra import fs
-from infra.disks import Disk, DiskBackend
+from infra.disks import Disk, DiskBackend, repair_disk
 from infra.errors import FaultError
 from infra.faultmodes import FaultMode
 
@@ -56,6 +56,7 @@ class FaultRecord:
     state_after_inject: str | None = None
     state_after_heal: str | None = None
     fs_read_only_after_heal: bool | None = None
+    fs_repair: str | None = None
 
     def as_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -108,10 +109,16 @@ class DiskFault:
             self._observe()
         return rec
 
-    def heal(self) -> FaultRecord:
-        """Undo the fault (idempotent; safe before inject and after a previous heal)."""
+    def heal(self, *, repair_fs: bool = False, busy_timeout_s: float = 10.0) -> FaultRecord:
+        """Undo the fault (idempotent; safe before inject and after a previous heal).
+
+        ``repair_fs``: also unmount, fsck and mount the filesystem (needed after a write error;
+        the node's processes must have let go of the disk, else DeviceError after ``busy_timeout_s``).
+        """
         rec = self.record
         if rec.injected_ns is None or rec.healed_ns is not None:
+            if repair_fs and rec.healed_ns is not None and rec.fs_repair is None:
+                rec.fs_repair = repair_disk(self.disk, busy_timeout_s=busy_timeout_s)
             return rec
         if self.kind == "enospc":
             (self.disk.mountpoint / FILL_NAME).unlink(missing_ok=True)
@@ -120,6 +127,8 @@ class DiskFault:
             rec.state_after_heal = self.backend.set_mode(self.disk, FaultMode())
         rec.healed_ns = time.time_ns()
         rec.fs_read_only_after_heal = fs.is_read_only(self.disk.mountpoint)
+        if repair_fs and self.disk.fstype != "raw":
+            rec.fs_repair = repair_disk(self.disk, busy_timeout_s=busy_timeout_s)
         return rec
 
     def describe(self) -> dict[str, object]:

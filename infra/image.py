@@ -173,6 +173,21 @@ def _dep_wheelhouse(root: Path, say: Say) -> Path:
     return house
 
 
+KEEP_NODE_IMAGES = 6
+
+
+def _prune_node_images(keep: set[str], say: Say) -> None:
+    """Remove all but the newest KEEP_NODE_IMAGES node images (other worktrees may use the recent ones)."""
+    proc = _cmd.run(["docker", "images", "jbodlab-node", "--format", "{{.Repository}}:{{.Tag}} {{.CreatedAt}}"],
+                    check=False)
+    rows = sorted((line.split(" ", 1) for line in proc.stdout.splitlines() if " " in line),
+                  key=lambda r: r[1], reverse=True)
+    tags = [t for t, _ in rows if not t.endswith(":latest") and t not in keep]
+    for old in tags[KEEP_NODE_IMAGES - 1:]:
+        if _cmd.ok(["docker", "image", "rm", old]):
+            say(f"removed old node image {old}")
+
+
 def _build_python(say: Say) -> str:
     """A small venv with setuptools + wheel (the project venv has no `wheel`), cached."""
     venv = CACHE_ROOT / "buildenv"
@@ -238,4 +253,5 @@ def ensure_node_image(root: Path | None = None, say: Say = lambda _m: None, *, f
             _cmd.run(["docker", "build", "--network", "none", "-q", "-t", tag, "-t", "jbodlab-node:latest", str(ctx)],
                      timeout_s=900, env=env)
         say(f"node image {tag} built")
+        _prune_node_images(keep={tag}, say=say)
         return BuildReport(base, tag, base_built, True, time.monotonic() - t0)

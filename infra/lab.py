@@ -15,6 +15,9 @@ Provision a topology, get paths, run containers, inject/heal faults, tear down::
         fault.inject(); ...; fault.heal()
         lab.repair_disk("broker-1", "d1")              # after a write error (ext4 is read-only)
 
+    lab = Lab.create(topo, persistent=True)            # a chaos session: outlives this process
+    Lab.load(lab.lab_id)                               # … attached to from another one
+
 Each node's disks are mounted under ``<lab dir>/nodes/<node>/`` and that directory is
 bind-mounted into the node's container at ``/jbodlab/disks`` with ``rslave`` propagation:
 a repaired or replaced disk shows up inside the running container. The lab dir is made a
@@ -36,6 +39,7 @@ from infra import _cmd, capability, fs, image
 from infra.disks import Disk, DiskBackend, DmBackend, FuseBackend, PlainBackend, create_disk, destroy_disk, repair_disk
 from infra.docker import BindMount, ContainerSpec, Docker
 from infra.errors import InfraError
+from infra.faultmodes import FaultMode
 from infra.faults import DiskFault
 from infra.fuse_daemon import FuseDaemon
 from infra.procfaults import ProcessFault, ResourceSample, sample
@@ -82,6 +86,9 @@ def proc_start_time(pid: int) -> int | None:
 
 
 def owner_alive(meta: dict) -> bool:
+    """A lab is live while its owner process runs; a persistent lab (chaos session) until removed."""
+    if meta.get("persistent"):
+        return True
     pid = meta.get("owner_pid")
     return isinstance(pid, int) and proc_start_time(pid) is not None and proc_start_time(pid) == meta.get("owner_start")
 
@@ -97,10 +104,15 @@ class Lab:
     docker: Docker = field(default_factory=Docker)
     network: str | None = None
     say: Say = field(default=lambda _m: None, repr=False)
+    _meta: dict | None = field(default=None, repr=False)
 
     # ---- creation ---------------------------------------------------------------------
     @classmethod
-    def create(cls, topology: Topology, *, lab_id: str | None = None, say: Say | None = None) -> Lab:
+    def create(cls, topology: Topology, *, lab_id: str | None = None, say: Say | None = None,
+               persistent: bool = False) -> Lab:
+        """Provision ``topology``. ``persistent``: the lab outlives this process (a chaos session:
+        other processes use ``Lab.load(lab_id)``; only ``destroy()`` or ``jbodlab cleanup --lab``
+        removes it). Otherwise it belongs to this process and is a leftover once it exits."""
         say = say or (lambda _m: None)
         backend_name = capability.choose_backend(topology.backend)
         lab_id = lab_id or new_lab_id()
@@ -109,9 +121,11 @@ class Lab:
             raise InfraError(f"lab {lab_id} already exists at {root}")
         root.mkdir(parents=True)
         meta = {"lab_id": lab_id, "owner_pid": os.getpid(), "owner_start": proc_start_time(os.getpid()),
-                "created_ns": time.time_ns(), "backend": backend_name, "topology": asdict(topology)}
+                "persistent": persistent, "created_ns": time.time_ns(), "backend": backend_name,
+                "topology": asdict(topology)}
         (root / "lab.json").write_text(json.dumps(meta, indent=1))
         lab = cls(lab_id, root, topology, PlainBackend(), say=say)
+        lab._meta = meta
         try:
             _cmd.run(["mount", "--bind", str(root), str(root)])
             _cmd.run(["mount", "--make-rshared", str(root)])
@@ -128,13 +142,51 @@ class Lab:
                     lab.disks[(node.name, d)] = create_disk(
                         lab.backend, lab_id=lab_id, lab_dir=root, node=node.name, dirname=d,
                         size_mb=topology.disk_size_mb, fstype=topology.fstype)
+                    lab._save()  # cleanup finds the loop device even if the FUSE mount vanishes
             if topology.network:
                 lab.network = network_name(lab_id)
                 lab.docker.create_network(lab.network, lab_id)
         except BaseException:
             lab.destroy()
             raise
+        lab._save()
         say(f"lab {lab_id}: {len(lab.disks)} disks mounted")
+        return lab
+
+    def _save(self) -> None:
+        meta = dict(getattr(self, "_meta", None) or json.loads((self.dir / "lab.json").read_text()))
+        meta["network"] = self.network
+        meta["disks"] = [{**asdict(d), "image": str(d.image), "mountpoint": str(d.mountpoint)}
+                         for d in self.disks.values()]
+        tmp = self.dir / "lab.json.tmp"
+        tmp.write_text(json.dumps(meta, indent=1))
+        tmp.rename(self.dir / "lab.json")
+        self._meta = meta
+
+    @classmethod
+    def load(cls, lab_id: str, *, say: Say | None = None) -> Lab:
+        """Attach to an existing lab (e.g. a persistent one made by another process)."""
+        root = lab_dir(lab_id)
+        try:
+            meta = json.loads((root / "lab.json").read_text())
+        except (OSError, ValueError) as exc:
+            raise InfraError(f"lab {lab_id}: cannot read {root / 'lab.json'}: {exc}") from exc
+        t = meta["topology"]
+        topology = Topology(nodes=tuple(NodeSpec(n["name"], tuple(n["dirs"])) for n in t["nodes"]),
+                            disk_size_mb=t["disk_size_mb"], fstype=t["fstype"], backend=t["backend"],
+                            network=t["network"])
+        lab = cls(lab_id, root, topology, PlainBackend(), network=meta.get("network"), say=say or (lambda _m: None))
+        lab._meta = meta
+        if meta["backend"] == "fuse":
+            lab.daemon = FuseDaemon(root)
+            if not lab.daemon.running():
+                raise InfraError(f"lab {lab_id}: its FUSE daemon is not running (run `jbodlab cleanup --lab {lab_id}`)")
+            lab.backend = FuseBackend(lab.daemon)
+        elif meta["backend"] == "dm":
+            lab.backend = DmBackend()
+        for d in meta.get("disks", []):
+            disk = Disk(**{**d, "image": Path(d["image"]), "mountpoint": Path(d["mountpoint"])})
+            lab.disks[(disk.node, disk.name)] = disk
         return lab
 
     def __enter__(self) -> Lab:
@@ -219,11 +271,17 @@ class Lab:
         new = create_disk(self.backend, lab_id=self.lab_id, lab_dir=self.dir, node=node, dirname=dirname,
                           size_mb=self.topology.disk_size_mb, fstype=self.topology.fstype)
         self.disks[(node, dirname)] = new
+        self._save()
         return new
 
     # ---- teardown ---------------------------------------------------------------------
     def destroy(self) -> None:
         """Remove everything of this lab (containers, network, mounts, devices, daemon, files)."""
+        for disk in self.disks.values():  # heal first: a delayed or failing disk must not stall `docker rm`
+            try:
+                self.backend.set_mode(disk, FaultMode())
+            except Exception:  # noqa: BLE001 - a dead daemon is handled by the crash-safe path below
+                pass
         for name in self.docker.containers(self.lab_id):
             self.docker.remove(name)
         if self.network:

@@ -116,16 +116,18 @@ def schema_exists(api_key: int, version: int) -> bool:
     return True
 
 
-def decode_request(frame: bytes) -> tuple[Any, Any]:
+def decode_request(frame: bytes, *, strict: bool = False) -> tuple[Any, Any]:
     """(header, request) of one request frame. UnknownApi when kio has no schema for the
-    key/version; DecodeError for bytes that do not decode or leave trailing garbage."""
+    key/version; DecodeError for bytes that do not decode. Trailing bytes after the body
+    are ignored, as Kafka's request parser does (librdkafka 2.16 sends 3 extra bytes in
+    Metadata v12); ``strict=True`` rejects them."""
     api_key, version, _ = peek_header(frame)
     if not schema_exists(api_key, version):
         raise UnknownApi(api_key, version)
     cls = request_class(api_key, version)
     header, n = decode(cls.__header_schema__, frame, 0)
     request, m = decode(cls, frame, n)
-    if n + m != len(frame):
+    if strict and n + m != len(frame):
         raise DecodeError(f"{cls.__name__} v{version}: {len(frame) - n - m} trailing bytes")
     return header, request
 

@@ -119,12 +119,20 @@ class KafkaServer:
         self._connections: set[_Connection] = set()
         self._ids = itertools.count(1)
         self.stats = {"requests": 0, "closed_bad": 0, "handler_errors": 0}
+        self._table_cache: tuple[dict, dict[int, tuple[int, int]]] | None = None
 
     def api_table(self) -> dict[int, tuple[int, int]]:
-        table = {k: (lo, hi) for k, (lo, hi) in self.handler.supported_apis.items()}
+        """What ApiVersions advertises: the handler's table (read at each call, so a handler
+        may change it) + ApiVersions + the SASL APIs where SASL is offered."""
+        apis = self.handler.supported_apis
+        cached = self._table_cache
+        if cached is not None and cached[0] == apis:
+            return cached[1]
+        table = {k: (lo, hi) for k, (lo, hi) in apis.items()}
         table[API_VERSIONS] = API_VERSIONS_RANGE
         if self.security.sasl_required or self.security.sasl_offered:
             table.update(SASL_APIS)
+        self._table_cache = (dict(apis), table)
         return table
 
     async def start(self) -> None:
@@ -132,6 +140,11 @@ class KafkaServer:
         self._server = await loop.create_server(lambda: _Connection(self), self.host, self.port,
                                                 reuse_address=True)
         self.port = self._server.sockets[0].getsockname()[1]
+
+    def stop_accepting(self) -> None:
+        """Close the listening socket; open connections keep being served."""
+        if self._server is not None:
+            self._server.close()
 
     async def stop(self) -> None:
         if self._server is not None:
@@ -259,7 +272,8 @@ class _Connection(asyncio.Protocol):
         except wire.UnknownApi as exc:
             raise _Close(f"unsupported request: {exc}") from None
         except wire.DecodeError as exc:
-            raise _Close(f"undecodable request api_key={api_key} v{version}: {exc}") from None
+            raise _Close(f"undecodable request api_key={api_key} v{version}: {exc} "
+                         f"(first bytes {frame[:48].hex()})") from None
         ctx.api_key, ctx.api_version = api_key, version
         ctx.correlation_id, ctx.client_id = correlation_id, header.client_id
         sasl = server.security.sasl_required

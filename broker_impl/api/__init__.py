@@ -5,5 +5,18 @@ Entry point: :class:`broker_impl.api.handlers.BrokerApi`, built on the narrow
 ``(topic_id, partition)``, local dir states, controller channel, dir mover) — see
 ``view.py`` for the contract the runtime implements. One module per API family:
 ``produce``, ``fetch``, ``metadata``, ``admin`` (ListOffsets, CreateTopics, InitProducerId,
-DescribeCluster), ``log_dirs`` (DescribeLogDirs with the directory-id tag, AlterReplicaLogDirs).
+DescribeCluster, FindCoordinator), ``log_dirs`` (DescribeLogDirs with the directory-id tag,
+AlterReplicaLogDirs), ``legacy_produce`` (Produce v0–2 schemas kio lacks).
+
+Mounting it in the broker runtime::
+
+    api = BrokerApi(view, producer_id_base=(node_id << 48) | ((broker_epoch & 0xFFFFFF) << 24))
+    server = KafkaServer(api, host=..., port=..., listener_name=name,
+                         security=SecurityConfig.for_listener(cfg, name))
+    # after each applied metadata batch:   api.on_image_changes(image.drain_changes())
+    # when the HW moves for another reason: api.notify_partition(topic_id, partition)
+
+``tests/dataplane/cluster.py`` (``StorageBrokerView``) is a complete BrokerView over
+``LogManager`` + ``MetadataImage`` used by the tests; the runtime's view does the same plus
+follower bookkeeping (ISR expansion/shrink via AlterPartition) in its ``on_*`` callbacks.
 """

@@ -11,6 +11,13 @@
 - At least one whole batch even beyond ``partition_max_bytes``/``max_bytes`` (the first
   partition with data); otherwise the limits hold.
 - If fewer than ``min_bytes`` are ready, wait up to ``max_wait`` for an append / HW move.
+- ``current_leader_epoch`` (v9+) older than the image's leader epoch → FENCED_LEADER_EPOCH,
+  newer → UNKNOWN_LEADER_EPOCH (the client refreshes metadata).
+- Followers (v12+) send ``last_fetched_epoch``: if the leader's log ends that epoch before
+  ``fetch_offset`` (or does not know the epoch), the answer carries ``diverging_epoch``
+  (epoch, end offset) and no records, so the follower truncates (KIP-320/595); an epoch
+  older than all the leader knows → OFFSET_OUT_OF_RANGE. Uses the
+  replica's ``end_offset_for_epoch`` when it has one.
 - A replica fetch from a principal without CLUSTER_ACTION (authorizer enabled) →
   top-level CLUSTER_AUTHORIZATION_FAILED, as Kafka.
 - No incremental fetch sessions: ``session_id`` is always 0 (full responses).
@@ -40,6 +47,8 @@ class _Target:
     partition: int
     fetch_offset: int
     max_bytes: int
+    current_leader_epoch: int = -1
+    last_fetched_epoch: int = -1
 
 
 @dataclass(slots=True)
@@ -48,6 +57,7 @@ class _Read:
     high_watermark: int = -1
     log_start_offset: int = -1
     records: bytes = b""
+    diverging: tuple[int, int] | None = None   # (epoch, end offset) the follower must truncate to
 
 
 def _replica_id(req: Any) -> int:
@@ -67,7 +77,8 @@ def _targets(api: BrokerApi, req: Any) -> list[_Target]:
             key = topic.topic
             topic_id = api.view.image.topic_ids.get(key)
         for p in topic.partitions:
-            out.append(_Target(key, topic_id, p.partition, p.fetch_offset, p.partition_max_bytes))
+            out.append(_Target(key, topic_id, p.partition, p.fetch_offset, p.partition_max_bytes,
+                               getattr(p, "current_leader_epoch", -1), getattr(p, "last_fetched_epoch", -1)))
     return out
 
 
@@ -83,10 +94,20 @@ def _read_one(api: BrokerApi, t: _Target, follower: bool, budget: int, first: bo
     replica = view.local_replica(t.topic_id, t.partition) if registration.leader == view.node_id else None
     if replica is None:
         return _Read(ErrorCode.not_leader_or_follower)
+    if t.current_leader_epoch >= 0 and t.current_leader_epoch != registration.leader_epoch:
+        return _Read(ErrorCode.fenced_leader_epoch if t.current_leader_epoch < registration.leader_epoch
+                     else ErrorCode.unknown_leader_epoch)
     try:
         leo = replica.log_end_offset
         start = replica.log_start_offset
         hw = replica.high_watermark
+        epoch_lookup = getattr(replica, "end_offset_for_epoch", None)
+        if follower and t.last_fetched_epoch >= 0 and epoch_lookup is not None:
+            epoch, end = epoch_lookup(t.last_fetched_epoch)
+            if epoch < 0 or end < 0:   # the leader has no epoch at or before it: start over
+                return _Read(ErrorCode.offset_out_of_range, hw, start)
+            if end < t.fetch_offset or epoch < t.last_fetched_epoch:
+                return _Read(ErrorCode.none, hw, start, b"", (epoch, end))
         if t.fetch_offset < start or t.fetch_offset > leo:
             return _Read(ErrorCode.offset_out_of_range, hw, start)
         upper = leo if follower else hw
@@ -152,11 +173,15 @@ def _response(version: int, targets: list[_Target], reads: list[_Read]) -> Any:
     topic_cls = response_type(API_KEY, version, "FetchableTopicResponse")
     resp_cls = response_type(API_KEY, version, "FetchResponse")
     grouped: dict[Any, list[Any]] = {}
+    epoch_cls = response_type(API_KEY, version, "EpochEndOffset") if version >= 12 else None
     for t, r in zip(targets, reads):
+        extra = {}
+        if r.diverging is not None and epoch_cls is not None:
+            extra["diverging_epoch"] = epoch_cls(epoch=r.diverging[0], end_offset=r.diverging[1])
         grouped.setdefault(t.topic_key, []).append(
             build(part_cls, partition_index=t.partition, error_code=r.error, high_watermark=r.high_watermark,
                   last_stable_offset=r.high_watermark, log_start_offset=r.log_start_offset,
-                  aborted_transactions=None, preferred_read_replica=-1, records=r.records))
+                  aborted_transactions=None, preferred_read_replica=-1, records=r.records, **extra))
     topics = tuple(build(topic_cls, topic=key, topic_id=key, partitions=tuple(parts))
                    for key, parts in grouped.items())
     return build(resp_cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.none, session_id=0, responses=topics)

@@ -94,3 +94,11 @@ class BrokerApi:
 
     def notify_all(self) -> None:
         self.purgatory.notify_all()
+
+    def on_image_changes(self, changes: Any) -> None:
+        """After the runtime applied a metadata batch: wake waiters of every partition it
+        changed (leadership/ISR moves complete or fail delayed produces and fetches).
+        ``changes`` is the ``ImageChanges`` value the runtime drained from the image for its
+        replica management (only ``.partitions`` keys are read)."""
+        for topic_id, partition in getattr(changes, "partitions", {}):
+            self.notify_partition(topic_id, partition)

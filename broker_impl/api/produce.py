@@ -167,13 +167,19 @@ async def _await_replication(api: BrokerApi, results: list[_PartitionResult], ti
         return
     view = api.view
 
-    def replicated(r: _PartitionResult) -> bool:
+    def settled(r: _PartitionResult) -> bool:
+        """Replicated, or it never will be here (leadership moved, dir offline)."""
         assert r.topic_id is not None
+        registration = view.image.partition(r.topic_id, r.index)
+        if registration is None or registration.leader != view.node_id:
+            return True
+        if view.is_partition_offline(r.topic_id, r.index):
+            return True
         replica = view.local_replica(r.topic_id, r.index)
         return replica is None or replica.high_watermark >= r.wait_offset
 
     keys = [(r.topic_id, r.index) for r in pending]
-    await api.purgatory.wait_until(keys, lambda: all(replicated(r) for r in pending), timeout_ms / 1000)
+    await api.purgatory.wait_until(keys, lambda: all(settled(r) for r in pending), timeout_ms / 1000)
     for r in pending:
         assert r.topic_id is not None
         registration = view.image.partition(r.topic_id, r.index)

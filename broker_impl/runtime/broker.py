@@ -5,6 +5,8 @@
     every input (responses, metadata batches, storage errors, SIGTERM) goes to the core;
     the core's effects are executed here, in order (:meth:`BrokerRuntime._execute`).
 
+Storage effects (create/delete/rename logs, close a failed dir) run in order on one worker
+thread, so a hung disk stalls them but never the heartbeats or the failure report.
 Storage errors arrive through B's ``on_failure(path, errno, op)`` from any thread; they are
 queued with ``call_soon_threadsafe`` and fed to the core between effects (never re-entrantly).
 
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import concurrent.futures
 import logging
 import os
 import random
@@ -51,6 +54,10 @@ HW_CHECKPOINT_INTERVAL_MS = 5000
 RECOVERY_CHECKPOINT_INTERVAL_MS = 60000
 
 
+STORAGE_EFFECTS = (fx.CreateLog, fx.DeleteLog, fx.MarkDirOffline, fx.RenameStray, fx.CreateFutureLog,
+                   fx.DeleteFutureLog, fx.SwapFutureLog)
+
+
 class StartupError(Exception):
     """The broker cannot start (storage rules, config)."""
 
@@ -75,6 +82,7 @@ class BrokerRuntime:
         self.next_metadata_offset = 0
         self.metadata_hwm = 0
         self.ready = False
+        self.published = False
         self.partition_roles: dict[fx.TopicPartition, Any] = {}
         self.offline_partitions: set[fx.TopicPartition] = set()
         self.exit_code: asyncio.Future | None = None
@@ -90,8 +98,9 @@ class BrokerRuntime:
 
     # ------------------------------------------------------------------ start-up
     async def start(self) -> None:
-        loop = asyncio.get_running_loop()
+        loop = self._loop = asyncio.get_running_loop()
         self.exit_code = loop.create_future()
+        self._storage_pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="storage-effects")
         cfg = self.cfg
         if not cfg.log_dirs:
             raise StartupError("log.dirs: at least one log directory is required")
@@ -198,23 +207,8 @@ class BrokerRuntime:
             self._spawn(self._send_heartbeat(e))
         elif isinstance(e, fx.SendAssignments):
             self._spawn(self._send_assignments(e))
-        elif isinstance(e, fx.CreateLog):
-            path = self.dir_set.path_of(e.dir_id)
-            try:
-                lm.get_or_create_log(e.topic_id, e.tp.topic, e.tp.partition, dir_path=path)
-            except KafkaStorageError as exc:
-                log.error("create log %s in %s failed: %s", e.tp, path, exc)  # the dir is reported
-            except StorageError as exc:
-                self.events.emit("create_log_failed", topic=e.tp.topic, partition=e.tp.partition, error=str(exc))
-        elif isinstance(e, fx.DeleteLog):
-            try:
-                lm.delete_log(e.tp.topic, e.tp.partition)
-            except StorageError as exc:
-                log.error("delete log %s failed: %s", e.tp, exc)
-        elif isinstance(e, fx.MarkDirOffline):
-            path = self.dir_set.path_of(e.dir_id)
-            if path is not None:
-                lm.mark_offline(path)
+        elif isinstance(e, STORAGE_EFFECTS):
+            self._storage_pool.submit(self._storage_effect, e)
         elif isinstance(e, fx.MarkPartitionsOffline):
             self.offline_partitions.update(e.partitions)
             for tp in e.partitions:
@@ -223,9 +217,9 @@ class BrokerRuntime:
             self.partition_roles[e.tp] = e
         elif isinstance(e, (fx.StartFetcher, fx.StopFetcher)):
             pass  # follower fetchers: not implemented in this runtime (see module docstring)
-        elif isinstance(e, (fx.CreateFutureLog, fx.StartDirMover, fx.StopDirMover, fx.DeleteFutureLog,
-                            fx.SwapFutureLog)):
-            self.events.emit("dir_move_unsupported", effect=type(e).__name__, topic=e.tp.topic,
+        elif isinstance(e, (fx.StartDirMover, fx.StopDirMover)):
+            # copying a live log between dirs needs the data plane (not in this runtime)
+            self.events.emit("dir_mover_unsupported", effect=type(e).__name__, topic=e.tp.topic,
                              partition=e.tp.partition)
         elif isinstance(e, fx.Halt):
             self._halt(e.reason)
@@ -233,6 +227,43 @@ class BrokerRuntime:
             self._finish(0 if e.clean else 1, e.reason)
         else:
             raise TypeError(f"unknown effect {e!r}")
+
+    def _storage_effect(self, e: Any) -> None:
+        """On the storage worker thread, in effect order: a disk that hangs stalls these,
+        never the heartbeats. OSErrors reach the core through ``on_failure``."""
+        lm = self.lm
+        assert lm is not None
+        tp = e.tp if hasattr(e, "tp") else None
+        try:
+            if isinstance(e, fx.CreateLog):
+                lm.get_or_create_log(e.topic_id, e.tp.topic, e.tp.partition, dir_path=self.dir_set.path_of(e.dir_id))
+            elif isinstance(e, fx.DeleteLog):
+                lm.delete_log(e.tp.topic, e.tp.partition)
+            elif isinstance(e, fx.MarkDirOffline):
+                path = self.dir_set.path_of(e.dir_id)
+                if path is not None:
+                    lm.mark_offline(path)
+            elif isinstance(e, fx.RenameStray):
+                new = lm.rename_stray(e.tp.topic, e.tp.partition)
+                self.events.emit("stray_renamed", topic=e.tp.topic, partition=e.tp.partition, path=new)
+            elif isinstance(e, fx.CreateFutureLog):
+                lm.create_future_log(e.topic_id, e.tp.topic, e.tp.partition, self.dir_set.path_of(e.dir_id))
+            elif isinstance(e, fx.DeleteFutureLog):
+                lm.delete_future_log(e.tp.topic, e.tp.partition)
+            elif isinstance(e, fx.SwapFutureLog):
+                lm.replace_current_with_future(e.tp.topic, e.tp.partition)
+                self._loop.call_soon_threadsafe(self._swap_done, e.tp)
+        except StorageError as exc:
+            log.error("%s of %s failed: %s", type(e).__name__, tp, exc)
+            if not isinstance(exc, KafkaStorageError):
+                self.events.emit("storage_effect_failed", effect=type(e).__name__, topic=tp.topic if tp else None,
+                                 partition=tp.partition if tp else None, error=str(exc))
+        except Exception:  # a bug must not kill the worker silently
+            log.exception("%s failed", type(e).__name__)
+
+    def _swap_done(self, tp: fx.TopicPartition) -> None:
+        assert self.core is not None
+        self._feed(self.core.on_swap_done(tp, self._now()))
 
     def _halt(self, reason: str) -> None:
         print(f"{PROG}: halted: {reason}", file=sys.stderr, flush=True)
@@ -329,16 +360,22 @@ class BrokerRuntime:
             return
         if not applied:
             return
+        initial = not self.published
+        if initial and self.next_metadata_offset < self.metadata_hwm:
+            return  # the first publish waits for the whole image (strays need all of it)
+        self.published = True
         changes = self.image.drain_changes()
         pcs = partition_changes(changes, self.cfg.node_id,
                                 lambda t: self.image.topics[t].name if t in self.image.topics else None)
-        self._feed(self.core.apply_metadata(pcs, self._now(), offset=self.image.last_offset))
+        if pcs or initial:
+            self.events.emit("metadata_published", offset=self.image.last_offset, partitions=len(pcs), initial=initial)
+        self._feed(self.core.apply_metadata(pcs, self._now(), offset=self.image.last_offset, initial=initial))
 
     def _maybe_ready(self) -> None:
         """Ready to unfence once registered and caught up with the metadata that holds our
         registration (Kafka: initial catch-up + first publish)."""
         assert self.core is not None
-        if self.ready or not self.core.lifecycle.registered:
+        if self.ready or not self.published or not self.core.lifecycle.registered:
             return
         me = self.image.brokers.get(self.cfg.node_id)
         if me is None or me.epoch != self.core.lifecycle.broker_epoch:
@@ -398,6 +435,9 @@ class BrokerRuntime:
                     await asyncio.wait_for(ch.close(), 5)
                 except asyncio.TimeoutError:
                     log.warning("closing the controller connection timed out")
+        pool = getattr(self, "_storage_pool", None)
+        if pool is not None:
+            await asyncio.to_thread(pool.shutdown, wait=True)
         if self.lm is not None:
             await asyncio.to_thread(self.lm.close)
         self.events.close()

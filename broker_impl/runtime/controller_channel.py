@@ -10,6 +10,7 @@ connection must not keep answering late, out of the core's view).
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import logging
 import uuid
@@ -36,12 +37,15 @@ class ControllerConnection:
         self.sasl = sasl
         self.max_frame_bytes = max_frame_bytes
         self.client: KafkaClient | None = None
+        self._connecting = asyncio.Lock()
 
     async def get(self, timeout_s: float) -> KafkaClient:
-        if self.client is None or self.client.closed:
-            self.client = await KafkaClient.connect(self.host, self.port, client_id=self.client_id, sasl=self.sasl,
-                                                    timeout_s=timeout_s, max_frame_bytes=self.max_frame_bytes)
-        return self.client
+        async with self._connecting:  # concurrent callers share one new connection
+            if self.client is None or self.client.closed:
+                self.client = await KafkaClient.connect(self.host, self.port, client_id=self.client_id,
+                                                        sasl=self.sasl, timeout_s=timeout_s,
+                                                        max_frame_bytes=self.max_frame_bytes)
+            return self.client
 
     async def request(self, build, timeout_s: float) -> Any:
         """``build(client) -> request`` (it may pick versions); raises ClientError."""

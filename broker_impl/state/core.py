@@ -69,8 +69,9 @@ class BrokerCore:
     def next_deadline_ms(self) -> int | None:
         if self.halted:
             return None
-        ds = [d for d in (self.lifecycle.next_deadline_ms(), self.assignments.next_deadline_ms(),
-                          self.failure_timer.next_deadline_ms()) if d is not None]
+        assign = self.assignments.next_deadline_ms() if self.lifecycle.registered else None
+        ds = [d for d in (self.lifecycle.next_deadline_ms(), assign, self.failure_timer.next_deadline_ms())
+              if d is not None]
         return min(ds) if ds else None
 
     def _route(self, effects: list, now_ms: int) -> list:
@@ -95,7 +96,8 @@ class BrokerCore:
         """Run what became due and keep D4's queue count current."""
         if self.halted:
             return out
-        out += self.assignments.tick(now_ms, broker_epoch=self.lifecycle.broker_epoch,
+        if self.lifecycle.registered:  # no epoch before registration: the controller would refuse
+            out += self.assignments.tick(now_ms, broker_epoch=self.lifecycle.broker_epoch,
                                      is_valid=self.replicas.is_replica)
         out += self.lifecycle.set_queued_assignments(self.assignments.queued, now_ms)
         return out
@@ -153,12 +155,15 @@ class BrokerCore:
         return self._pump(self._route(out, now_ms), now_ms)
 
     # ------------------------------------------------------------------ metadata
-    def apply_metadata(self, changes: Iterable[PartitionChange], now_ms: int, *, offset: int | None = None) -> list:
+    def apply_metadata(self, changes: Iterable[PartitionChange], now_ms: int, *, offset: int | None = None,
+                       initial: bool = False) -> list:
         """One applied metadata batch: its partition changes (old → new registration) and
-        the offset of its last record."""
+        the offset of its last record. ``initial``: the first publish after start-up, with
+        every partition of the image up to the high watermark (strays are renamed first)."""
         if self.halted:
             return []
-        out = []
+        changes = list(changes)
+        out = self.replicas.strays(changes) if initial else []
         for e in self.replicas.apply(changes, promotions_in_flight=self.moves.promotions_in_flight()):
             if isinstance(e, StartDirMover):  # a future log found at start: resume its move
                 lr = self.replicas.partitions[e.tp]

@@ -105,6 +105,15 @@ class DeleteLog:
 
 
 @dataclass(frozen=True, slots=True)
+class RenameStray:
+    """A log no replica of the current metadata claims (topic gone, other topic id, not a
+    replica): rename it ``<topic>-<p>.<uuid>-stray``, never delete (KAFKA-14616/16234)."""
+    tp: TopicPartition
+    topic_id: TopicId
+    dir_id: uuid.UUID
+
+
+@dataclass(frozen=True, slots=True)
 class MarkDirOffline:
     """Stop every write to the dir: close its logs, no checkpoints, no probe."""
     dir_id: uuid.UUID

@@ -33,7 +33,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from broker_impl.state.effects import (BecomeFollower, BecomeLeader, CreateLog, DeleteLog, MarkPartitionsOffline,
-                                       QueueAssignment, StartDirMover, StartFetcher, StopFetcher, SwapFutureLog,
+                                       QueueAssignment, RenameStray, StartDirMover, StartFetcher, StopFetcher, SwapFutureLog,
                                        TopicPartition, UpdateLeaderState, event)
 from broker_impl.state.log_dirs import LogDirs
 from kafka_common.ids import UNASSIGNED, TopicId
@@ -138,6 +138,21 @@ class ReplicaManager:
         return min(online, key=lambda d: (counts[d], self.log_dirs.configured.index(d)))
 
     # ------------------------------------------------------------------ metadata
+    def strays(self, changes: Iterable[PartitionChange]) -> list:
+        """First publish after start-up: every log on disk that no registration of this
+        (complete) batch gives to this broker with the same topic id is a stray; it is
+        renamed, never attached (KAFKA-14616: before the partitions are created)."""
+        claimed = {(ch.topic, ch.new.partition_id): ch.new.topic_id for ch in changes
+                   if ch.new is not None and self.broker_id in ch.new.replicas}
+        out: list = []
+        for table in (self.logs, self.futures):
+            for tp, (topic_id, dir_id) in sorted(table.items()):
+                if claimed.get((tp.topic, tp.partition)) != topic_id:
+                    del table[tp]
+                    if table is self.logs:
+                        out.append(RenameStray(tp, topic_id, dir_id))
+        return out
+
     def apply(self, changes: Iterable[PartitionChange], *, promotions_in_flight: frozenset = frozenset()) -> list:
         out: list = []
         for ch in changes:
@@ -166,7 +181,12 @@ class ReplicaManager:
         prev, lr.registration = lr.registration, new
         if lr.hosted is Hosted.OFFLINE:
             return out  # KAFKA-16234: never re-created while its dir is offline
-        out += self._place(lr, new, promotions_in_flight)
+        # Kafka's ``directoryIds`` rule, compared by value: an online partition whose metadata
+        # dir for this broker did not change is not re-placed (else every leader/ISR change
+        # of another replica would re-send an UNASSIGNED replica's assignment)
+        if not (lr.hosted is Hosted.ONLINE and prev is not None
+                and prev.directory(self.broker_id) == new.directory(self.broker_id)):
+            out += self._place(lr, new, promotions_in_flight)
         if lr.hosted is Hosted.ONLINE:
             out += self._transition(lr, prev, new)
         return out

@@ -151,9 +151,13 @@ class ControllerRuntime:
                 await self._tick_task
             except BaseException:
                 pass
+        # let an in-flight change finish (append + replay + response) before cutting
+        # connections, so the image and the log never part ways on a clean stop
         if self.server is not None:
-            await self.server.stop()
+            self.server.stop_accepting()
         async with self._lock:
+            if self.server is not None:
+                await self.server.stop()
             if self.log is not None:
                 self.log.close()
         self.events.emit("controller_stopped")

@@ -29,7 +29,7 @@ from harness.checkers.common import (
     MUST_DETECT_MODES, InjectedFault, dir_offline_events, first_after, injected_faults, node_actions,
     partition_timelines,
 )
-from harness.checkers.replay import view_at
+from harness.checkers.replay import LOST, view_at
 from harness.history import History
 
 __all__ = ["check_failover"]
@@ -143,8 +143,10 @@ def _judge_move(f: InjectedFault, history: History, timelines, bound_ms: int, su
                     "problem": None if ok else f"broker {b} left the ISR ({hit.reason}) though the move should cancel"}
     later = [g.ts_ns for g in injected_faults(history) if g.kind == "disk" and g.node_id == b and g.ts_ns >= f.ts_ns]
     start = later[0] if later else f.ts_ns
+    lost = any(s.replicas is not None and s.directories is not None and b in s.replicas
+               and s.directories[s.replicas.index(b)] == LOST for s in states if s.ts_ns >= f.ts_ns)
     if hit is not None and hit.ts_ns <= start + bound_ms * 1_000_000:
-        return True, {"fault_id": f.fault_id, "partition": name, "reason": hit.reason}
+        return True, {"fault_id": f.fault_id, "partition": name, "reason": hit.reason, "lost_dir_recorded": lost}
     if hit is None and (history.end_ns or 0) < start + bound_ms * 1_000_000:
         return UNKNOWN, {"fault_id": f.fault_id, "partition": name, "problem": "history ends before the bound"}
     return False, {"fault_id": f.fault_id, "partition": name,

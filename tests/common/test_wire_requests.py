@@ -26,10 +26,11 @@ def test_request_round_trip_and_header_version():
     assert req == _heartbeat()
 
 
-def test_trailing_bytes_are_a_decode_error():
-    frame = wire.encode_request(_heartbeat(), 1, None) + b"\x00"
+def test_trailing_bytes_are_ignored_like_kafka_does_unless_strict():
+    frame = wire.encode_request(_heartbeat(), 1, None) + b"\x01\x00\x00"
+    assert wire.decode_request(frame)[1] == _heartbeat()
     with pytest.raises(wire.DecodeError, match="trailing"):
-        wire.decode_request(frame)
+        wire.decode_request(frame, strict=True)
 
 
 def test_unknown_api_and_version_raise_unknown_api():

@@ -6,10 +6,11 @@
 - partition logs are ``broker_impl.storage`` ``PartitionLog``s in formatted temp dirs
   (``meta.properties``, ``load_log_dirs``, ``LogManager``).
 
-Interim: :class:`LocalController` answers CreateTopics by appending TopicRecord /
-PartitionRecord to the metadata feed itself (placement round-robin over unfenced brokers,
-Directories = the single dir's id for single-dir brokers, UNASSIGNED otherwise) until the
-pure controller (``controller_impl.state``) lands. :class:`StorageBrokerView` does the
+- the controller channel is served in-process by the real pure controller
+  (``controller_impl.state.ControllerState``): brokers register and get unfenced through
+  it and CreateTopics returns its records (replayed into the image) and response.
+
+Interim: :class:`StorageBrokerView` does the
 runtime's part of the contract (log creation on first use, high watermark = min LEO of
 the ISR) until ``broker_impl.runtime`` mounts the handlers itself.
 """
@@ -20,6 +21,7 @@ import os
 import random
 import shutil
 import uuid
+from types import SimpleNamespace
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -31,10 +33,10 @@ from broker_impl.storage.errors import KafkaStorageError
 from broker_impl.storage.log_manager import LogManager
 from broker_impl.storage.partition_log import LogConfig, PartitionLog
 from broker_impl.storage.startup import load_log_dirs
+from controller_impl.state.controller import ControllerState
 from kafka_common import ids, wire
 from kafka_common import meta_properties as mp
 from kafka_common.clock import ManualClock
-from kafka_common.metadata import records as r
 from kafka_common.metadata.batches import decode_batches, encode_batch
 from kafka_common.metadata.image import MetadataImage
 from kafka_runtime import fsutil
@@ -49,6 +51,7 @@ class MetadataFeed:
     def __init__(self, image: MetadataImage) -> None:
         self.image = image
         self.next_offset = 0
+        self.on_changes: Any = None  # the runtime's reaction to an applied batch
 
     def append(self, *records: Any) -> None:
         data = encode_batch(self.next_offset, list(records), timestamp_ms=0)
@@ -56,53 +59,44 @@ class MetadataFeed:
             for i, rec in enumerate(decoded):
                 self.image.replay(rec, header.base_offset + i)
             self.next_offset = header.base_offset + len(decoded)
-        self.image.drain_changes()
+        changes = self.image.drain_changes()
+        if self.on_changes is not None:
+            self.on_changes(changes)
 
 
-class LocalController:
-    def __init__(self, feed: MetadataFeed, rng: random.Random, default_partitions: int = 1,
-                 default_rf: int = 1) -> None:
+class PureControllerChannel:
+    """The controller channel served in-process by the real pure controller
+    (``controller_impl.state.ControllerState``): records → metadata feed → response."""
+
+    def __init__(self, feed: MetadataFeed, rng: random.Random, clock: ManualClock) -> None:
         self.feed = feed
-        self.rng = rng
+        self.clock = clock
+        self.state = ControllerState(feed.image, SimpleNamespace(
+            cluster_id=CLUSTER_ID, broker_session_timeout_ms=9000, num_partitions=1, default_replication_factor=1,
+            authorizer_enabled=False, super_users=frozenset()), clock.monotonic_ms, rng=rng)
         self.requests: list[Any] = []
-        self.default_partitions = default_partitions
-        self.default_rf = default_rf
+
+    def _apply(self, result: Any) -> Any:
+        if result.records:
+            self.feed.append(*result.records)
+        return result.response
 
     async def create_topics(self, request: Any) -> Any:
         self.requests.append(request)
-        image = self.feed.image
-        results = []
-        live = sorted(b for b, reg in image.brokers.items() if not reg.fenced)
-        for t in request.topics:
-            if t.name in image.topic_ids:
-                results.append((t.name, None, ErrorCode.topic_already_exists, -1, -1))
-                continue
-            n = t.num_partitions if t.num_partitions > 0 else self.default_partitions
-            rf = t.replication_factor if t.replication_factor > 0 else self.default_rf
-            if t.assignments:
-                plan = {a.partition_index: tuple(a.broker_ids) for a in t.assignments}
-                n = len(plan)
-            elif rf > len(live):
-                results.append((t.name, None, ErrorCode.invalid_replication_factor, -1, -1))
-                continue
-            else:
-                plan = {i: tuple(live[(i + k) % len(live)] for k in range(rf)) for i in range(n)}
-            tid = ids.random_uuid(self.rng)
-            recs: list[Any] = [r.TopicRecord(name=t.name, topic_id=tid)]
-            for i, replicas in sorted(plan.items()):
-                dirs = tuple(image.brokers[b].log_dirs[0] if len(image.brokers[b].log_dirs) == 1
-                             else ids.UNASSIGNED for b in replicas)
-                recs.append(r.PartitionRecord(partition_id=i, topic_id=tid, replicas=replicas, isr=replicas,
-                                              leader=replicas[0], leader_epoch=0, partition_epoch=0,
-                                              directories=dirs))
-            if not request.validate_only:
-                self.feed.append(*recs)
-            results.append((t.name, tid, ErrorCode.none, n, len(next(iter(plan.values())))))
-        result_cls = response_type(19, request.__version__, "CreatableTopicResult")
-        return build(response_type(19, request.__version__, "CreateTopicsResponse"), throttle_time=NO_THROTTLE,
-                     topics=tuple(build(result_cls, name=name, topic_id=tid, error_code=err, error_message=None,
-                                        num_partitions=n, replication_factor=rf, configs=())
-                                  for name, tid, err, n, rf in results))
+        return self._apply(self.state.handle_create_topics(request, self.clock.monotonic_ms()))
+
+    def register_and_unfence(self, broker_id: int, port: int, dir_ids: list[uuid.UUID], rng: random.Random) -> None:
+        reg_mod = wire.request_module(62, 3)
+        resp = self._apply(self.state.handle_broker_registration(wire.request_class(62, 3)(
+            broker_id=broker_id, cluster_id=CLUSTER_ID, incarnation_id=ids.random_uuid(rng),
+            listeners=(reg_mod.Listener(name="PLAINTEXT", host="127.0.0.1", port=port, security_protocol=0),),
+            features=(), rack=None, is_migrating_zk_broker=False, log_dirs=tuple(dir_ids), previous_broker_epoch=-1),
+            self.clock.monotonic_ms()))
+        assert resp.error_code is ErrorCode.none, resp
+        hb = self._apply(self.state.handle_broker_heartbeat(wire.request_class(63, 1)(
+            broker_id=broker_id, broker_epoch=resp.broker_epoch, current_metadata_offset=self.feed.next_offset - 1,
+            want_fence=False, want_shut_down=False, offline_log_dirs=()), self.clock.monotonic_ms()))
+        assert hb.error_code is ErrorCode.none and not self.feed.image.brokers[broker_id].fenced, hb
 
 
 class RecordingMover:
@@ -237,14 +231,22 @@ class Broker:
                                   now_ms=self.clock.monotonic_ms)
         self.image = MetadataImage()
         self.feed = MetadataFeed(self.image)
-        self.controller = LocalController(self.feed, self.rng)
+        self.controller = PureControllerChannel(self.feed, self.rng, self.clock)
         self.mover = RecordingMover()
         self.view = StorageBrokerView(node_id, self.image, self.lm, self.controller, self.mover)
         self.api = BrokerApi(self.view, producer_id_base=node_id << 32)
         self.view.api = self.api
+        self.feed.on_changes = self._on_changes
         self.server = KafkaServer(self.api, host="127.0.0.1", port=0, listener_name="PLAINTEXT",
                                   log=self.server_log.append)
         self.loop: Any = None
+
+    def _on_changes(self, changes: Any) -> None:
+        """What the runtime does after applying metadata: HW may move (ISR shrank), then
+        waiters of the changed partitions re-check."""
+        for topic_id, partition in changes.partitions:
+            self.view._update_hw(topic_id, partition)
+        self.api.on_image_changes(changes)
 
     @property
     def dir_ids(self) -> list[uuid.UUID]:
@@ -254,12 +256,8 @@ class Broker:
         await self.server.start()
         for b in (self.node_id, *self.peers):
             own = b == self.node_id
-            self.feed.append(r.RegisterBrokerRecord(
-                broker_id=b, incarnation_id=ids.random_uuid(self.rng), broker_epoch=10 + b,
-                end_points=(r.BrokerEndpoint(name="PLAINTEXT", host="127.0.0.1",
-                                             port=self.server.port if own else 1, security_protocol=0),),
-                fenced=False, log_dirs=tuple(sorted(self.dir_ids, key=ids.halves)) if own
-                else (ids.random_directory_id(self.rng),)))
+            self.controller.register_and_unfence(b, self.server.port if own else 1,
+                                                 self.dir_ids if own else [ids.random_directory_id(self.rng)], self.rng)
 
     async def stop(self) -> None:
         await self.server.stop()

@@ -56,11 +56,13 @@ def produce_request(version: int, topic: str, partition: int, records: bytes | N
 
 
 def fetch_request(version: int, topic: str | uuid.UUID, partition: int, offset: int, *, replica_id: int = -1,
-                  max_wait_ms: int = 0, min_bytes: int = 1, max_bytes: int = 1 << 20) -> Any:
+                  max_wait_ms: int = 0, min_bytes: int = 1, max_bytes: int = 1 << 20,
+                  current_leader_epoch: int = -1, last_fetched_epoch: int = -1) -> Any:
     mod = wire.request_module(1, version)
     cls = wire.request_class(1, version)
     part = wire.make(mod.FetchPartition, partition=partition, fetch_offset=offset, partition_max_bytes=max_bytes,
-                     current_leader_epoch=-1, log_start_offset=-1, last_fetched_epoch=-1)
+                     current_leader_epoch=current_leader_epoch, log_start_offset=-1,
+                     last_fetched_epoch=last_fetched_epoch)
     topic_kw = {"topic_id": topic} if version >= 13 else {"topic": topic}
     kwargs: dict[str, Any] = dict(max_wait=timedelta(milliseconds=max_wait_ms), min_bytes=min_bytes,
                                   max_bytes=max_bytes, isolation_level=0, session_id=0, session_epoch=-1,

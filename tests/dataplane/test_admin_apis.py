@@ -55,7 +55,7 @@ def test_metadata_topic_ids_leaders_offline_replicas_and_auto_create(broker2dirs
             b.feed.append(r.PartitionChangeRecord(partition_id=0, topic_id=tid, directories=(failed, ids.UNASSIGNED)))
             b.feed.append(r.PartitionChangeRecord(partition_id=1, topic_id=tid, directories=(ids.LOST, ids.UNASSIGNED),
                                                   leader=2, isr=(2,)))
-            b.feed.append(r.BrokerRegistrationChangeRecord(broker_id=1, broker_epoch=11, log_dirs=(b.dir_ids[1],)))
+            b.feed.append(r.BrokerRegistrationChangeRecord(broker_id=1, broker_epoch=b.image.brokers[1].epoch, log_dirs=(b.dir_ids[1],)))
             meta = await c.call(metadata_request(12, ["m"]))
             parts = {p.partition_index: p for p in meta.topics[0].partitions}
             assert tuple(parts[0].offline_replicas) == (1,) and tuple(parts[1].offline_replicas) == (1,)
@@ -114,11 +114,15 @@ def test_create_topics_describe_cluster_find_coordinator(broker):
         c = await RawConnection.open(broker.server.port)
         try:
             mod = wire.request_module(19, 7)
-            resp = await c.call(wire.request_class(19, 7)(topics=(
-                mod.CreatableTopic(name="made", num_partitions=3, replication_factor=1, assignments=(), configs=()),
-                mod.CreatableTopic(name="made", num_partitions=1, replication_factor=1, assignments=(), configs=()),
-            ), timeout=timedelta(seconds=5), validate_only=False))
-            assert [x.error_code for x in resp.topics] == [ErrorCode.none, ErrorCode.topic_already_exists]
+
+            async def create(partitions):
+                resp = await c.call(wire.request_class(19, 7)(topics=(
+                    mod.CreatableTopic(name="made", num_partitions=partitions, replication_factor=1, assignments=(),
+                                       configs=()),), timeout=timedelta(seconds=5), validate_only=False))
+                return resp.topics[0]
+            first = await create(3)
+            assert first.error_code is ErrorCode.none and first.topic_id == broker.image.topic_ids["made"]
+            assert (await create(1)).error_code is ErrorCode.topic_already_exists
             assert len(broker.image.partitions_of(broker.image.topic_ids["made"])) == 3
             dc = await c.call(wire.make(wire.request_class(60, 1), include_cluster_authorized_operations=False,
                                         endpoint_type=1))
@@ -177,6 +181,17 @@ def test_describe_log_dirs_v4_carries_directory_id_tag_and_offline_dir(broker2di
                 wire.request_module(35, 1).DescribableLogDirTopic(topic="d", partitions=(1,)),)))
             listed = [(t.name, p.partition_index) for res in filtered.results for t in res.topics for p in t.partitions]
             assert listed == [("d", 1)]
+            # a move of partition 1 to the other dir is under way: its future log is listed too
+            current = b.lm.get_log("d", 1)
+            other = next(d.path for d in b.lm.dir_set.data_dirs if d.path != current.log_dir)
+            future = b.lm.create_future_log(current.topic_id, "d", 1, other)
+            future.append_as_follower(current.read(0, 1 << 20, None))
+            await c.call(produce_request(9, "d", 1, make_batch([b"w", b"x"]), acks=1))  # the future lags 2
+            resp = await c.call(wire.request_class(35, 4)(topics=None), DescribeLogDirsResponseV4)
+            entries = {(res.log_dir, p.partition_index, p.is_future_key): (p.partition_size, p.offset_lag)
+                       for res in resp.results for t in res.topics for p in t.partitions if t.name == "d"}
+            assert entries[(other, 1, True)] == (future.size_bytes, 2)
+            assert entries[(current.log_dir, 1, False)][0] == current.size_bytes
             # the dir holding partition 0 fails
             dead = b.lm.get_log("d", 0).log_dir
             b.lm.mark_offline(dead)

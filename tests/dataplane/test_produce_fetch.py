@@ -217,3 +217,61 @@ def test_fetch_returns_whole_batches_from_fetch_offset_and_respects_max_bytes(br
         finally:
             await c.close()
     broker.loop.run(go())
+
+
+def test_leader_epoch_checks_and_diverging_epoch_for_followers(broker3):
+    b = broker3
+
+    async def go():
+        tid = await b.create_topic("ep", 1, replicas=(1, 2))
+        c = await RawConnection.open(b.server.port)
+        try:
+            resp = await c.call(produce_request(9, "ep", 0, make_batch([b"a", b"b", b"c"]), acks=1))   # epoch 0: 0..2
+            assert _perr(resp) == (ErrorCode.none, 0)
+            b.feed.append(r.PartitionChangeRecord(partition_id=0, topic_id=tid, leader=1))            # epoch 1
+            resp = await c.call(produce_request(9, "ep", 0, make_batch([b"d", b"e"]), acks=1))        # epoch 1: 3..4
+            assert _perr(resp) == (ErrorCode.none, 3)
+
+            async def fetch(**kw):
+                f = await c.call(fetch_request(16, tid, 0, kw.pop("offset"), **kw))
+                return f.responses[0].partitions[0]
+            assert (await fetch(offset=0, current_leader_epoch=0)).error_code is ErrorCode.fenced_leader_epoch
+            assert (await fetch(offset=0, current_leader_epoch=7)).error_code is ErrorCode.unknown_leader_epoch
+            # a follower that kept epoch-0 records up to offset 5 diverged at 3: truncate there
+            p = await fetch(offset=5, replica_id=2, current_leader_epoch=1, last_fetched_epoch=0)
+            assert p.error_code is ErrorCode.none and not p.records
+            assert (p.diverging_epoch.epoch, p.diverging_epoch.end_offset) == (0, 3)
+            # a follower in step gets records up to the LEO
+            p = await fetch(offset=3, replica_id=2, current_leader_epoch=1, last_fetched_epoch=0)
+            assert p.diverging_epoch.epoch == -1
+            assert [h.base_offset for _p, h in bh.iter_batches(p.records)] == [3]
+            assert [h.partition_leader_epoch for _p, h in bh.iter_batches(p.records)] == [1]
+        finally:
+            await c.close()
+    b.loop.run(go())
+
+
+def test_delayed_produce_completes_on_isr_shrink_and_fails_on_leader_move(broker3):
+    b = broker3
+
+    async def go():
+        tid = await b.create_topic("moving", 2, replicas=(1, 2))
+        c1 = await RawConnection.open(b.server.port)
+        c2 = await RawConnection.open(b.server.port)
+        try:
+            c1.send(produce_request(9, "moving", 0, make_batch([b"a"]), acks=-1, timeout_ms=20_000))
+            c2.send(produce_request(9, "moving", 1, make_batch([b"b"]), acks=-1, timeout_ms=20_000))
+            w1 = asyncio.ensure_future(c1.receive(wire.response_class(0, 9)))
+            w2 = asyncio.ensure_future(c2.receive(wire.response_class(0, 9)))
+            await asyncio.sleep(0.2)
+            assert not w1.done() and not w2.done()
+            # the controller drops lagging replica 2 from partition 0's ISR: the HW reaches the batch
+            b.feed.append(r.PartitionChangeRecord(partition_id=0, topic_id=tid, isr=(1,)))
+            assert _perr((await asyncio.wait_for(w1, 10))[1]) == (ErrorCode.none, 0)
+            # partition 1's leadership moves to broker 2 before the ISR had the batch
+            b.feed.append(r.PartitionChangeRecord(partition_id=1, topic_id=tid, leader=2, isr=(2,)))
+            assert _perr((await asyncio.wait_for(w2, 10))[1])[0] is ErrorCode.not_leader_or_follower
+        finally:
+            await c1.close()
+            await c2.close()
+    b.loop.run(go())

@@ -214,8 +214,11 @@ def test_failover_moved_replica_lost_dir():
     h.disk_fault(5300, 2, 0, node_ref="follower:t1/0")
     h.status(40_000, 2, True)
     assert check_failover(s9, h.build()).valid is False
-    h.partition(5400, 0, 1, [1, 3], reason="lost_dir")
-    assert check_failover(s9, h.build()).valid is True
+    h.partition(5400, 0, 1, [1, 3], dirs=[DIRS[1][0], "AAAAAAAAAAAAAAAAAAAAAQ", DIRS[3][0]],
+                reason="assign_replicas_to_dirs")
+    r = check_failover(s9, h.build())
+    assert r.valid is True and r.details["moves"][0]["lost_dir_recorded"] is True
+    assert check_failover(catalog.move_replica(fail="target"), h.build()).valid is False
 
 
 # ---------------------------------------------------------------- liveness

@@ -211,6 +211,12 @@ def test_scenario_command(tmp_path, capsys):
     assert "good.json: ok" in out.out and "bad.json: faults[0].mode: 'eror' is not one of" in out.err
 
 
+def test_fault_on_a_topic_before_it_exists():
+    d = catalog.restart_fenced_until_assigned().to_dict()
+    d["faults"].append({"kind": "disk", "at_ms": 6000, "node": "leader:t2/0", "dir": "d1"})
+    assert problems_of(d) == {"faults[1].node": "topic 't2' is only created at 8000 ms (workload.topics)"}
+
+
 def test_null_and_empty_values():
     d = base()
     d["workload"]["rate_per_s"] = None

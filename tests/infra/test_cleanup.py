@@ -81,6 +81,8 @@ def test_cleanup_after_sigkill_leaves_nothing(node_image, jbodtest_loop):
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
     assert not survey()[lab_id].live
+    for pid in before["daemons"]:  # the worst case: the FUSE daemon is wedged too
+        os.kill(pid, signal.SIGSTOP)
     out = subprocess.run([sys.executable, "-m", "harness.cli", "cleanup", "--lab", lab_id], cwd=ROOT,
                          capture_output=True, text=True, timeout=180)
     print(out.stdout)
@@ -109,3 +111,51 @@ def test_default_cleanup_leaves_live_labs_alone(node_image):
     time.sleep(0)  # destroy() ran: nothing of the lab left
     assert _traces(lab.lab_id) == {"containers": [], "networks": [], "mounts": [], "loops": [], "daemons": [],
                                    "dir": False}
+
+
+def test_persistent_lab_outlives_its_creator_and_loads_elsewhere(node_image):
+    reason = fuse_skip_reason()
+    if reason:
+        pytest.skip(reason)
+    code = ("from infra.lab import Lab, NodeSpec, Topology\n"
+            "lab = Lab.create(Topology(nodes=(NodeSpec('n1', ('d1', 'd2')),), disk_size_mb=32, backend='fuse',"
+            " network=False), persistent=True)\nprint(lab.lab_id)")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                         env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert out.returncode == 0, out.stderr
+    lab_id = out.stdout.strip()
+    try:
+        assert survey()[lab_id].live, "a persistent lab is live after its creator exited"
+        assert lab_id not in {c.lab_id for c in cleanup(dry_run=True)}
+        lab = Lab.load(lab_id)
+        assert set(lab.disks) == {("n1", "d1"), ("n1", "d2")}
+        rec = lab.disk_fault("n1", "d2", "error").inject()
+        assert rec.first_io_error_observed_ns is not None
+        lab.destroy()
+        assert _traces(lab_id)["dir"] is False
+    finally:
+        cleanup(lab_ids=[lab_id])
+
+
+def test_cleanup_after_the_fuse_daemon_died(node_image):
+    """kill -9 of the daemon: auto_unmount drops the FUSE mount under the loop devices, whose
+    backing paths then point into a detached mount; cleanup still finds them (lab.json)."""
+    reason = fuse_skip_reason()
+    if reason:
+        pytest.skip(reason)
+    lab = Lab.create(Topology(nodes=(NodeSpec("n1", ("d1", "d2")),), disk_size_mb=32, backend="fuse",
+                              network=False))
+    try:
+        loops = [d.loop_dev for d in lab.disks.values()]
+        os.kill(lab.daemon.pid(), signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while any(m.target.endswith("/fuse") for m in mounts_under(LABS_ROOT / lab.lab_id)) \
+                and time.monotonic() < deadline:
+            time.sleep(0.05)
+        cleanup(lab_ids=[lab.lab_id])
+        assert _traces(lab.lab_id) == {"containers": [], "networks": [], "mounts": [], "loops": [],
+                                       "daemons": [], "dir": False}
+        assert all(loopdev.backing_file(dev) is None or not loopdev.backing_file(dev).endswith(
+            ("n1--d1.img", "n1--d2.img")) for dev in loops), "loop devices of the dead daemon detached"
+    finally:
+        cleanup(lab_ids=[lab.lab_id])

@@ -125,8 +125,8 @@ def test_heal_restores_service_after_repair(lab):
     assert rec.healed_ns >= rec.injected_ns and rec.state_after_heal and '"ok"' in rec.state_after_heal
     assert probe_device(lab.disk("n1", "d1"), "write") is None, "the device works again"
     lab.docker.remove(writer)  # the node holds the fs: stop it, repair (umount, e2fsck, mount), start again
-    summary = lab.repair_disk("n1", "d1")
-    assert not fs.is_read_only(lab.disk("n1", "d1").mountpoint), summary
+    fault.heal(repair_fs=True)  # already healed: only the filesystem repair runs now
+    assert fault.record.fs_repair and not fs.is_read_only(lab.disk("n1", "d1").mountpoint)
     lab.start_node("n1")
     r = container_python(lab, "n1", "import os;p='/jbodlab/disks/d1/data/log';print(os.path.getsize(p));"
                          "fd=os.open(p,os.O_WRONLY|os.O_APPEND);os.write(fd,b'x'*4096);os.fsync(fd)")
@@ -184,6 +184,34 @@ def test_xfs_disk_gets_eio_too(node_image):
                              backend="fuse")) as lab:
         writer = start_writer(lab, "n1", "d1")
         wait_log(lab, writer, "READY")
-        rec = lab.disk_fault("n1", "d1", "error-writes").inject()
+        fault = lab.disk_fault("n1", "d1", "error-writes")
+        rec = fault.inject()
         _, _, err_no, _ = wait_log(lab, writer, "ERR")
         assert int(err_no) == errno.EIO and rec.probe_errno == errno.EIO
+        lab.docker.remove(writer)
+        fault.heal(repair_fs=True)  # xfs shut down: unmount, xfs_repair -L, mount
+        lab.start_node("n1")
+        r = container_python(lab, "n1", "import os;fd=os.open('/jbodlab/disks/d1/data/log',os.O_WRONLY|os.O_APPEND);"
+                             "os.write(fd,b'x'*4096);os.fsync(fd)")
+        assert r.returncode == 0, r.stderr
+
+
+def test_a_delayed_disk_does_not_stall_the_other_disks_of_the_daemon(lab):
+    """One daemon serves every disk of the lab: requests stuck in a delay must not starve the rest."""
+    import threading
+
+    slow, fast = lab.disk("n1", "d2"), lab.disk("n1", "d1")
+    fault = lab.disk_fault("n1", "d2", "delay", delay_ms=2000, probe=False)
+    fault.inject()
+    stuck = [threading.Thread(target=probe_device, args=(slow, "read")) for _ in range(16)]
+    try:
+        for t in stuck:
+            t.start()
+        time.sleep(0.1)
+        for _ in range(20):
+            assert probe_device(fast, "read") is None and probe_device(fast, "write") is None
+        assert all(t.is_alive() for t in stuck), "the other disk answered while all 16 delayed ops were pending"
+    finally:
+        fault.heal()
+        for t in stuck:
+            t.join(timeout=30)

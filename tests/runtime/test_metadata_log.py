@@ -142,3 +142,38 @@ def test_follower_path_append_batch_commit_truncate(tmp_path):
         follower.append_batch(data[:pos // 4])  # not the next offset / not one batch
     leader.close()
     follower.close()
+
+
+from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E402
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(damage=st.lists(st.tuples(st.sampled_from(["flip", "truncate", "append"]), st.integers(0, 10**6),
+                                 st.binary(min_size=1, max_size=40)), min_size=1, max_size=3))
+def test_any_damage_recovers_to_a_clean_prefix(tmp_path_factory, damage):
+    root = tmp_path_factory.mktemp("fz")
+    log = MetadataLog.open(str(root), segment_bytes=2048)
+    fill(log, 30)
+    files = log.segment_files()
+    log.close()
+    for kind, pos, data in damage:
+        path = files[pos % len(files)]
+        size = os.path.getsize(path)
+        with open(path, "r+b") as f:
+            if kind == "flip" and size:
+                f.seek(pos % size)
+                f.write(data[: max(1, size - pos % size)])
+            elif kind == "truncate":
+                f.truncate(pos % (size + 1))
+            else:
+                f.seek(0, 2)
+                f.write(data)
+    seen = []
+    log = MetadataLog.open(str(root), segment_bytes=2048, on_record=lambda r, o: seen.append(o))
+    assert seen == list(range(log.end_offset)) and log.end_offset <= 60
+    assert offsets_of(log.read(0, 1 << 20)) == seen
+    fill(log, 1)  # and it is writable again
+    log.close()
+    again = []
+    MetadataLog.open(str(root), segment_bytes=2048, on_record=lambda r, o: again.append(o)).close()
+    assert again == list(range(len(seen) + 2))

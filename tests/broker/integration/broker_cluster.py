@@ -168,7 +168,11 @@ def check_real_dirs(image, brokers, topic):
         for broker_id, dir_id in zip(p.replicas, p.directories):
             assert not is_reserved(dir_id), f"{topic}-{pid} broker {broker_id}: {dir_id}"
             b = by_id[broker_id]
-            holders = [path for path, did in b.dir_ids().items()
-                       if os.path.isdir(os.path.join(path, f"{topic}-{pid}"))]
+
+            def holders():  # logs are created by the broker's storage worker: allow it a moment
+                return [path for path in b.dirs if os.path.isdir(os.path.join(path, f"{topic}-{pid}"))]
+
+            wait_until(holders, 10, f"the log of {topic}-{pid} on broker {broker_id}")
+            holders = holders()
             assert len(holders) == 1, f"{topic}-{pid} on broker {broker_id}: logs in {holders}"
             assert b.dir_ids()[holders[0]] == dir_id

@@ -10,7 +10,7 @@ import os
 
 import pytest
 
-from broker_cluster import check_real_dirs, reader_for, unfenced, until
+from broker_cluster import check_real_dirs, reader_for, unfenced, until, wait_until
 from controller_impl.runtime.sim import create_topic
 from kafka_common.ids import UNASSIGNED
 from kafka_common.metadata import records as r
@@ -46,6 +46,15 @@ def test_replicas_get_real_directory_ids(cluster):
         assert b.stop() == 0, b.stderr()
         names = [e["event"] for e in b.events()]
         assert "registered" in names and "unfenced" in names and "assignment_acked" in names
+    # a restart attaches the existing logs where the metadata says they are: nothing to send
+    b1 = brokers[0]
+    before = len(b1.events())
+    b1.start()
+    wait_until(lambda: any(e["event"] == "unfenced" for e in b1.events()[before:]), 30, "broker 1 unfenced again")
+    run2 = b1.events()[before:]
+    assert run2[0]["event"] == "broker_starting" and run2[0]["existing_logs"] == 6
+    assert not [e for e in run2 if e["event"].startswith("assignment_") or e["event"] == "stray_renamed"]
+    assert b1.stop() == 0, b1.stderr()
 
 
 def test_unfenced_only_after_assignments_committed_D4(cluster):
@@ -84,7 +93,11 @@ def test_unfenced_only_after_assignments_committed_D4(cluster):
             await client.close()
 
     asyncio.run(run())
-    ev = b2.events()
-    acked = [e["ts_ns"] for e in ev if e["event"] == "assignment_acked"]
-    unfenced_ts = [e["ts_ns"] for e in ev if e["event"] == "unfenced"]
-    assert acked and unfenced_ts and max(unfenced_ts) > min(acked)
+
+    def unfenced_after_ack():
+        ev = b2.events()
+        acked = [e["ts_ns"] for e in ev if e["event"] == "assignment_acked"]
+        unfenced_ts = [e["ts_ns"] for e in ev if e["event"] == "unfenced"]
+        return acked and unfenced_ts and max(unfenced_ts) > min(acked)
+
+    wait_until(unfenced_after_ack, 10, "broker 2's own unfenced event after its assignment_acked")

@@ -168,3 +168,23 @@ def test_per_partition_error_dropped_once_no_longer_replica():
 def test_response_without_request_is_an_error():
     with pytest.raises(RuntimeError):
         AssignmentsManager(FixedRng()).on_response(NONE, {}, 0)
+
+
+def test_overload_does_not_send_immediately_while_in_flight_AMDFT():
+    am = AssignmentsManager(FixedRng())
+    am.queue(T1, 0, D1, "r", 0)
+    send(am, 100)
+    for p in range(1, 2252):
+        am.queue(T1, p, D1, "r", 150)
+    assert am.deadline_ms == 250                 # window, not "now": one is in flight
+    am.on_response(NONE, {(T1, 0): NONE}, 160)
+    assert am.next_deadline_ms() == 160          # overloaded, nothing in flight: send now
+
+
+def test_overload_does_not_bypass_backoff_after_global_failure_AMDFT():
+    am = AssignmentsManager(FixedRng())
+    for p in range(2251):
+        am.queue(T1, p, D1, "r", 0)
+    send(am, 0)
+    am.on_response(77, {}, 10)
+    assert am.next_deadline_ms() == 10 + 200

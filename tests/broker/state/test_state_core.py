@@ -206,3 +206,45 @@ def test_halt_at_start_when_metadata_dir_offline():
                    FixedRng())
     out = c.start(0)
     assert of(out, Halt) and not of(out, SendRegistration)
+
+
+def test_log_creation_failure_marks_partition_offline_KAFKA_16234():
+    """RMT.testDeltaToLeaderOrFollowerMarksPartitionOfflineIfLogCantBeCreated: the storage
+    error of the creation takes the dir (and the partition) offline; later deltas do not
+    re-create it elsewhere."""
+    c = core()
+    up(c, ManualClock())
+    p = reg(dir_for_me=D2, leader=ME)
+    out = c.apply_metadata(change(p), 10)
+    assert of(out, CreateLog) == [CreateLog(tp(), T1, D2)]
+    out = c.on_storage_error(D2, 28, "create_log", 11)         # ENOSPC
+    assert of(out, MarkPartitionsOffline)[0].partitions == (tp(),)
+    for md in (D2, UNASSIGNED, D3):
+        assert not of(c.apply_metadata(change(reg(dir_for_me=md, leader=2, leader_epoch=1), old=p), 20), CreateLog)
+    assert c.replicas.offline_partitions() == [tp()]
+
+
+def test_initial_publish_renames_strays_first():
+    from broker_impl.state.effects import RenameStray
+    from broker_impl.state.replica_manager import ExistingLog
+    c = BrokerCore(CoreConfig(broker_id=ME), [LogDirInfo(d, f"/d{i}") for i, d in enumerate((D1, D2))], META,
+                   FixedRng(), [ExistingLog(tp("old"), T1, D1)])
+    c.start(0)
+    out = c.apply_metadata(change(reg(topic_id=uuid_of(3, 300), dir_for_me=UNASSIGNED), topic="new"), 1,
+                           initial=True)
+    assert out[0] == RenameStray(tp("old"), T1, D1)
+    # the stray no longer counts for placement: D1 is empty again
+    assert of(out, CreateLog)[0].dir_id == D1
+
+
+def test_assignments_wait_for_registration():
+    """Queued before the registration is answered: not sent with epoch -1 (the controller
+    would answer STALE_BROKER_EPOCH and the back-off would delay unfencing, D4)."""
+    c = core()
+    c.start(0)
+    c.apply_metadata(change(reg(dir_for_me=UNASSIGNED)), 0)
+    assert c.next_deadline_ms() is None or c.next_deadline_ms() > 10_000   # no busy loop on a past deadline
+    assert not of(c.tick(500), SendAssignments)
+    out = c.on_registration_response(NONE, 7, 600)
+    [req] = of(out, SendAssignments)
+    assert req.broker_epoch == 7

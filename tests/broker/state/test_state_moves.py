@@ -166,3 +166,25 @@ def test_abandoned_future_in_metadata_dir_promoted_at_start_KAFKA_16082():
     assert of(out, SwapFutureLog) == [SwapFutureLog(tp(), D1, D2)]
     c.on_swap_done(tp(), 2)
     assert c.replicas.logs[tp()] == (T1, D2) and c.queued_replica_to_dir_assignments == 0
+
+
+def test_revert_only_for_queued_or_accepted_RALDTT():
+    """shouldRevertAnyScheduledAssignmentRequestIfAssignmentIsCancelled /
+    shouldRevertReassignmentsForIncompleteFutureReplicaPromotions (KAFKA-16297)."""
+    c = setup()
+    c.alter_replica_log_dir(tp(), D3, 10)
+    c.alter_replica_log_dir(tp(), D1, 11)              # cancel in None (copying): nothing to revert
+    assert c.queued_replica_to_dir_assignments == 0
+    c.alter_replica_log_dir(tp(), D3, 12)
+    c.on_future_caught_up(tp(), 13)                    # Queued
+    c.alter_replica_log_dir(tp(), D1, 14)              # cancel in Queued: revert replaces the promotion
+    [a] = c.assignments.ready.values()
+    assert (a.dir_id, a.reason) == (D1, REASON_REVERT)
+    send_and_ack(c, 200)
+    c.alter_replica_log_dir(tp(), D2, 300)
+    c.on_future_caught_up(tp(), 301)
+    send_and_ack(c, 401)
+    c.on_future_caught_up(tp(), 402)                   # Swapping
+    c.on_swap_done(tp(), 403)                          # Effective: the move is over
+    err, out = c.alter_replica_log_dir(tp(), D2, 404)  # already there: no-op, nothing to revert
+    assert err == NONE and out == [] and c.queued_replica_to_dir_assignments == 0

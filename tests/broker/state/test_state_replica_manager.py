@@ -217,3 +217,36 @@ def test_dir_offline_stops_fetchers_and_marks_partitions_offline():
     assert r.is_replica(T1, 0)
     apply(r, reg(pid=1, dir_for_me=D1, leader=2, leader_epoch=1))
     assert not r.leads_partition_in(D1)  # the metadata view is tracked for offline partitions too
+
+
+# ------------------------------------------------------------------ strays (first publish)
+def test_strays_renamed_before_partitions_are_created_KAFKA_14616():
+    from broker_impl.state.effects import RenameStray
+    r = rm(logs=[(tp("gone"), T1, D1),          # topic deleted while the broker was down
+                 (tp("t"), T1, D2),             # topic re-created under T2 while down
+                 (tp("kept"), T1, D3),
+                 (tp("moved"), T1, D1)])        # no longer a replica here
+    changes = [PartitionChange("t", None, reg(topic_id=T2, dir_for_me=UNASSIGNED)),
+               PartitionChange("kept", None, reg(dir_for_me=D3)),
+               PartitionChange("moved", None, reg(replicas=(2, 3), leader=2))]
+    strays = r.strays(changes)
+    assert strays == [RenameStray(tp("gone"), T1, D1), RenameStray(tp("moved"), T1, D1), RenameStray(tp("t"), T1, D2)]
+    out = no_events(r.apply(changes))
+    [c] = of(out, CreateLog)
+    assert c.tp == tp("t") and c.topic_id == T2   # the new incarnation is created, not shadowed
+    assert not any(isinstance(e, CreateLog) and e.tp == tp("kept") for e in out)
+
+
+def test_unchanged_metadata_dir_is_not_replaced_or_resent():
+    """Another replica's change (its dir assigned, ISR, leader) while this broker's dir is
+    still UNASSIGNED in metadata: the assignment already queued is not queued again."""
+    r = rm()
+    first = reg(replicas=(2, ME), dirs=(UNASSIGNED, UNASSIGNED), leader=2)
+    out = apply(r, first)
+    assert len(of(out, QueueAssignment)) == 1
+    second = reg(replicas=(2, ME), dirs=(uuid_of(0x9999, 2), UNASSIGNED), leader=2, partition_epoch=1)
+    assert not of(apply(r, second, old=first), QueueAssignment)
+    # a changed dir for this broker is looked at again (correction when it is not the real one)
+    third = reg(replicas=(2, ME), dirs=(uuid_of(0x9999, 2), D3), leader=2, partition_epoch=2)
+    [q] = of(apply(r, third, old=second), QueueAssignment)
+    assert q.dir_id == of(out, CreateLog)[0].dir_id != D3

@@ -412,3 +412,59 @@ def test_metadata_dir_full_halts_the_controller_without_acknowledging(make_contr
         await admin.close()
         return reader
     assert run(check()).image.brokers == {}
+
+
+def test_silent_broker_is_fenced_by_the_session_timer_and_loses_leaderships(make_controller):
+    proc = make_controller(broker_session_timeout_ms="1500")
+
+    async def body():
+        brokers, admin, reader, topic_id = await setup_cluster(proc, partitions=4)
+        led_by_2 = {pid for pid, p in reader.image.partitions_of(topic_id).items() if p.leader == 2}
+        assert led_by_2
+        # broker 1 keeps heartbeating, broker 2 goes silent
+        for _ in range(60):
+            await brokers[0].heartbeat(reader.next_offset - 1)
+            await reader.fetch_once(0)
+            if reader.image.brokers[2].fenced:
+                break
+            await asyncio.sleep(0.1)
+        await reader.catch_up()
+        assert reader.image.brokers[2].fenced and not reader.image.brokers[1].fenced
+        for pid, p in reader.image.partitions_of(topic_id).items():
+            assert p.leader == 1 and 2 not in p.isr, p
+        resp = await brokers[1].heartbeat(reader.next_offset - 1)  # it comes back: still registered
+        assert resp.error_code == ErrorCode.none
+        await close_all(brokers, admin)
+        return led_by_2
+    led_by_2 = run(body())
+    events = read_events(proc.events_path)
+    fenced = [e for e in events if e["event"] == "fenced"]
+    assert fenced and fenced[0]["broker_id"] == 2 and fenced[0]["reason"] == "session_timeout"
+    moved = {e["partition"] for e in events if e["event"] == "partition_change" and e["reason"] == "session_timeout"
+             and e["leader"] == 1}
+    assert led_by_2 <= moved
+
+
+def test_alter_partition_shrinks_the_isr_over_the_wire(controller):
+    async def body():
+        brokers, admin, reader, topic_id = await setup_cluster(controller, partitions=2)
+        part = reader.image.partition(topic_id, 0)
+        leader = next(b for b in brokers if b.broker_id == part.leader)
+        mod = wire.request_module(56, 3)
+        req = wire.request_class(56, 3)(broker_id=leader.broker_id, broker_epoch=leader.epoch, topics=(
+            mod.TopicData(topic_id=topic_id, partitions=(mod.PartitionData(
+                partition_index=0, leader_epoch=part.leader_epoch, partition_epoch=part.partition_epoch,
+                new_isr_with_epochs=(mod.BrokerState(broker_id=leader.broker_id, broker_epoch=leader.epoch),),
+                leader_recovery_state=0),)),))
+        resp = await leader.client.request(req)
+        assert resp.error_code == ErrorCode.none
+        assert resp.topics[0].partitions[0].error_code == ErrorCode.none
+        await reader.catch_up()
+        assert reader.image.partition(topic_id, 0).isr == (leader.broker_id,)
+        stale = await leader.client.request(req)  # same partition epoch again: now stale
+        assert stale.topics[0].partitions[0].error_code == ErrorCode.invalid_update_version
+        await close_all(brokers, admin)
+    run(body())
+    changes = [e for e in read_events(controller.events_path)
+               if e["event"] == "partition_change" and e["reason"] == "alter_partition"]
+    assert len(changes) == 1 and changes[0]["partition"] == 0
