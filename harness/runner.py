@@ -125,6 +125,19 @@ def _wait_producible(bootstrap: str, topic: str, timeout_s: float) -> None:
     raise ServiceError(f"brokers do not serve Metadata for {topic} within {timeout_s:.0f} s ({last})")
 
 
+def client_listeners(svc: Services) -> list[int]:
+    """Brokers whose client port accepts a TCP connection now."""
+    import socket
+    out = []
+    for b in svc.brokers():
+        try:
+            with socket.create_connection((svc.ip(b), 9092), timeout=1.0):
+                out.append(b)
+        except Exception:  # noqa: BLE001 - refused, unreachable, or not running
+            continue
+    return out
+
+
 class _Sampler:
     """psutil samples of every node's container (the ``resources`` table)."""
 
@@ -155,7 +168,11 @@ def run_scenario(scenario: Scenario, opts: RunOptions = RunOptions()) -> RunOutc
     run_id = new_run_id(scenario, started_ns)
     run_dir = Path(opts.results_root) / run_id
     run_dir.mkdir(parents=True, exist_ok=True)
-    say = opts.say
+    log_fh = open(run_dir / "runner.log", "a", encoding="utf-8", buffering=1)
+
+    def say(msg: str) -> None:
+        log_fh.write(f"{time.strftime('%H:%M:%S')} {msg}\n")
+        opts.say(msg)
     outcome = RunOutcome(scenario, run_id, run_dir)
     client = opts.client or (scenario.workload.client if scenario.workload.client in SUPPORTED_CLIENTS
                              else "confluent-kafka")
@@ -190,6 +207,7 @@ def run_scenario(scenario: Scenario, opts: RunOptions = RunOptions()) -> RunOutc
         say(f"  ERROR: {outcome.error}")
     _finish(outcome, scenario, svc, ledger, sampler, started_ns, say)
     outcome.seconds = time.monotonic() - t_start
+    log_fh.close()
     return outcome
 
 
@@ -216,10 +234,14 @@ def _run_in_lab(scenario: Scenario, svc: Services, ledger, sampler, outcome: Run
     for t in topics_now:
         _wait_topic(svc, t.name, t.partitions, 30, assigned=scenario.topology.dirs_per_broker > 1)
     bootstrap = svc.bootstrap()
-    for t in topics_now:
+    serving = client_listeners(svc)
+    if not serving:   # the faults and the metadata checks still mean something
+        say("  WARNING: no broker accepts client connections on port 9092; running the schedule anyway "
+            "(client checks will be unknown)")
+    for t in topics_now if serving else ():
         try:
             _wait_producible(bootstrap, t.name, 20)
-        except ServiceError as exc:  # the faults and the metadata checks still mean something
+        except ServiceError as exc:
             say(f"  WARNING: {exc}; running the schedule anyway (client checks will be unknown)")
     say(f"  topics {', '.join(f'{t.name}({t.partitions}xRF{t.replication_factor})' for t in topics_now)} ready; "
         f"workload {client} {w.rate_per_s}/s for {w.duration_ms / 1000:.0f} s")
@@ -277,13 +299,17 @@ def _run_in_lab(scenario: Scenario, svc: Services, ledger, sampler, outcome: Run
     time.sleep(settle_s)     # let the controller fence what died, so the history sees it
     svc.poll_exits()
     partitions = {t.name: t.partitions for t in w.topics}
-    try:
-        ends = drain(svc.bootstrap(), partitions, ledger, timeout_ms=w.drain_timeout_ms, say=lambda m: say(f"  {m}"))
-        read = sum(1 for v in ends.values() if v is not None)
-        say(f"  drain: {read}/{len(ends)} partitions read to their end")
-    except Exception as exc:  # noqa: BLE001
-        executor.errors.append(f"drain failed: {exc}")
-        say(f"  drain failed: {exc}")
+    if not serving and not client_listeners(svc):
+        say("  drain skipped: no broker accepts client connections")
+    else:
+        try:
+            ends = drain(svc.bootstrap(), partitions, ledger, timeout_ms=w.drain_timeout_ms,
+                         say=lambda m: say(f"  {m}"))
+            read = sum(1 for v in ends.values() if v is not None)
+            say(f"  drain: {read}/{len(ends)} partitions read to their end")
+        except Exception as exc:  # noqa: BLE001
+            executor.errors.append(f"drain failed: {exc}")
+            say(f"  drain failed: {exc}")
     svc.final_status()
     if executor.errors:
         (outcome.run_dir / "harness_errors.txt").write_text("\n".join(executor.errors) + "\n")

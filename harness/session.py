@@ -121,7 +121,7 @@ class _Session:
         from harness.recorder import new_run_id
         from harness.runner import create_topic_at_controller, fidelity_label
         from harness.services import Services, lab_topology
-        from harness.workload import SUPPORTED_CLIENTS, ProducerWorkload, SafeLedger
+        from harness.workload import ProducerWorkload, SafeLedger
         from infra import image
         from infra.lab import Lab
         s = self.scenario
@@ -145,7 +145,8 @@ class _Session:
         self.svc.wait_unfenced(self.svc.brokers())
         for t in s.workload.topics:
             create_topic_at_controller(self.svc, t.name, t.partitions, t.replication_factor)
-        client = s.workload.client if s.workload.client in SUPPORTED_CLIENTS else "confluent-kafka"
+        client = "confluent-kafka"   # the preferred client; a session has no workload value of its own to honour
+        self.scenario = s = replace(s, workload=replace(s.workload, client=client))
         self.workload = ProducerWorkload(s.workload, self.svc.bootstrap, self.ledger, tag=self.run_id.split("-")[0],
                                          seed=s.seed, client=client, say=print)
         for t in s.workload.topics:
@@ -189,10 +190,24 @@ class _Session:
         raise SessionError(f"unknown command {cmd!r}")
 
     def _inject(self, fault) -> dict[str, Any]:
-        from harness.faults.schedule import fault_label
+        from harness.faults.schedule import TargetCheck, fault_from_dict, fault_label, fault_to_dict
+        from harness.fields import Problems
+        topo, problems = self.scenario.topology, Problems()
+        targets = TargetCheck(set(topo.broker_ids()), set(topo.controller_ids()), topo.dirs_per_broker,
+                              {t.name: t.partitions for t in self.scenario.workload.topics})
+        fault_from_dict(fault_to_dict(fault), "", problems, targets)
+        if problems.items:
+            raise SessionError("; ".join(f"{path.lstrip('.')}: {msg}" for path, msg in problems.items))
         index = len(self.applied)
         self.applied.append(fault)
-        self.executor.inject(index, fault)
+        try:
+            act = self.executor.inject(index, fault)
+            if isinstance(fault, ProcessFault) and fault.action == "kill":
+                act.restart_after = True     # in a session, `heal` brings killed nodes back
+        except Exception as exc:
+            self.applied.pop()
+            self.executor.active.pop(index, None)
+            raise SessionError(f"{fault_label(fault)} on {fault.node} not applied: {type(exc).__name__}: {exc}") from exc
         return {"ok": True, "fault": f"f{index}", "label": fault_label(fault), "node_id": self.executor.active[index].node_id}
 
     def status(self) -> dict[str, Any]:
@@ -234,7 +249,10 @@ class _Session:
         try:
             self.workload.stop()
             self.executor.heal_all()
+            from harness.runner import client_listeners
             try:
+                if not client_listeners(self.svc):
+                    raise RuntimeError("no broker accepts client connections")
                 drain(self.svc.bootstrap(), {t.name: t.partitions for t in self.scenario.workload.topics},
                       self.ledger, timeout_ms=self.scenario.workload.drain_timeout_ms, say=print)
             except Exception as exc:  # noqa: BLE001
