@@ -38,6 +38,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--set", action="append", default=[], metavar="PATH=VALUE", dest="overrides",
                         help="override a scenario field, e.g. workload.duration_ms=15000")
     parser.add_argument("--quiet", action="store_true", help="only the summary")
+    parser.add_argument("--analyze", action="store_true",
+                        help="then run `jbodlab analyze` over these runs (report in <results>/analysis)")
 
 
 def resolve_scenarios(names: list[str], *, overrides: list[str], seed: int | None, bounce: bool, runs: int):
@@ -137,4 +139,10 @@ def run(args: argparse.Namespace) -> int:
         return 130
     for line in summary_lines(outcomes):
         print(line)
+    if args.analyze:
+        from harness.cli import main as cli_main
+        dirs = [str(o.run_dir) for o in outcomes if o.run_dir is not None and (o.run_dir / "run.json").exists()]
+        if dirs:
+            print("", flush=True)
+            cli_main(["analyze", *dirs, "--out", str(Path(args.results) / "analysis")])
     return 0 if outcomes and all(o.verdict == "true" and not o.error for o in outcomes) else 1
