@@ -56,6 +56,7 @@ class RunOutcome:
     workload_counts: dict[str, int] = field(default_factory=dict)
     seconds: float = 0.0
     client: str = ""
+    harness_errors: list[str] = field(default_factory=list)   # scheduled actions that could not be carried out
 
     @property
     def verdict(self) -> str:
@@ -311,6 +312,7 @@ def _run_in_lab(scenario: Scenario, svc: Services, ledger, sampler, outcome: Run
             executor.errors.append(f"drain failed: {exc}")
             say(f"  drain failed: {exc}")
     svc.final_status()
+    outcome.harness_errors = list(executor.errors) + list(workload.errors)
     if executor.errors:
         (outcome.run_dir / "harness_errors.txt").write_text("\n".join(executor.errors) + "\n")
         say(f"  harness problems: {len(executor.errors)} (see harness_errors.txt)")
