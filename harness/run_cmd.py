@@ -122,6 +122,11 @@ def run(args: argparse.Namespace) -> int:
         if not args.quiet:
             print(f"[{time.monotonic() - t0:7.1f}s] {msg}", flush=True)
 
+    import signal
+
+    def on_term(_sig, _frm):
+        raise KeyboardInterrupt
+    signal.signal(signal.SIGTERM, on_term)   # `kill` is Ctrl-C: heal, tear down, record
     outcomes = []
     try:
         for i, s in enumerate(scenarios, 1):

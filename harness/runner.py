@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import heapq
 import json
+import sys
 import time
 import traceback
 from collections.abc import Callable
@@ -291,7 +292,8 @@ def _run_in_lab(scenario: Scenario, svc: Services, ledger, sampler, outcome: Run
                 break
             time.sleep(0.05)
     finally:
-        workload.stop()
+        interrupted = isinstance(sys.exc_info()[1], KeyboardInterrupt)
+        workload.stop(flush_timeout_s=1.0 if interrupted else 25.0)
         executor.heal_all()
     outcome.workload_counts = dict(workload.counts)
     say(f"  workload done: {workload.counts}" + (f"; errors {workload.errors}" if workload.errors else ""))

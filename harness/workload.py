@@ -157,8 +157,10 @@ class ProducerWorkload:
 
     def stop(self, flush_timeout_s: float = 25.0) -> None:
         self._stop.set()
+        self._flush_timeout_s = flush_timeout_s
+        deadline = time.monotonic() + flush_timeout_s + (10 if flush_timeout_s > 5 else 1)
         for t in self._threads:
-            t.join(flush_timeout_s + 10)
+            t.join(max(0.1, deadline - time.monotonic()))
 
     def _count(self, key: str) -> None:
         with self._count_lock:
@@ -193,7 +195,7 @@ class ProducerWorkload:
             seq += 1
             self._send(client, process, topic, partition, vid, rng)
             client.service()
-        remaining = client.close(20.0)
+        remaining = client.close(getattr(self, "_flush_timeout_s", 20.0))
         if remaining:
             self.say(f"{process}: {remaining} values still in flight at the end (outcome unknown)")
 
