@@ -16,7 +16,8 @@ Mounting it in the broker runtime::
     # after each applied metadata batch:   api.on_image_changes(image.drain_changes())
     # when the HW moves for another reason: api.notify_partition(topic_id, partition)
 
-``tests/dataplane/cluster.py`` (``StorageBrokerView``) is a complete BrokerView over
-``LogManager`` + ``MetadataImage`` used by the tests; the runtime's view does the same plus
-follower bookkeeping (ISR expansion/shrink via AlterPartition) in its ``on_*`` callbacks.
+``storage_view.LogManagerView`` is a complete BrokerView over ``LogManager`` +
+``MetadataImage`` (the tests mount exactly that); the runtime adds ISR management
+(AlterPartition) through its ``follower_leo`` / ``caught_up_ms`` state and
+``on_follower_progress`` hook, and calls ``refresh_high_watermark`` when the ISR changes.
 """

@@ -5,7 +5,8 @@
   there are no transactions); followers (replica_id ≥ 0, in ``replica_state`` from v15)
   read up to the log end offset, and each follower fetch is reported to the runtime
   (``BrokerView.on_follower_fetch``) *before* reading, so the high watermark in the answer
-  already counts it.
+  already counts it. A replica fetch from a broker that is not a replica of the partition
+  → NOT_LEADER_OR_FOLLOWER (and no progress is recorded).
 - Only the leader answers (NOT_LEADER_OR_FOLLOWER); offline dir → KAFKA_STORAGE_ERROR;
   ``fetch_offset`` outside [log start, LEO] → OFFSET_OUT_OF_RANGE.
 - At least one whole batch even beyond ``partition_max_bytes``/``max_bytes`` (the first
@@ -122,11 +123,15 @@ def _read_one(api: BrokerApi, t: _Target, follower: bool, budget: int, first: bo
         return _Read(mapped[0])
 
 
-def _read_all(api: BrokerApi, targets: list[_Target], follower: bool, max_bytes: int, by_id: bool) -> list[_Read]:
+def _read_all(api: BrokerApi, targets: list[_Target], follower: bool, max_bytes: int, by_id: bool,
+              strangers: set[int] = frozenset()) -> list[_Read]:  # type: ignore[assignment]
     budget = max_bytes
     reads = []
     any_data = False
-    for t in targets:
+    for i, t in enumerate(targets):
+        if i in strangers:
+            reads.append(_Read(ErrorCode.not_leader_or_follower))
+            continue
         r = _read_one(api, t, follower, budget, not any_data, by_id)
         if r.records:
             any_data = True
@@ -146,18 +151,24 @@ async def handle_fetch(api: BrokerApi, ctx: Any, req: Any) -> Any:
         # replica fetches need CLUSTER_ACTION (only brokers' principals) when authorizing
         return build(response_type(API_KEY, version, "FetchResponse"), throttle_time=NO_THROTTLE,
                      error_code=ErrorCode.cluster_authorization_failed, session_id=0, responses=())
+    strangers: set[int] = set()  # target indexes: the fetching broker is not a replica
     if follower:
-        for t in targets:
-            if t.topic_id is not None and api.view.image.partition(t.topic_id, t.partition) is not None:
+        for i, t in enumerate(targets):
+            reg = api.view.image.partition(t.topic_id, t.partition) if t.topic_id is not None else None
+            if reg is None:
+                continue
+            if replica_id not in reg.replicas:
+                strangers.add(i)
+            elif reg.leader == api.view.node_id:
                 api.view.on_follower_fetch(t.topic_id, t.partition, replica_id, t.fetch_offset)
                 api.notify_partition(t.topic_id, t.partition)
 
-    reads = _read_all(api, targets, follower, max_bytes, by_id)
+    reads = _read_all(api, targets, follower, max_bytes, by_id, strangers)
     wait_ms = min(max(ms(req.max_wait), 0), MAX_WAIT_CAP_MS)
 
     def ready() -> bool:
         nonlocal reads
-        reads = _read_all(api, targets, follower, max_bytes, by_id)
+        reads = _read_all(api, targets, follower, max_bytes, by_id, strangers)
         return (sum(len(r.records) for r in reads) >= max(req.min_bytes, 1)
                 or any(r.error is not ErrorCode.none for r in reads))
 

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode
 
 from broker_impl.api.entities import NO_THROTTLE, build, ms, replica_error, response_type
-from broker_impl.state.producers import Outcome, last_sequence
+from broker_impl.state.producers import NO_PRODUCER_ID, Outcome, Verdict, last_sequence, next_sequence
 from kafka_common import batch_header as bh
 
 if TYPE_CHECKING:
@@ -92,9 +92,16 @@ def _append_partition(api: BrokerApi, topic_id: uuid.UUID | None, index: int, re
         table.forget_partition(key)
         api.producer_epochs[key] = registration.leader_epoch
     verdicts = []
+    earlier: dict[int, tuple[int, int]] = {}  # producer id → (epoch, last seq) of earlier batches here
     for h in headers:
-        v = table.check(key, h.producer_id, h.producer_epoch, h.base_sequence,
-                        last_sequence(h.base_sequence, h.last_offset_delta))
+        last_seq = last_sequence(h.base_sequence, h.last_offset_delta)
+        prev = earlier.get(h.producer_id)
+        if prev is not None and prev[0] == h.producer_epoch and h.base_sequence == next_sequence(prev[1]):
+            v = Verdict(Outcome.APPEND)  # continues a batch earlier in this same request
+        else:
+            v = table.check(key, h.producer_id, h.producer_epoch, h.base_sequence, last_seq)
+        if v.outcome is Outcome.APPEND and h.producer_id != NO_PRODUCER_ID:
+            earlier[h.producer_id] = (h.producer_epoch, last_seq)
         if v.outcome is Outcome.OUT_OF_ORDER:
             return _PartitionResult(index, ErrorCode.out_of_order_sequence_number, message=v.message)
         if v.outcome is Outcome.FENCED_EPOCH:

@@ -14,9 +14,13 @@ Halt → the ``halt`` event is written, one line on stderr, ``os._exit(1)`` (no 
 shutdown, Kafka's ``Exit.halt``). Shutdown → logs closed (clean-shutdown marker) and the
 process exits 0 (requested) or 1 (the D5 failure-timeout shutdown).
 
-Not in this runtime yet: the client listener (Produce/Fetch/Metadata), follower fetchers
-and the dir mover — partition-role effects are recorded (``self.partition_roles``) and
-logged, not executed.
+Data plane (``broker_impl.runtime.dataplane``, ``broker_impl.replication``): once the broker
+is registered and caught up, G's ``BrokerApi`` serves the client listener over a
+``RuntimeView``; partition-role effects (BecomeLeader/Follower, UpdateLeaderState,
+Start/StopFetcher, Start/StopDirMover, SwapFutureLog) run on the loop *after* the storage
+effects queued before them (a barrier through the storage worker), so a log exists before
+it is led or followed. Leaders keep ``LeaderIsr`` state (ISR via AlterPartition, HW),
+followers fetch through ``FetcherManager``, moves copy through ``DirMover``.
 """
 
 from __future__ import annotations
@@ -35,6 +39,10 @@ from typing import Any
 from broker_impl.runtime.controller_channel import (ControllerConnection, assignments_request, assignments_results,
                                                     controller_address, controller_sasl, heartbeat_request,
                                                     metadata_fetch_request, registration_request)
+from broker_impl.api.handlers import BrokerApi
+from broker_impl.replication.fetcher import FetcherManager
+from broker_impl.replication.mover import DirMover
+from broker_impl.runtime.dataplane import FetchHost, RuntimeView, client_listener
 from broker_impl.state import effects as fx
 from broker_impl.state.core import BrokerCore, CoreConfig
 from broker_impl.state.log_dirs import LogDirInfo as CoreDirInfo
@@ -47,6 +55,7 @@ from kafka_common.metadata.batches import decode_batches
 from kafka_common.metadata.image import ImageError, MetadataImage
 from kafka_runtime.client import ClientError
 from kafka_runtime.events import EventLog
+from kafka_runtime.server import KafkaServer, SecurityConfig
 
 log = logging.getLogger(__name__)
 PROG = "kraft-broker"
@@ -55,11 +64,28 @@ RECOVERY_CHECKPOINT_INTERVAL_MS = 60000
 
 
 STORAGE_EFFECTS = (fx.CreateLog, fx.DeleteLog, fx.MarkDirOffline, fx.RenameStray, fx.CreateFutureLog,
-                   fx.DeleteFutureLog, fx.SwapFutureLog)
+                   fx.DeleteFutureLog)
+# run on the loop after the storage effects queued before them
+ROLE_EFFECTS = (fx.BecomeLeader, fx.BecomeFollower, fx.UpdateLeaderState, fx.StartFetcher, fx.StopFetcher,
+                fx.StartDirMover, fx.StopDirMover, fx.SwapFutureLog, fx.MarkPartitionsOffline)
 
 
 class StartupError(Exception):
     """The broker cannot start (storage rules, config)."""
+
+
+def extra_ms(cfg: ServerConfig, key: str, default: int) -> int:
+    """A broker-only timing key not in ServerConfig's table (read from the raw properties)."""
+    text = cfg.raw.get(key)
+    if text is None or text.strip() == "":
+        return default
+    try:
+        value = int(text.strip())
+    except ValueError:
+        raise StartupError(f"{key}={text!r}: not an integer") from None
+    if value < 1:
+        raise StartupError(f"{key}={text!r}: must be >= 1")
+    return value
 
 
 class SystemClock:
@@ -95,6 +121,11 @@ class BrokerRuntime:
         self._bg: set[asyncio.Task] = set()
         self.core: BrokerCore | None = None
         self.lm: LogManager | None = None
+        self.view: RuntimeView | None = None
+        self.api: BrokerApi | None = None
+        self.server: KafkaServer | None = None
+        self.fetchers: FetcherManager | None = None
+        self.mover: DirMover | None = None
 
     # ------------------------------------------------------------------ start-up
     async def start(self) -> None:
@@ -133,7 +164,9 @@ class BrokerRuntime:
         self.core = BrokerCore(CoreConfig(
             broker_id=cfg.node_id, heartbeat_interval_ms=cfg.broker_heartbeat_interval_ms,
             session_timeout_ms=cfg.broker_session_timeout_ms,
-            log_dir_failure_timeout_ms=cfg.log_dir_failure_timeout_ms),
+            log_dir_failure_timeout_ms=cfg.log_dir_failure_timeout_ms,
+            initial_registration_timeout_ms=extra_ms(cfg, "initial.broker.registration.timeout.ms", 60000),
+            controlled_shutdown_timeout_ms=extra_ms(cfg, "controlled.shutdown.timeout.ms", 30000)),
             dirs, dir_set.metadata_dir.directory_id, self.rng, existing)
         host, port = controller_address(cfg)
         sasl = controller_sasl(cfg)
@@ -143,10 +176,20 @@ class BrokerRuntime:
                                                      sasl=sasl, max_frame_bytes=cfg.socket_request_max_bytes)
         self.events.emit("broker_starting", log_dirs=[ids.to_base64(d.dir_id) for d in dirs],
                          existing_logs=len(existing), incarnation_id=ids.to_base64(self.incarnation_id))
+        self.listener = client_listener(cfg)
+        listener_name = self.listener.name if self.listener is not None else "PLAINTEXT"
+        self.view = RuntimeView(self, listener_name)
+        self.fetchers = FetcherManager(FetchHost(self, listener_name), wait_max_ms=cfg.replica_fetch_wait_max_ms,
+                                       max_bytes=cfg.replica_fetch_max_bytes,
+                                       on_truncated=lambda tp, offset: self.events.emit(
+                                           "follower_truncated", topic=tp.topic, partition=tp.partition,
+                                           offset=offset))
+        self.mover = DirMover(self.lm, self._future_caught_up)
         self._feed(self.core.start(self._now()))
         self._tasks = [asyncio.create_task(self._driver(), name="core-driver"),
                        asyncio.create_task(self._metadata_loop(), name="metadata"),
-                       asyncio.create_task(self._maintenance(), name="maintenance")]
+                       asyncio.create_task(self._maintenance(), name="maintenance"),
+                       asyncio.create_task(self._isr_loop(), name="isr")]
 
     def _now(self) -> int:
         return self.clock.monotonic_ms()
@@ -154,7 +197,8 @@ class BrokerRuntime:
     # ------------------------------------------------------------------ feeding the core
     def _storage_error(self, path: str, errno: int, op: str) -> None:
         self._storage_errors.append((path, errno, op))
-        self._feed([])
+        if self.core is not None:  # errors while loading the logs wait for the core's start
+            self._feed([])
 
     def _feed(self, effects: list) -> None:
         """Execute effects; storage errors raised meanwhile are fed after the current effect."""
@@ -169,6 +213,9 @@ class BrokerRuntime:
                     continue
                 path, errno, op = self._storage_errors.popleft()
                 dir_id = self.dir_set.id_of(path)
+                if op == "probe":
+                    self.events.emit("probe_failed", path=path, errno=errno,
+                                     dir_id=ids.to_base64(dir_id) if dir_id else None)
                 if dir_id is None:
                     self._halt(f"I/O error on log dir {path} which has no directory id ({op}: errno {errno})")
                     return
@@ -209,20 +256,17 @@ class BrokerRuntime:
             self._spawn(self._send_assignments(e))
         elif isinstance(e, STORAGE_EFFECTS):
             self._storage_pool.submit(self._storage_effect, e)
-        elif isinstance(e, fx.MarkPartitionsOffline):
-            self.offline_partitions.update(e.partitions)
-            for tp in e.partitions:
-                self.partition_roles.pop(tp, None)
-        elif isinstance(e, (fx.BecomeLeader, fx.BecomeFollower, fx.UpdateLeaderState)):
-            self.partition_roles[e.tp] = e
-        elif isinstance(e, (fx.StartFetcher, fx.StopFetcher)):
-            pass  # follower fetchers: not implemented in this runtime (see module docstring)
-        elif isinstance(e, (fx.StartDirMover, fx.StopDirMover)):
-            # copying a live log between dirs needs the data plane (not in this runtime)
-            self.events.emit("dir_mover_unsupported", effect=type(e).__name__, topic=e.tp.topic,
-                             partition=e.tp.partition)
+        elif isinstance(e, ROLE_EFFECTS):
+            # stopping is safe at once (and again in order); the rest waits for the storage
+            # effects queued before it (the log must exist before it is led or followed)
+            if isinstance(e, (fx.StopFetcher, fx.MarkPartitionsOffline)):
+                self._apply_role(e)
+            elif isinstance(e, fx.StopDirMover):
+                assert self.mover is not None
+                self.mover.stop(e.tp)
+            self._storage_pool.submit(self._loop.call_soon_threadsafe, self._apply_role, e)
         elif isinstance(e, fx.Halt):
-            self._halt(e.reason)
+            self._halt(e.reason, emitted=True)  # the core wrote the halt event
         elif isinstance(e, fx.Shutdown):
             self._finish(0 if e.clean else 1, e.reason)
         else:
@@ -265,9 +309,112 @@ class BrokerRuntime:
         assert self.core is not None
         self._feed(self.core.on_swap_done(tp, self._now()))
 
-    def _halt(self, reason: str) -> None:
+    # ------------------------------------------------------------------ data plane
+    def _topic_id(self, tp: fx.TopicPartition) -> uuid.UUID | None:
+        return self.image.topic_ids.get(tp.topic)
+
+    def _apply_role(self, e: Any) -> None:
+        """A partition-role effect, on the loop, after the storage effects before it."""
+        view, fetchers, mover = self.view, self.fetchers, self.mover
+        assert view is not None and fetchers is not None and mover is not None
+        if self._stopping:
+            return
+        if isinstance(e, fx.MarkPartitionsOffline):
+            self.offline_partitions.update(e.partitions)
+            fetchers.remove(e.partitions)
+            for tp in e.partitions:
+                self.partition_roles.pop(tp, None)
+                mover.stop(tp)
+                tid = self._topic_id(tp)
+                if tid is not None:
+                    view.drop_leader(tid, tp.partition)
+                    if self.api is not None:
+                        self.api.notify_partition(tid, tp.partition)
+            return
+        if isinstance(e, fx.StopFetcher):
+            fetchers.remove(e.partitions)
+            return
+        if isinstance(e, fx.StartFetcher):
+            if e.tp not in self.offline_partitions or self.lm.get_log(e.tp.topic, e.tp.partition) is not None:
+                fetchers.add(e.tp, e.topic_id, e.leader_id, e.leader_epoch)
+            return
+        if isinstance(e, fx.StartDirMover):
+            mover.start(e.tp)
+            return
+        if isinstance(e, fx.StopDirMover):
+            mover.stop(e.tp)
+            return
+        if isinstance(e, fx.SwapFutureLog):
+            self._swap(e)
+            return
+        self.partition_roles[e.tp] = e
+        if isinstance(e, fx.BecomeLeader):
+            self.offline_partitions.discard(e.tp)
+            fetchers.remove((e.tp,))
+            view.become_leader(e.topic_id, e.tp.partition)
+        elif isinstance(e, fx.UpdateLeaderState):
+            tid = self._topic_id(e.tp)
+            if tid is not None:
+                view.update_leader(tid, e.tp.partition)
+        elif isinstance(e, fx.BecomeFollower):
+            self.offline_partitions.discard(e.tp)
+            view.drop_leader(e.topic_id, e.tp.partition)
+            if e.leader_id < 0:
+                fetchers.remove((e.tp,))
+        tid = getattr(e, "topic_id", None) or self._topic_id(e.tp)
+        if self.api is not None and tid is not None:
+            self.api.notify_partition(tid, e.tp.partition)
+
+    def _swap(self, e: fx.SwapFutureLog) -> None:
+        """Block appends (synchronous on the loop), catch up, swap, delete the old log."""
+        assert self.mover is not None and self.core is not None
+        try:
+            swapped = self.mover.swap(e.tp)
+        except StorageError as exc:
+            log.error("swap of %s failed: %s", e.tp, exc)
+            self.events.emit("storage_effect_failed", effect="SwapFutureLog", topic=e.tp.topic,
+                             partition=e.tp.partition, error=str(exc))
+            return
+        if swapped:
+            self._feed(self.core.on_swap_done(e.tp, self._now()))
+            tid = self._topic_id(e.tp)
+            if tid is not None and self.view is not None:
+                self.view.refresh_high_watermark(tid, e.tp.partition)
+
+    def _future_caught_up(self, tp: fx.TopicPartition) -> None:
+        assert self.core is not None
+        self._feed(self.core.on_future_caught_up(tp, self._now()))
+
+    async def _start_listener(self) -> None:
+        assert self.core is not None and self.view is not None
+        if self.server is not None or self.listener is None:
+            return
+        epoch = self.core.lifecycle.broker_epoch
+        self.api = BrokerApi(self.view, producer_id_base=(self.cfg.node_id << 48) | ((epoch & 0xFFFFFF) << 24))
+        self.view.api = self.api
+        name = self.listener.name
+        self.server = KafkaServer(self.api, host=self.listener.host or "0.0.0.0", port=self.listener.port,
+                                  listener_name=name, security=SecurityConfig.for_listener(self.cfg, name),
+                                  max_frame_bytes=self.cfg.socket_request_max_bytes, events=self.events,
+                                  log=lambda msg: log.warning("%s", msg))
+        try:
+            await self.server.start()
+        except OSError as exc:
+            self._halt(f"cannot listen on {self.listener.host}:{self.listener.port} ({name}): {exc}")
+            return
+        self.events.emit("listener_started", listener=name, port=self.server.port)
+
+    async def _isr_loop(self) -> None:
+        step = max(0.05, min(self.cfg.replica_lag_time_max_ms / 4000, 0.5))
+        while True:
+            await asyncio.sleep(step)
+            if self.view is not None:
+                self.view.tick()
+
+    def _halt(self, reason: str, *, emitted: bool = False) -> None:
         print(f"{PROG}: halted: {reason}", file=sys.stderr, flush=True)
-        self.events.emit("halt", reason=reason)
+        if not emitted:
+            self.events.emit("halt", reason=reason)
         self.events.close()
         os._exit(1)
 
@@ -370,6 +517,8 @@ class BrokerRuntime:
         if pcs or initial:
             self.events.emit("metadata_published", offset=self.image.last_offset, partitions=len(pcs), initial=initial)
         self._feed(self.core.apply_metadata(pcs, self._now(), offset=self.image.last_offset, initial=initial))
+        if self.api is not None:
+            self.api.on_image_changes(changes)
 
     def _maybe_ready(self) -> None:
         """Ready to unfence once registered and caught up with the metadata that holds our
@@ -383,6 +532,7 @@ class BrokerRuntime:
         if self.next_metadata_offset < self.metadata_hwm:
             return
         self.ready = True
+        self._spawn(self._start_listener())
         self.events.emit("ready_to_unfence", metadata_offset=self.image.last_offset,
                          queued_assignments=self.core.queued_replica_to_dir_assignments)
         self._feed(self.core.set_ready_to_unfence(self._now()))
@@ -422,6 +572,12 @@ class BrokerRuntime:
         bounded, so a stuck connection cannot keep the process alive)."""
         self._stopping = True
         self._wake.set()
+        if self.server is not None:
+            await self.server.stop()
+        if self.fetchers is not None:
+            await self.fetchers.close()
+        if self.mover is not None:
+            await self.mover.close()
         tasks = self._tasks + list(self._bg)
         for t in tasks:
             t.cancel()

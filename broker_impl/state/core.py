@@ -76,13 +76,13 @@ class BrokerCore:
 
     def _route(self, effects: list, now_ms: int) -> list:
         out: list = []
+        queued = 0
         for e in effects:
             if self.halted:
                 break
             if isinstance(e, QueueAssignment):
                 self.assignments.queue(e.topic_id, e.partition, e.dir_id, e.reason, now_ms)
-                out.append(event("assignment_queued", topic_id=to_base64(e.topic_id), partition=e.partition,
-                                 dir_id=to_base64(e.dir_id), reason=e.reason))
+                queued += 1
             elif isinstance(e, ReportDirFailure):
                 self.failure_timer.arm(e.dir_id, now_ms)
                 out += self.lifecycle.on_dir_failure(e.dir_id, now_ms)
@@ -90,6 +90,8 @@ class BrokerCore:
                 if isinstance(e, Halt):
                     self.halted = e
                 out.append(e)
+        if queued:
+            out.append(event("assignment_queued", count=queued, queued=self.assignments.queued))
         return out
 
     def _pump(self, out: list, now_ms: int) -> list:

@@ -82,6 +82,7 @@ class Lifecycle:
         self._started_ms = 0
         self._shutdown_deadline_ms: int | None = None
         self._first_pending_response = True
+        self.last_registration_error: int | None = None  # -1: no response
 
     # ------------------------------------------------------------------ queries
     @property
@@ -119,8 +120,9 @@ class Lifecycle:
             return []
         if (self.state == State.STARTING and not self.registered
                 and now_ms >= self._started_ms + self.config.initial_registration_timeout_ms):
+            last = "" if self.last_registration_error is None else f" (last error code {self.last_registration_error})"
             return self._shutdown("unable to register with the controller quorum within "
-                                  f"{self.config.initial_registration_timeout_ms} ms", clean=False)
+                                  f"{self.config.initial_registration_timeout_ms} ms{last}", clean=False)
         if self._shutdown_deadline_ms is not None and now_ms >= self._shutdown_deadline_ms:
             return self._shutdown("timed out waiting for the controller to approve controlled shutdown")
         if self._in_flight is not None or self._next_send_ms is None or now_ms < self._next_send_ms:
@@ -163,6 +165,7 @@ class Lifecycle:
             raise RuntimeError("registration response without a registration in flight")
         self._in_flight = None
         if error_code != NONE:
+            self.last_registration_error = error_code
             self._backoff(now_ms)
             return [event("registration_failed", error_code=error_code)] + self.tick(now_ms)
         self._failures = 0

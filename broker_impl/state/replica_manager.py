@@ -252,6 +252,9 @@ class ReplicaManager:
             elif prev is None or (prev.isr, prev.replicas, prev.partition_epoch) != \
                     (new.isr, new.replicas, new.partition_epoch):
                 out.append(UpdateLeaderState(tp, new.partition_epoch, new.isr, new.replicas))
+                if prev is None or prev.isr != new.isr:
+                    out.append(event("isr_change", topic=tp.topic, partition=tp.partition, isr=list(new.isr),
+                                     partition_epoch=new.partition_epoch))
             lr.role, lr.leader_id, lr.leader_epoch = "leader", me, new.leader_epoch
             return out
         if lr.role != "follower" or lr.leader_id != new.leader or lr.leader_epoch != new.leader_epoch:

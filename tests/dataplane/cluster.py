@@ -4,22 +4,19 @@
 - the :class:`MetadataImage` is replayed from real metadata records, encoded into real v2
   batches and decoded again (``kafka_common.metadata.batches``);
 - partition logs are ``broker_impl.storage`` ``PartitionLog``s in formatted temp dirs
-  (``meta.properties``, ``load_log_dirs``, ``LogManager``).
-
+  (``meta.properties``, ``load_log_dirs``, ``LogManager``);
 - the controller channel is served in-process by the real pure controller
   (``controller_impl.state.ControllerState``): brokers register and get unfenced through
   it and CreateTopics returns its records (replayed into the image) and response.
 
-Interim: :class:`StorageBrokerView` does the
-runtime's part of the contract (log creation on first use, high watermark = min LEO of
-the ISR) until ``broker_impl.runtime`` mounts the handlers itself.
+The view is ``broker_impl.api.storage_view.LogManagerView`` with logs created on first use
+(the runtime creates them from metadata changes instead).
 """
 
 from __future__ import annotations
 
 import os
 import random
-import shutil
 import uuid
 from types import SimpleNamespace
 from typing import Any
@@ -28,10 +25,9 @@ from kio.schema.errors import ErrorCode
 
 from broker_impl.api.entities import NO_THROTTLE, build, response_type
 from broker_impl.api.handlers import BrokerApi
-from broker_impl.api.view import LogDirInfo, ReplicaDirEntry
-from broker_impl.storage.errors import KafkaStorageError
+from broker_impl.api.storage_view import LogManagerView
 from broker_impl.storage.log_manager import LogManager
-from broker_impl.storage.partition_log import LogConfig, PartitionLog
+from broker_impl.storage.partition_log import LogConfig
 from broker_impl.storage.startup import load_log_dirs
 from controller_impl.state.controller import ControllerState
 from kafka_common import ids, wire
@@ -109,100 +105,6 @@ class RecordingMover:
         return self.answer
 
 
-class StorageBrokerView:
-    """BrokerView over the real image and LogManager (the runtime's side of view.py)."""
-
-    storage_exceptions: tuple[type[BaseException], ...] = (KafkaStorageError,)
-
-    def __init__(self, node_id: int, image: MetadataImage, lm: LogManager, controller: Any, mover: Any) -> None:
-        self.node_id = node_id
-        self.cluster_id = CLUSTER_ID
-        self.listener_name = "PLAINTEXT"
-        self.image = image
-        self.lm = lm
-        self.controller = controller
-        self.mover = mover
-        self.auto_create_topics = True
-        self.num_partitions = 1
-        self.default_replication_factor = 1
-        self.min_isr = 1
-        self.follower_leo: dict[tuple[uuid.UUID, int, int], int] = {}
-        self.storage_errors: list[tuple[Any, ...]] = []
-        self.api: BrokerApi | None = None
-
-    def min_insync_replicas(self, topic_id: uuid.UUID) -> int:
-        return self.min_isr
-
-    def _name(self, topic_id: uuid.UUID) -> str:
-        return self.image.topics[topic_id].name
-
-    def local_replica(self, topic_id: uuid.UUID, partition: int) -> PartitionLog | None:
-        reg = self.image.partition(topic_id, partition)
-        if reg is None or self.node_id not in reg.replicas:
-            return None
-        name = self._name(topic_id)
-        log = self.lm.get_log(name, partition)
-        if log is not None:
-            return log
-        dir_id = reg.directory(self.node_id)
-        path = None if ids.is_reserved(dir_id) else self.lm.path_of(dir_id)
-        try:
-            return self.lm.get_or_create_log(topic_id, name, partition, path)
-        except KafkaStorageError:
-            return None
-
-    def is_partition_offline(self, topic_id: uuid.UUID, partition: int) -> bool:
-        reg = self.image.partition(topic_id, partition)
-        if reg is None or self.node_id not in reg.replicas:
-            return False
-        name = self._name(topic_id)
-        if self.lm.offline_partition(name, partition) is not None:
-            return True
-        log = self.lm.get_log(name, partition)
-        if log is not None:
-            return not self.lm.is_online(log.log_dir)
-        path = self.lm.path_of(reg.directory(self.node_id))
-        return path is not None and not self.lm.is_online(path)
-
-    def log_dirs(self) -> list[LogDirInfo]:
-        out = []
-        for d in self.lm.dir_set.data_dirs:
-            online = self.lm.is_online(d.path)
-            entries = []
-            if online:
-                for log in self.lm.logs_in(d.path, include_future=True):
-                    current = self.lm.get_log(log.topic, log.partition)
-                    future = current is not log
-                    lag = (current.log_end_offset - log.log_end_offset) if future and current is not None \
-                        else max(0, log.high_watermark - log.log_end_offset)
-                    entries.append(ReplicaDirEntry(log.topic, log.partition, log.size_bytes, lag, future))
-            usage = shutil.disk_usage(d.path) if online else None
-            out.append(LogDirInfo(d.path, d.directory_id or ids.ZERO_UUID, online, tuple(entries),
-                                  usage.total if usage else -1, usage.free if usage else -1))
-        return out
-
-    def _update_hw(self, topic_id: uuid.UUID, partition: int) -> None:
-        reg = self.image.partition(topic_id, partition)
-        log = self.lm.get_log(self._name(topic_id), partition) if reg else None
-        if reg is None or log is None:
-            return
-        leos = [log.log_end_offset if b == self.node_id else self.follower_leo.get((topic_id, partition, b), 0)
-                for b in reg.isr]
-        hw = min(leos) if leos else log.log_end_offset
-        if hw > log.high_watermark:
-            log.high_watermark = hw
-
-    def on_leader_append(self, topic_id: uuid.UUID, partition: int) -> None:
-        self._update_hw(topic_id, partition)
-
-    def on_follower_fetch(self, topic_id: uuid.UUID, partition: int, replica_id: int, fetch_offset: int) -> None:
-        self.follower_leo[(topic_id, partition, replica_id)] = fetch_offset
-        self._update_hw(topic_id, partition)
-
-    def on_storage_error(self, topic_id: uuid.UUID, partition: int, op: str, exc: BaseException) -> None:
-        self.storage_errors.append((topic_id, partition, op, exc))
-
-
 def format_dir(path: str, node_id: int, rng: random.Random) -> uuid.UUID:
     os.makedirs(path, exist_ok=True)
     dir_id = ids.random_directory_id(rng)
@@ -233,9 +135,10 @@ class Broker:
         self.feed = MetadataFeed(self.image)
         self.controller = PureControllerChannel(self.feed, self.rng, self.clock)
         self.mover = RecordingMover()
-        self.view = StorageBrokerView(node_id, self.image, self.lm, self.controller, self.mover)
+        self.view = LogManagerView(node_id=node_id, cluster_id=CLUSTER_ID, listener_name="PLAINTEXT",
+                                   image=self.image, log_manager=self.lm, controller=self.controller,
+                                   mover=self.mover, now_ms=self.clock.monotonic_ms, create_logs_on_demand=True)
         self.api = BrokerApi(self.view, producer_id_base=node_id << 32)
-        self.view.api = self.api
         self.feed.on_changes = self._on_changes
         self.server = KafkaServer(self.api, host="127.0.0.1", port=0, listener_name="PLAINTEXT",
                                   log=self.server_log.append)
@@ -245,7 +148,7 @@ class Broker:
         """What the runtime does after applying metadata: HW may move (ISR shrank), then
         waiters of the changed partitions re-check."""
         for topic_id, partition in changes.partitions:
-            self.view._update_hw(topic_id, partition)
+            self.view.refresh_high_watermark(topic_id, partition)
         self.api.on_image_changes(changes)
 
     @property

@@ -275,3 +275,39 @@ def test_delayed_produce_completes_on_isr_shrink_and_fails_on_leader_move(broker
             await c1.close()
             await c2.close()
     b.loop.run(go())
+
+
+def test_replica_fetch_from_a_non_replica_is_refused(broker3):
+    b = broker3
+
+    async def go():
+        tid = await b.create_topic("pair", 1, replicas=(1, 2))
+        c = await RawConnection.open(b.server.port)
+        try:
+            assert _perr(await c.call(produce_request(9, "pair", 0, make_batch([b"a"]), acks=1)))[0] is ErrorCode.none
+            f = await c.call(fetch_request(16, tid, 0, 0, replica_id=3))
+            assert f.responses[0].partitions[0].error_code is ErrorCode.not_leader_or_follower
+            assert (tid, 0, 3) not in b.view.follower_leo
+            f = await c.call(fetch_request(16, tid, 0, 1, replica_id=2))
+            assert f.responses[0].partitions[0].error_code is ErrorCode.none and b.view.follower_leo[(tid, 0, 2)] == 1
+        finally:
+            await c.close()
+    b.loop.run(go())
+
+
+def test_one_request_with_consecutive_batches_of_one_producer(broker):
+    async def go():
+        await broker.create_topic("two", 1)
+        c = await RawConnection.open(broker.server.port)
+        try:
+            first = make_batch([b"a", b"b"], producer_id=5, epoch=0, base_seq=0)
+            second = make_batch([b"c"], producer_id=5, epoch=0, base_seq=2)
+            assert _perr(await c.call(produce_request(9, "two", 0, first + second))) == (ErrorCode.none, 0)
+            third = make_batch([b"d"], producer_id=5, epoch=0, base_seq=3)
+            assert _perr(await c.call(produce_request(9, "two", 0, third))) == (ErrorCode.none, 3)
+            gap = make_batch([b"e"], producer_id=5, epoch=0, base_seq=4) + make_batch([b"f"], producer_id=5, epoch=0, base_seq=9)
+            assert _perr(await c.call(produce_request(9, "two", 0, gap)))[0] is ErrorCode.out_of_order_sequence_number
+        finally:
+            await c.close()
+        assert broker.lm.get_log("two", 0).log_end_offset == 4
+    broker.loop.run(go())

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 
 import pytest
 
-from broker_cluster import check_real_dirs, reader_for, unfenced, until, wait_until
+from broker_cluster import BrokerProcess, check_real_dirs, reader_for, unfenced, until, wait_until
 from controller_impl.runtime.sim import create_topic
 from kafka_common.ids import UNASSIGNED
 from kafka_common.metadata import records as r
@@ -101,3 +102,28 @@ def test_unfenced_only_after_assignments_committed_D4(cluster):
         return acked and unfenced_ts and max(unfenced_ts) > min(acked)
 
     wait_until(unfenced_after_ack, 10, "broker 2's own unfenced event after its assignment_acked")
+
+
+def test_registration_refused_for_a_cloned_dir_exits_with_reason(make_cluster):
+    """A disk cloned from another broker (same directory.id): the controller refuses the
+    registration (D2, INVALID_REQUEST); the broker retries, then gives up after
+    initial.broker.registration.timeout.ms with a one-line reason and exit status 1."""
+    ctrl, brokers = make_cluster(n_brokers=1)
+    [b1] = brokers
+    wait_until(lambda: any(e["event"] == "unfenced" for e in b1.events()), 30, "broker 1 unfenced")
+    b2 = BrokerProcess(os.path.join(os.path.dirname(b1.workdir), "broker2"), 2, ctrl,
+                       extra={"initial.broker.registration.timeout.ms": "1500"})
+    try:
+        b2.format()
+        shutil.copy(os.path.join(b1.dirs[1], "meta.properties"), os.path.join(b2.dirs[1], "meta.properties"))
+        with open(os.path.join(b2.dirs[1], "meta.properties"), encoding="utf-8") as f:
+            text = f.read().replace("node.id=1", "node.id=2")
+        with open(os.path.join(b2.dirs[1], "meta.properties"), "w", encoding="utf-8") as f:
+            f.write(text)
+        b2.start()
+        assert b2.wait_exit(20) == 1, b2.stderr()
+        err = b2.stderr()
+        assert "unable to register with the controller quorum within 1500 ms (last error code 42)" in err, err
+        assert any(e["event"] == "registration_failed" and e["error_code"] == 42 for e in b2.events())
+    finally:
+        b2.kill()

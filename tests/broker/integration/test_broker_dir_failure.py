@@ -119,3 +119,32 @@ def test_failure_timeout_shuts_down_only_a_leader_D5(make_cluster):
     wait_until(lambda: any(e["event"] == "failure_timeout_expired" for e in b2.events()), 20,
                "broker 2's failure timer to expire")
     assert b2.alive(), b2.stderr()
+
+
+def test_dir_failing_while_loading_logs_is_reported_after_registration(make_cluster, tmp_path):
+    """An OSError while loading a dir's logs at start (a segment that is a directory): the
+    dir is registered (its id is known) and reported offline by the first heartbeats; the
+    broker runs on the other dirs (reference §1.6 gotcha, §10.16)."""
+    ctrl, brokers = make_cluster(n_brokers=1, broker_extra=FAST)
+    [b1] = brokers
+
+    async def run():
+        client, reader = await reader_for(ctrl)
+        try:
+            await until(reader, lambda im: unfenced(im, (1,)), 30, "broker unfenced", brokers)
+            assert b1.stop() == 0, b1.stderr()
+            bad = b1.dirs[2]
+            os.makedirs(os.path.join(bad, "junk-0", "00000000000000000000.log"))
+            b1.start()
+            bad_id = b1.dir_ids()[bad]
+            await until(reader, lambda im: im.brokers[1].epoch > 0 and bad_id not in im.brokers[1].log_dirs
+                        and not im.brokers[1].fenced and len(im.brokers[1].log_dirs) == 2, 30,
+                        "re-registered, the bad dir reported offline, unfenced", brokers)
+        finally:
+            await client.close()
+
+    asyncio.run(run())
+    ev = b1.events()
+    offline = [e for e in ev if e["event"] == "dir_offline"]
+    assert offline and offline[-1]["op"] == "load", offline
+    assert b1.alive()

@@ -118,13 +118,14 @@ def test_backoff_doubles_caps_at_session_timeout_with_jitter():
 def test_registration_retry_and_timeout():
     l = lc(initial_registration_timeout_ms=1000)
     l.start(0)
-    l.on_registration_response(119, -1, 10)
+    l.on_registration_response(42, -1, 10)
     assert l.next_deadline_ms() == 110
     assert of(l.tick(110), SendRegistration)
     l.on_request_failed(120)
     assert l.next_deadline_ms() == 320
     out = l.tick(1000)
     assert of(out, Shutdown) and "unable to register" in of(out, Shutdown)[0].reason
+    assert "last error code -1" in of(out, Shutdown)[0].reason and not of(out, Shutdown)[0].clean
     assert l.state == State.SHUTTING_DOWN and l.tick(5000) == []
 
 

@@ -7,7 +7,7 @@ from broker_impl.state.effects import (BecomeFollower, BecomeLeader, CreateLog, 
                                        UpdateLeaderState)
 from broker_impl.state.log_dirs import LogDirInfo, LogDirs
 from broker_impl.state.replica_manager import ExistingLog, Hosted, PartitionChange, ReplicaManager
-from broker_state_helpers import D1, D2, D3, ME, T1, T2, no_events, of, reg, tp
+from broker_state_helpers import D1, D2, D3, ME, T1, T2, events, no_events, of, reg, tp
 from kafka_common.ids import LOST, MIGRATING, UNASSIGNED, uuid_of
 
 pytestmark = pytest.mark.unit
@@ -176,8 +176,11 @@ def test_leader_and_follower_transitions():
     assert of(out, StopFetcher) == [StopFetcher((tp(),))]
     [bl] = of(out, BecomeLeader)
     assert bl.leader_epoch == 1 and bl.isr == (ME, 2, 3)
-    out = apply(r, reg(dir_for_me=D1, leader=ME, leader_epoch=1, isr=(ME, 2), partition_epoch=2))
+    raw = r.apply([PartitionChange("t", None, reg(dir_for_me=D1, leader=ME, leader_epoch=1, isr=(ME, 2),
+                                                   partition_epoch=2))])
+    out = no_events(raw)
     assert of(out, UpdateLeaderState) == [UpdateLeaderState(tp(), 2, (ME, 2), (ME, 2, 3))]
+    assert [e.as_dict()["isr"] for e in events(raw, "isr_change")] == [[ME, 2]]
     assert apply(r, reg(dir_for_me=D1, leader=ME, leader_epoch=1, isr=(ME, 2), partition_epoch=2)) == []
     out = apply(r, reg(dir_for_me=D1, leader=3, leader_epoch=2))
     assert of(out, BecomeFollower) == [BecomeFollower(tp(), T1, 3, 2)] and of(out, StartFetcher)

@@ -1,0 +1,104 @@
+"""Moving a replica between this broker's dirs (behaviour §4; Kafka's ReplicaAlterLogDirsThread).
+
+One task per move copies the current log into the future log (whole batches, offsets and
+epochs kept, ``append_as_follower``) and keeps following it; a current log truncated below
+the future's end (follower truncation) truncates the future too. Each time the future has
+caught up (future LEO == current LEO) it tells the core (``on_caught_up(tp)``): the first
+time the core queues ``AssignReplicasToDirs(target)``; once the controller acked, the core
+answers with ``SwapFutureLog``.
+
+:meth:`DirMover.swap` runs on the event loop, synchronously: the client handlers append on
+the same loop, so appends are blocked while it copies the last batches, carries the high
+watermark over and swaps the future in (``LogManager.replace_current_with_future``, which
+deletes the old log). A storage error stops the move's task (the DirFailureChannel has
+reported the dir; the core cancels the move or assigns LOST).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any, Callable
+
+from broker_impl.state.effects import TopicPartition
+from broker_impl.storage.errors import KafkaStorageError, StorageError
+
+log = logging.getLogger(__name__)
+COPY_CHUNK_BYTES = 1024 * 1024
+POLL_S = 0.05
+
+
+def copy_step(current: Any, future: Any, max_bytes: int = COPY_CHUNK_BYTES) -> bool:
+    """One copy step current → future; True if the future is now caught up."""
+    if future.log_end_offset > current.log_end_offset:
+        future.truncate_to(current.log_end_offset)
+    if future.log_end_offset < current.log_start_offset:
+        future.truncate_fully_and_start_at(current.log_start_offset)
+    if future.log_end_offset < current.log_end_offset:
+        data = current.read(future.log_end_offset, max_bytes, current.log_end_offset, True)
+        if data:
+            future.append_as_follower(data)
+    return future.log_end_offset == current.log_end_offset
+
+
+class DirMover:
+    def __init__(self, lm: Any, on_caught_up: Callable[[TopicPartition], None]) -> None:
+        self.lm = lm
+        self.on_caught_up = on_caught_up
+        self.tasks: dict[TopicPartition, asyncio.Task] = {}
+        self.copied: dict[TopicPartition, int] = {}
+
+    def start(self, tp: TopicPartition) -> None:
+        self.stop(tp)
+        self.tasks[tp] = asyncio.create_task(self._run(tp), name=f"mover-{tp}")
+
+    def stop(self, tp: TopicPartition) -> None:
+        t = self.tasks.pop(tp, None)
+        if t is not None:
+            t.cancel()
+
+    async def _run(self, tp: TopicPartition) -> None:
+        waited = 0
+        while True:
+            current = self.lm.get_log(tp.topic, tp.partition)
+            future = self.lm.future_log(tp.topic, tp.partition)
+            if current is None or future is None:
+                waited += 1  # the future log is created by the storage worker: give it a moment
+                if waited > 600:
+                    log.warning("move of %s: no %s log, giving up", tp, "current" if current is None else "future")
+                    return
+                await asyncio.sleep(POLL_S)
+                continue
+            try:
+                caught_up = copy_step(current, future)
+            except StorageError as exc:
+                log.warning("move of %s stopped: %s", tp, exc)
+                if isinstance(exc, KafkaStorageError):
+                    return
+                await asyncio.sleep(POLL_S)
+                continue
+            self.copied[tp] = future.log_end_offset
+            if caught_up:
+                self.on_caught_up(tp)
+                await asyncio.sleep(POLL_S)
+            else:
+                await asyncio.sleep(0)
+
+    def swap(self, tp: TopicPartition) -> bool:
+        """Block appends (we hold the loop), catch up fully, swap. True if swapped."""
+        self.stop(tp)
+        current = self.lm.get_log(tp.topic, tp.partition)
+        future = self.lm.future_log(tp.topic, tp.partition)
+        if future is None:
+            return False
+        if current is not None and not current.is_offline:
+            for _ in range(1_000_000):
+                if copy_step(current, future, 8 * COPY_CHUNK_BYTES):
+                    break
+            future.high_watermark = current.high_watermark
+        self.lm.replace_current_with_future(tp.topic, tp.partition)
+        return True
+
+    async def close(self) -> None:
+        for tp in list(self.tasks):
+            self.stop(tp)

@@ -1,0 +1,208 @@
+"""Moving replicas between a broker's dirs (behaviour §4) with real processes and real disks.
+
+- Under acks=all load, AlterReplicaLogDirs moves the leader's and a follower's replica to
+  other dirs: future log, AssignReplicasToDirs(target), swap; metadata names the new dirs,
+  each log lives only in its new dir, nothing acked is lost, replicas stay identical.
+- The target dir (an ext4 loop fs) fails after the promotion assignment was sent (the
+  controller is held with SIGSTOP so the move sits in QUEUED): the move is cancelled, the
+  assignment reverted to the source dir, the replica stays where it was, nothing is lost.
+- The source dir (loop fs) fails after the assignment was sent: the broker sends
+  AssignReplicasToDirs(LOST) (D6), so the controller records LOST and moves ISR/leadership.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+import time
+
+import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "dataplane"))
+from dp_cluster import (BackgroundProducer, Cluster, LoopFs, consume_all, loop_skip_reason,  # noqa: E402
+                        wait_until)
+from kafka_common import wire  # noqa: E402
+from kafka_common.ids import LOST  # noqa: E402
+from tests.dataplane.protocol import RawConnection  # noqa: E402
+
+pytestmark = pytest.mark.integration
+
+
+def alter_dir(broker, topic: str, partition: int, path: str) -> int:
+    mod = wire.request_module(34, 2)
+
+    async def run():
+        c = await RawConnection.open(broker.port)
+        try:
+            resp = await c.call(wire.request_class(34, 2)(dirs=(mod.AlterReplicaLogDir(
+                path=path, topics=(mod.AlterReplicaLogDirTopic(name=topic, partitions=(partition,)),)),)))
+        finally:
+            await c.close()
+        return int(resp.results[0].partitions[0].error_code.value)
+    return asyncio.run(run())
+
+
+def holders(broker, topic: str, partition: int) -> list[str]:
+    out = []
+    for d in broker.dirs:
+        try:
+            names = os.listdir(d)
+        except OSError:
+            continue
+        out += [os.path.join(d, n) for n in names if n == f"{topic}-{partition}" or
+                (n.startswith(f"{topic}-{partition}.") and n.endswith("-future"))]
+    return out
+
+
+def count_events(broker, name: str, **match) -> int:
+    return sum(1 for e in broker.events() if e["event"] == name and all(e.get(k) == v for k, v in match.items()))
+
+
+@pytest.fixture
+def loop_fs(request):
+    reason = loop_skip_reason()
+    if reason:
+        pytest.skip(reason)
+    fs = LoopFs()
+    request.addfinalizer(fs.cleanup)
+    fs.setup(64)
+    return fs
+
+
+def make_cluster(tmp_path, request, loop_fs=None) -> Cluster:
+    c = Cluster(tmp_path, session_timeout_ms=9000)
+    request.addfinalizer(c.kill)
+    if loop_fs is not None:
+        c.brokers[0].dir_override = {1: loop_fs.mnt}
+    c.prepare()
+    c.start()
+    return c
+
+
+def dir_of(im, topic: str, partition: int, broker_id: int):
+    reg = im.partition(im.topic_ids[topic], partition)
+    return reg.directories[reg.replicas.index(broker_id)]
+
+
+def test_move_leader_and_follower_replicas_under_load(tmp_path, request):
+    cluster = make_cluster(tmp_path, request)
+    b1, b2, _b3 = cluster.brokers
+    cluster.create_topic("mv", {0: [1, 2, 3]})
+    im = cluster.wait_image(lambda im: "mv" in im.topic_ids and len(im.partition(im.topic_ids["mv"], 0).isr) == 3
+                            and dir_of(im, "mv", 0, 1) in b1.dir_ids().values()
+                            and dir_of(im, "mv", 0, 2) in b2.dir_ids().values(), 20, "mv placed")
+    prod = BackgroundProducer(cluster.bootstrap, "mv", 1)
+    prod.thread.start()
+    targets = {}
+    try:
+        wait_until(lambda: len(prod.acked) > 300, 20, "load running")
+        for b in (b1, b2):
+            src = holders(b, "mv", 0)[0]
+            target = next(d for d in b.dirs if d != os.path.dirname(src))
+            targets[b.node_id] = target
+            assert alter_dir(b, "mv", 0, target) == 0
+        ids1, ids2 = b1.dir_ids(), b2.dir_ids()
+        cluster.wait_image(lambda im: dir_of(im, "mv", 0, 1) == ids1[targets[1]]
+                           and dir_of(im, "mv", 0, 2) == ids2[targets[2]], 30, "metadata names the target dirs")
+        for b in (b1, b2):
+            wait_until(lambda b=b: holders(b, "mv", 0) == [os.path.join(targets[b.node_id], "mv-0")], 15,
+                       f"broker {b.node_id}: the log only in its target dir")
+            assert count_events(b, "dir_move_done", topic="mv") == 1
+        n_before = len(prod.acked)
+        wait_until(lambda: len(prod.acked) > n_before + 200, 20, "load goes on after the swaps")
+    finally:
+        prod.finish()
+    assert not prod.errors, prod.errors[:3]
+    expected = {(p, v) for p, v, _t in prod.acked}
+    assert not expected - consume_all(cluster.bootstrap, "mv", 1, expected)
+    final = cluster.image()
+    assert final.partition(final.topic_ids["mv"], 0).isr == (1, 2, 3)
+
+
+def hold_controller(cluster):
+    os.kill(cluster.ctrl.proc.pid, signal.SIGSTOP)
+
+
+def release_controller(cluster):
+    os.kill(cluster.ctrl.proc.pid, signal.SIGCONT)
+
+
+def test_target_dir_fails_mid_move_cancels_and_reverts(tmp_path, request, loop_fs):
+    cluster = make_cluster(tmp_path, request, loop_fs)
+    b1 = cluster.brokers[0]
+    ids1 = b1.dir_ids()
+    cluster.create_topic("tg", {0: [1, 2, 3]})
+    im = cluster.wait_image(lambda im: "tg" in im.topic_ids and len(im.partition(im.topic_ids["tg"], 0).isr) == 3
+                            and dir_of(im, "tg", 0, 1) in ids1.values(), 20, "tg placed")
+    source = next(p for p, i in ids1.items() if i == dir_of(im, "tg", 0, 1))
+    assert source != loop_fs.mnt  # least loaded, ties in config order: data0
+    prod = BackgroundProducer(cluster.bootstrap, "tg", 1)
+    prod.thread.start()
+    try:
+        wait_until(lambda: len(prod.acked) > 300, 20, "load running")
+        sent_before = count_events(b1, "assignment_sent")
+        hold_controller(cluster)
+        try:
+            assert alter_dir(b1, "tg", 0, loop_fs.mnt) == 0
+            wait_until(lambda: count_events(b1, "assignment_sent") > sent_before, 10,
+                       "the promotion assignment sent (the controller does not answer yet)")
+            loop_fs.shutdown()  # the target fails before the swap
+            wait_until(lambda: count_events(b1, "dir_move_cancelled", topic="tg", reason="target dir offline") == 1,
+                       10, "move cancelled")
+        finally:
+            release_controller(cluster)
+        cluster.wait_image(lambda im: dir_of(im, "tg", 0, 1) == ids1[source], 30,
+                           "the assignment reverted to the source dir")
+        cluster.wait_image(lambda im: 1 in im.partition(im.topic_ids["tg"], 0).isr, 30, "broker 1 in the ISR")
+        n_before = len(prod.acked)
+        wait_until(lambda: len(prod.acked) > n_before + 200, 20, "load goes on")
+    finally:
+        prod.finish()
+    # the replica stays in its source dir (the dead fs may still list the abandoned future log)
+    assert [h for h in holders(b1, "tg", 0) if not h.startswith(loop_fs.mnt)] == [os.path.join(source, "tg-0")]
+    assert count_events(b1, "dir_move_done") == 0
+    assert not prod.errors, prod.errors[:3]
+    expected = {(p, v) for p, v, _t in prod.acked}
+    assert not expected - consume_all(cluster.bootstrap, "tg", 1, expected)
+    assert b1.alive()
+
+
+def test_source_dir_fails_after_assignment_sent_assigns_lost(tmp_path, request, loop_fs):
+    cluster = make_cluster(tmp_path, request, loop_fs)
+    b1 = cluster.brokers[0]
+    ids1 = b1.dir_ids()
+    cluster.create_topic("src", {0: [1, 2, 3], 1: [1, 2, 3], 2: [1, 2, 3]})
+    im = cluster.wait_image(lambda im: "src" in im.topic_ids and all(
+        len(p.isr) == 3 and p.directories[0] in ids1.values()
+        for p in im.partitions_of(im.topic_ids["src"]).values()), 20, "src placed")
+    tid = im.topic_ids["src"]
+    victim = next(pid for pid in range(3) if dir_of(im, "src", pid, 1) == ids1[loop_fs.mnt])
+    target = next(p for p in b1.dirs if p != loop_fs.mnt)
+    prod = BackgroundProducer(cluster.bootstrap, "src", 3)
+    prod.thread.start()
+    try:
+        wait_until(lambda: len(prod.acked) > 300, 20, "load running")
+        sent_before = count_events(b1, "assignment_sent")
+        hold_controller(cluster)
+        try:
+            assert alter_dir(b1, "src", victim, target) == 0
+            wait_until(lambda: count_events(b1, "assignment_sent") > sent_before, 10, "promotion assignment sent")
+            loop_fs.shutdown()  # the source fails after the assignment was sent, before the swap
+            wait_until(lambda: count_events(b1, "dir_move_cancelled", topic="src", reason="source dir offline") == 1,
+                       10, "move cancelled")
+        finally:
+            release_controller(cluster)
+        after = cluster.wait_image(lambda im: dir_of(im, "src", victim, 1) == LOST, 30,
+                                   "the controller recorded LOST for the replica (D6)")
+        reg = after.partition(tid, victim)
+        assert 1 not in reg.isr and reg.leader in (2, 3)
+        t_moved = time.monotonic()
+        wait_until(lambda: prod.acked_after(t_moved, victim) > 100, 30, "producer recovers on the moved partition")
+    finally:
+        prod.finish()
+    assert not prod.errors, prod.errors[:3]
+    expected = {(p, v) for p, v, _t in prod.acked}
+    assert not expected - consume_all(cluster.bootstrap, "src", 3, expected)
+    assert b1.alive()
