@@ -245,12 +245,15 @@ class FaultExecutor:
     def _move_replica(self, index: int, fault: MoveReplica, node_id: int) -> None:
         target = self.bindings.dirs(node_id, fault.to_dir, lambda n, parsed: self._dir_lookup(n, parsed))[0]
         idmap = self.dir_names(node_id)
-        self.ledger.write(fault_injected_event(fault, index, ts_ns=time.time_ns(), node_id=node_id,
-                                               dir_ids=[idmap.get(target, "")],
-                                               paths=[f"/jbodlab/disks/{target}/data"], backend="admin"))
         path = f"/jbodlab/disks/{target}/data"
+        ts = time.time_ns()
+        # recorded only once the broker answered: a move that was never requested is not in the history
         code = asyncio.run(alter_replica_log_dir(self.svc.ip(node_id), BROKER_PORT, path, fault.topic,
                                                  fault.partition))
+        event = fault_injected_event(fault, index, ts_ns=ts, node_id=node_id, dir_ids=[idmap.get(target, "")],
+                                     paths=[path], backend="admin")
+        self.ledger.write(type(event)(ts_ns=event.ts_ns, source=event.source, event=event.event,
+                                      node_id=event.node_id, attrs={**event.attrs, "result": code}))
         self.say(f"f{index}: AlterReplicaLogDirs {fault.topic}-{fault.partition} on broker {node_id} -> "
                  f"{target}: {code}")
         if code != "none":

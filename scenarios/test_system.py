@@ -52,10 +52,23 @@ NO_CLIENT_LISTENER = ("kraft-broker does not serve the client listener yet (brok
                       "reads nothing")
 NO_ALTER_REPLICA_LOG_DIRS = ("kraft-broker has no client listener, so AlterReplicaLogDirs cannot be sent and the "
                              "replica never moves (no dir mover in the runtime)")
+NO_REPLICA_FETCHERS_AND_RESTART_PROBE = (
+    "kraft-broker has no follower fetchers yet (a restarted replica never catches up, so it never rejoins the "
+    "ISR), and after a restart with the dir still failed it registers that dir online (start-up reads "
+    "meta.properties from the page cache; no dir_offline after the restart)")
+NO_REPLICA_FETCHERS = ("kraft-broker has no follower fetchers yet: a replica on a fresh disk is never re-replicated, "
+                       "so it never rejoins the ISR")
+NO_METADATA_DIR_PROBE = ("kraft-broker never writes or probes its metadata.log.dir (LogManager.probe_all covers the "
+                         "data dirs only, and the broker keeps no metadata log there), so a failed metadata dir is "
+                         "never noticed and the broker does not halt")
 # (variant, check) -> the missing broker feature
 MISSING: dict[tuple[str, str], str] = {
     **{(v, "durability"): NO_CLIENT_LISTENER for v in SUITE},
     ("move-replica-source-fails", "failover"): NO_ALTER_REPLICA_LOG_DIRS,
+    ("move-replica-target-fails", "failover"): NO_ALTER_REPLICA_LOG_DIRS,
+    ("bounce-after-failure-leader", "failover"): NO_REPLICA_FETCHERS_AND_RESTART_PROBE,
+    ("replace-disk", "failover"): NO_REPLICA_FETCHERS,
+    ("metadata-dir-fails", "liveness"): NO_METADATA_DIR_PROBE,
 }
 
 
@@ -129,6 +142,9 @@ def _cases():
 def test_must_show(variant: str, check: str) -> None:
     o = outcome_of(variant)
     assert o.error is None, f"run failed: {o.error} (log: {o.run_dir})\n" + "\n".join(o.log[-30:])
+    if check == "failover" and any(f.kind == "move-replica" for f in o.scenario.faults):
+        # the move outcomes mean nothing unless the move was really requested and accepted
+        assert not o.harness_errors, f"the move was not carried out: {o.harness_errors}"
     results = {r.name: r for r in o.report.results}
     r = results[check]
     assert r.valid is True, f"{variant}: {check} is {r.valid}: {r.summary}\n{r.details}\nrun: {o.run_dir}"
