@@ -55,6 +55,7 @@ class FaultRecord:
     probe_latency_ms: float | None = None
     state_after_inject: str | None = None
     state_after_heal: str | None = None
+    device_healthy_after_heal: bool | None = None
     fs_read_only_after_heal: bool | None = None
     fs_repair: str | None = None
 
@@ -98,9 +99,11 @@ class DiskFault:
         rec = self.record
         if rec.injected_ns is not None and rec.healed_ns is None:
             return rec
-        rec.injected_ns = time.time_ns()
         rec.healed_ns = None
         rec.first_io_error_observed_ns = rec.probe_errno = rec.probe_op = rec.probe_latency_ms = None
+        if self.probe and self.kind != "enospc":
+            _drain_stale_errors(self.disk)
+        rec.injected_ns = time.time_ns()
         if self.kind == "enospc":
             rec.state_after_inject = _fill(self.disk)
         else:
@@ -126,6 +129,8 @@ class DiskFault:
         else:
             rec.state_after_heal = self.backend.set_mode(self.disk, FaultMode())
         rec.healed_ns = time.time_ns()
+        if self.kind != "enospc" and self.probe:
+            rec.device_healthy_after_heal = device_healthy(self.disk)
         rec.fs_read_only_after_heal = fs.is_read_only(self.disk.mountpoint)
         if repair_fs and self.disk.fstype != "raw":
             rec.fs_repair = repair_disk(self.disk, busy_timeout_s=busy_timeout_s)
@@ -159,6 +164,21 @@ class DiskFault:
                 rec.first_io_error_observed_ns, rec.probe_op, rec.probe_errno = time.time_ns(), op, err
                 return
             time.sleep(self.probe_interval_s)
+
+
+def device_healthy(disk: Disk, attempts: int = 3) -> bool:
+    """O_DIRECT read and write probes succeed. Either may first report an error left on the
+    block device's page-cache mapping by an earlier failed writeback (direct I/O on a block
+    device flushes the range first and returns that error once, then it is cleared), so each
+    op gets a few attempts."""
+    return all(any(_probe_io(disk, op) is None for _ in range(attempts)) for op in ("read", "write"))
+
+
+def _drain_stale_errors(disk: Disk) -> None:
+    """Consume writeback errors pending on the device mapping, so the inject probe reports
+    an error of *this* fault and not an old one."""
+    for op in ("read", "write", "read"):
+        _probe_io(disk, op)
 
 
 def probe_device(disk: Disk, op: str = "read") -> int | None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import os
+import tempfile
 import time
 from pathlib import Path
 
@@ -68,10 +69,33 @@ def wait_unused(dev: str, timeout_s: float) -> bool:
 
 
 def fsck(dev: str, fstype: str) -> str:
-    """Repair ``dev`` (unmounted). Returns the tool's summary; raises if it cannot be repaired."""
-    argv = ["e2fsck", "-f", "-y", dev] if fstype == "ext4" else ["xfs_repair", "-L", dev]
-    proc = _cmd.run(argv, check=False, timeout_s=600)
-    # e2fsck: 0 clean, 1 errors corrected, 2 corrected + reboot advised; >=4 left uncorrected
-    if fstype == "ext4" and proc.returncode >= 4 or fstype == "xfs" and proc.returncode != 0:
-        raise DeviceError(f"{argv[0]} could not repair {dev} (rc {proc.returncode}): {proc.stdout[-300:]}")
-    return (proc.stdout or proc.stderr).strip().splitlines()[-1:][0] if (proc.stdout or proc.stderr).strip() else "clean"
+    """Repair ``dev`` (unmounted). Returns the tool's summary; raises if it cannot be repaired.
+
+    ext4: ``e2fsck -f -y`` (replays the journal itself). xfs: mount once to replay the log
+    (``xfs_repair -L`` would throw fsynced metadata away), unmount, ``xfs_repair``; only if
+    that fails, ``xfs_repair -L``.
+    """
+    if fstype == "ext4":
+        proc = _cmd.run(["e2fsck", "-f", "-y", dev], check=False, timeout_s=600)
+        # e2fsck: 0 clean, 1 errors corrected, 2 corrected + reboot advised; >=4 left uncorrected
+        if proc.returncode >= 4:
+            raise DeviceError(f"e2fsck could not repair {dev} (rc {proc.returncode}): {proc.stdout[-300:]}")
+        return _last_line(proc) or "clean"
+    replay = Path(tempfile.mkdtemp(prefix="jbodlab-replay-"))
+    try:
+        if _cmd.run(["mount", "-t", "xfs", dev, str(replay)], check=False, timeout_s=120).returncode == 0:
+            _cmd.run(["umount", str(replay)], check=False, timeout_s=120)
+    finally:
+        replay.rmdir()
+    proc = _cmd.run(["xfs_repair", dev], check=False, timeout_s=600)
+    if proc.returncode == 0:
+        return _last_line(proc) or "clean"
+    proc = _cmd.run(["xfs_repair", "-L", dev], check=False, timeout_s=600)
+    if proc.returncode != 0:
+        raise DeviceError(f"xfs_repair -L could not repair {dev} (rc {proc.returncode}): {proc.stderr[-300:]}")
+    return "log zeroed: " + (_last_line(proc) or "repaired")
+
+
+def _last_line(proc) -> str:
+    text = (proc.stdout or proc.stderr or "").strip()
+    return text.splitlines()[-1] if text else ""

@@ -7,7 +7,7 @@ import errno
 import pytest
 
 from infra import dm
-from infra.faults import probe_device
+from infra.faults import device_healthy, probe_device
 from infra.lab import Lab, NodeSpec, Topology
 from tests.infra.conftest import start_writer, wait_log
 
@@ -36,7 +36,7 @@ def test_dm_error_table_gives_eio_and_heal_restores(dm_lab):
     assert int(err_no) == errno.EIO and rec.probe_errno == errno.EIO
     fault.heal()
     assert " linear " in fault.record.state_after_heal
-    assert probe_device(disk, "read") is None and probe_device(disk, "write") is None
+    assert fault.record.device_healthy_after_heal and device_healthy(disk)
 
 
 def test_dm_load_failure_still_resumes(dm_lab):

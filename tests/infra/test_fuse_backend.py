@@ -10,13 +10,18 @@ import time
 import pytest
 
 from infra import fs
-from infra.faults import probe_device
+from infra.faults import device_healthy, probe_device
 from infra.lab import Lab, NodeSpec, Topology
 from tests.infra.conftest import container_python, fuse_skip_reason, start_writer, wait_log
 
 pytestmark = pytest.mark.system
 
 PROBE_BOUND_S = 2.0  # the fault must be visible to a writer within this bound (measured: ~10-20 ms)
+
+
+def works(disk, op: str) -> bool:
+    """The op succeeds (allowing the kernel to report a stale writeback error of the device once or twice)."""
+    return any(probe_device(disk, op) is None for _ in range(3))
 
 
 @pytest.fixture
@@ -62,7 +67,7 @@ def test_error_reads_fail_reads_only_and_error_writes_keep_reads(lab):
     fault = lab.disk_fault("n1", "d1", "error-reads")
     rec = fault.inject()
     assert rec.probe_errno == errno.EIO and rec.probe_op == "read"
-    assert probe_device(lab.disk("n1", "d1"), "write") is None, "writes must still work under error-reads"
+    assert works(lab.disk("n1", "d1"), "write"), "writes must still work under error-reads"
     r = container_python(lab, "n1", direct_read.format(f="a"))
     assert r.returncode != 0 and "Input/output error" in r.stderr
     append = ("import os;fd=os.open('/jbodlab/disks/d1/data/b',os.O_WRONLY|os.O_APPEND);"
@@ -73,12 +78,12 @@ def test_error_reads_fail_reads_only_and_error_writes_keep_reads(lab):
     r = container_python(lab, "n1", "print(len(open('/jbodlab/disks/d1/data/b','rb').read()))")
     assert r.returncode != 0 and "Input/output error" in r.stderr, "a cold buffered read must fail"
     fault.heal()
-    assert probe_device(lab.disk("n1", "d1"), "read") is None
+    assert works(lab.disk("n1", "d1"), "read")
 
     wfault = lab.disk_fault("n1", "d2", "error-writes")
     assert container_python(lab, "n1", setup.replace("d1", "d2")).returncode == 0
     wfault.inject()
-    assert probe_device(lab.disk("n1", "d2"), "read") is None, "reads must still work under error-writes"
+    assert works(lab.disk("n1", "d2"), "read"), "reads must still work under error-writes"
     r = container_python(lab, "n1", direct_read.replace("d1", "d2").format(f="a"))
     assert r.returncode == 0 and r.stdout.strip() == "65536", r.stderr
     wfault.heal()
@@ -123,7 +128,7 @@ def test_heal_restores_service_after_repair(lab):
     wait_log(lab, writer, "ERR")
     rec = fault.heal()
     assert rec.healed_ns >= rec.injected_ns and rec.state_after_heal and '"ok"' in rec.state_after_heal
-    assert probe_device(lab.disk("n1", "d1"), "write") is None, "the device works again"
+    assert rec.device_healthy_after_heal and device_healthy(lab.disk("n1", "d1")), "the device works again"
     lab.docker.remove(writer)  # the node holds the fs: stop it, repair (umount, e2fsck, mount), start again
     fault.heal(repair_fs=True)  # already healed: only the filesystem repair runs now
     assert fault.record.fs_repair and not fs.is_read_only(lab.disk("n1", "d1").mountpoint)
@@ -150,7 +155,7 @@ def test_enospc_and_remove(lab):
     rec = gone.inject()
     assert rec.probe_errno == errno.EIO
     gone.heal()
-    assert probe_device(lab.disk("n1", "d2"), "read") is None
+    assert gone.record.device_healthy_after_heal
 
 
 def test_flaky_fails_about_p_reproducibly(node_image):

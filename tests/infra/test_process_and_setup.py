@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,11 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_pause_resume_kill_restart_and_sample(node_image):
     with Lab.create(Topology(nodes=(NodeSpec("n1", ("d1",)),), disk_size_mb=32)) as lab:
         name = lab.start_node("n1", ["python3", "-c", "import time\nwhile True: sum(range(10000)); time.sleep(0.001)"])
+        deadline = time.monotonic() + 10
         s = lab.sample("n1")
+        while s.processes < 2 and time.monotonic() < deadline:  # docker-init first, then python
+            time.sleep(0.05)
+            s = lab.sample("n1")
         assert s.processes >= 2 and s.rss_bytes > 0
         pause = lab.process_fault("n1", "pause")
         pause.inject()

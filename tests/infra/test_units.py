@@ -88,3 +88,19 @@ def test_source_hash_tracks_runtime_sources_only(tmp_path):
     (tmp_path / "pyproject.toml").write_text("[project]\nname='x'\ndependencies=['a==2']\n")
     assert image.source_hash(tmp_path) != h2
     assert image.runtime_dependencies(tmp_path) == ["a==2"]
+
+
+def test_cleanup_maps_paths_and_recorded_loops_to_labs(tmp_path, monkeypatch):
+    import json
+
+    from infra import cleanup
+    monkeypatch.setattr(cleanup, "LABS_ROOT", tmp_path)
+    assert cleanup._lab_of_path(f"{tmp_path}/ab12cd34/fuse/n1--d1.img") == "ab12cd34"
+    assert cleanup._lab_of_path("/tmp/jbodtest-x/disk.img") is None
+    assert cleanup._lab_of_path(str(tmp_path) + "x/ab12cd34/f") is None
+    (tmp_path / "ab12cd34").mkdir()
+    (tmp_path / "ab12cd34" / "lab.json").write_text(json.dumps(
+        {"disks": [{"loop_dev": "/dev/loop7", "image": f"{tmp_path}/ab12cd34/backing/n1--d1.img"}]}))
+    (tmp_path / "broken").mkdir()
+    (tmp_path / "broken" / "lab.json").write_text("{not json")
+    assert cleanup._recorded_loops() == {"/dev/loop7": ("ab12cd34", "n1--d1.img")}
