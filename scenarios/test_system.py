@@ -47,28 +47,8 @@ SUITE = [
 ]
 SOAK_DURATION_MS = 40000
 
-NO_CLIENT_LISTENER = ("kraft-broker does not serve the client listener yet (broker_impl/runtime/broker.py mounts no "
-                      "BrokerApi: no Produce/Fetch/Metadata for clients), so no record is ever acked and the drain "
-                      "reads nothing")
-NO_ALTER_REPLICA_LOG_DIRS = ("kraft-broker has no client listener, so AlterReplicaLogDirs cannot be sent and the "
-                             "replica never moves (no dir mover in the runtime)")
-NO_REPLICA_FETCHERS_AND_RESTART_PROBE = (
-    "kraft-broker has no follower fetchers yet (a restarted replica never catches up, so it never rejoins the "
-    "ISR), and after a restart with the dir still failed it registers that dir online (start-up reads "
-    "meta.properties from the page cache; no dir_offline after the restart)")
-NO_REPLICA_FETCHERS = ("kraft-broker has no follower fetchers yet: a replica on a fresh disk is never re-replicated, "
-                       "so it never rejoins the ISR")
-NO_METADATA_DIR_PROBE = ("kraft-broker never writes or probes its metadata.log.dir (LogManager.probe_all covers the "
-                         "data dirs only, and the broker keeps no metadata log there), so a failed metadata dir is "
-                         "never noticed and the broker does not halt")
 # (variant, check) -> the missing broker feature
 MISSING: dict[tuple[str, str], str] = {
-    **{(v, "durability"): NO_CLIENT_LISTENER for v in SUITE},
-    ("move-replica-source-fails", "failover"): NO_ALTER_REPLICA_LOG_DIRS,
-    ("move-replica-target-fails", "failover"): NO_ALTER_REPLICA_LOG_DIRS,
-    ("bounce-after-failure-leader", "failover"): NO_REPLICA_FETCHERS_AND_RESTART_PROBE,
-    ("replace-disk", "failover"): NO_REPLICA_FETCHERS,
-    ("metadata-dir-fails", "liveness"): NO_METADATA_DIR_PROBE,
 }
 
 
@@ -152,8 +132,8 @@ def test_must_show(variant: str, check: str) -> None:
 
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("variant", [
-    pytest.param(v, marks=[pytest.mark.xfail(reason=NO_ALTER_REPLICA_LOG_DIRS, strict=True)]
-                 if v.startswith("move-replica") else []) for v in SUITE])
+    pytest.param(v, marks=[pytest.mark.xfail(reason=MISSING[(v, "schedule")], strict=True)]
+                 if (v, "schedule") in MISSING else []) for v in SUITE])
 def test_schedule_carried_out(variant: str) -> None:
     """Every scheduled fault/action was really carried out (a move that never happened would
     make the move checks vacuous)."""
