@@ -264,6 +264,7 @@ def _run_in_lab(scenario: Scenario, svc: Services, ledger, sampler, outcome: Run
     workload.start()
     start = time.monotonic()
     next_sample = start
+    next_poll = start
     try:
         while True:
             now_ms = (time.monotonic() - start) * 1000
@@ -283,8 +284,10 @@ def _run_in_lab(scenario: Scenario, svc: Services, ledger, sampler, outcome: Run
                     msg = f"{kind} at {_at} ms failed: {type(exc).__name__}: {exc}"
                     executor.errors.append(msg)
                     say(f"  {_clock(t0)} {msg}")
-            for n in svc.poll_exits():
-                say(f"  {_clock(t0)} {svc.nodes[n].name} exited on its own (code {svc.exit_code(n)})")
+            if time.monotonic() >= next_poll:
+                next_poll = time.monotonic() + 0.25
+                for n in svc.poll_exits():
+                    say(f"  {_clock(t0)} {svc.nodes[n].name} exited on its own (code {svc.exit_code(n)})")
             if time.monotonic() >= next_sample:
                 sampler.sample()
                 next_sample += 1.0

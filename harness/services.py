@@ -267,14 +267,21 @@ class Services:
     def alive(self, node_id: int) -> bool:
         return self.state(node_id) in ("running", "paused")
 
+    def states(self) -> dict[int, str]:
+        """Every node's container state from ONE ``docker ps`` (cheap enough to poll)."""
+        proc = subprocess.run(["docker", "ps", "-a", "--filter", f"label=jbodlab.lab={self.lab.lab_id}",
+                               "--format", "{{.Names}}\t{{.State}}"], capture_output=True, text=True, timeout=30)
+        by_name = dict(line.split("\t", 1) for line in proc.stdout.splitlines() if "\t" in line)
+        return {n: by_name.get(self.container(n), "missing") for n in self.nodes}
+
     def poll_exits(self) -> list[int]:
         """Nodes that exited without the harness asking: recorded once as ``node_exited``
         with ``expected: false``; returns their ids."""
         found = []
-        for n in self._started:
-            if n in self._expected_down or n in self._seen_exit:
-                continue
-            if self.state(n) in ("exited", "dead", "missing"):
+        watch = [n for n in self._started if n not in self._expected_down and n not in self._seen_exit]
+        states = self.states() if watch else {}
+        for n in watch:
+            if states.get(n) in ("exited", "dead", "missing"):
                 self._record_exit(n, expected=False)
                 found.append(n)
         return found
