@@ -16,11 +16,8 @@ process exits 0 (requested) or 1 (the D5 failure-timeout shutdown).
 
 Data plane (``broker_impl.runtime.dataplane``, ``broker_impl.replication``): once the broker
 is registered and caught up, G's ``BrokerApi`` serves the client listener over a
-``RuntimeView``; partition-role effects (BecomeLeader/Follower, UpdateLeaderState,
-Start/StopFetcher, Start/StopDirMover, SwapFutureLog) run on the loop *after* the storage
-effects queued before them (a barrier through the storage worker), so a log exists before
-it is led or followed. Leaders keep ``LeaderIsr`` state (ISR via AlterPartition, HW),
-followers fetch through ``FetcherManager``, moves copy through ``DirMover``.
+``RuntimeView``; partition-role effects go to :class:`broker_impl.runtime.roles.DataPlane`
+(leaders, fetchers, mover, listener), ordered after the storage effects of their partition.
 """
 
 from __future__ import annotations
@@ -33,16 +30,12 @@ import os
 import random
 import sys
 import time
-import uuid
 from typing import Any
 
 from broker_impl.runtime.controller_channel import (ControllerConnection, assignments_request, assignments_results,
                                                     controller_address, controller_sasl, heartbeat_request,
                                                     metadata_fetch_request, registration_request)
-from broker_impl.api.handlers import BrokerApi
-from broker_impl.replication.fetcher import FetcherManager
-from broker_impl.replication.mover import DirMover
-from broker_impl.runtime.dataplane import FetchHost, RuntimeView, client_listener
+from broker_impl.runtime.roles import ROLE_EFFECTS, DataPlane
 from broker_impl.state import effects as fx
 from broker_impl.state.core import BrokerCore, CoreConfig
 from broker_impl.state.log_dirs import LogDirInfo as CoreDirInfo
@@ -55,7 +48,6 @@ from kafka_common.metadata.batches import decode_batches
 from kafka_common.metadata.image import ImageError, MetadataImage
 from kafka_runtime.client import ClientError
 from kafka_runtime.events import EventLog
-from kafka_runtime.server import KafkaServer, SecurityConfig
 
 log = logging.getLogger(__name__)
 PROG = "kraft-broker"
@@ -65,9 +57,6 @@ RECOVERY_CHECKPOINT_INTERVAL_MS = 60000
 
 STORAGE_EFFECTS = (fx.CreateLog, fx.DeleteLog, fx.MarkDirOffline, fx.RenameStray, fx.CreateFutureLog,
                    fx.DeleteFutureLog)
-# run on the loop after the storage effects queued before them
-ROLE_EFFECTS = (fx.BecomeLeader, fx.BecomeFollower, fx.UpdateLeaderState, fx.StartFetcher, fx.StopFetcher,
-                fx.StartDirMover, fx.StopDirMover, fx.SwapFutureLog, fx.MarkPartitionsOffline)
 
 
 class StartupError(Exception):
@@ -109,8 +98,6 @@ class BrokerRuntime:
         self.metadata_hwm = 0
         self.ready = False
         self.published = False
-        self.partition_roles: dict[fx.TopicPartition, Any] = {}
-        self.offline_partitions: set[fx.TopicPartition] = set()
         self.exit_code: asyncio.Future | None = None
         self._wake = asyncio.Event()
         self._pending: collections.deque = collections.deque()
@@ -121,11 +108,7 @@ class BrokerRuntime:
         self._bg: set[asyncio.Task] = set()
         self.core: BrokerCore | None = None
         self.lm: LogManager | None = None
-        self.view: RuntimeView | None = None
-        self.api: BrokerApi | None = None
-        self.server: KafkaServer | None = None
-        self.fetchers: FetcherManager | None = None
-        self.mover: DirMover | None = None
+        self.dataplane: DataPlane | None = None
 
     # ------------------------------------------------------------------ start-up
     async def start(self) -> None:
@@ -176,20 +159,12 @@ class BrokerRuntime:
                                                      sasl=sasl, max_frame_bytes=cfg.socket_request_max_bytes)
         self.events.emit("broker_starting", log_dirs=[ids.to_base64(d.dir_id) for d in dirs],
                          existing_logs=len(existing), incarnation_id=ids.to_base64(self.incarnation_id))
-        self.listener = client_listener(cfg)
-        listener_name = self.listener.name if self.listener is not None else "PLAINTEXT"
-        self.view = RuntimeView(self, listener_name)
-        self.fetchers = FetcherManager(FetchHost(self, listener_name), wait_max_ms=cfg.replica_fetch_wait_max_ms,
-                                       max_bytes=cfg.replica_fetch_max_bytes,
-                                       on_truncated=lambda tp, offset: self.events.emit(
-                                           "follower_truncated", topic=tp.topic, partition=tp.partition,
-                                           offset=offset))
-        self.mover = DirMover(self.lm, self._future_caught_up)
+        self.dataplane = DataPlane(self)
         self._feed(self.core.start(self._now()))
         self._tasks = [asyncio.create_task(self._driver(), name="core-driver"),
                        asyncio.create_task(self._metadata_loop(), name="metadata"),
                        asyncio.create_task(self._maintenance(), name="maintenance"),
-                       asyncio.create_task(self._isr_loop(), name="isr")]
+                       asyncio.create_task(self.dataplane.isr_loop(), name="isr")]
 
     def _now(self) -> int:
         return self.clock.monotonic_ms()
@@ -255,16 +230,13 @@ class BrokerRuntime:
         elif isinstance(e, fx.SendAssignments):
             self._spawn(self._send_assignments(e))
         elif isinstance(e, STORAGE_EFFECTS):
-            self._storage_pool.submit(self._storage_effect, e)
+            fut = self._storage_pool.submit(self._storage_effect, e)
+            tp = getattr(e, "tp", None)
+            if tp is not None and self.dataplane is not None:
+                self.dataplane.storage_tail[tp] = fut
         elif isinstance(e, ROLE_EFFECTS):
-            # stopping is safe at once (and again in order); the rest waits for the storage
-            # effects queued before it (the log must exist before it is led or followed)
-            if isinstance(e, (fx.StopFetcher, fx.MarkPartitionsOffline)):
-                self._apply_role(e)
-            elif isinstance(e, fx.StopDirMover):
-                assert self.mover is not None
-                self.mover.stop(e.tp)
-            self._storage_pool.submit(self._loop.call_soon_threadsafe, self._apply_role, e)
+            assert self.dataplane is not None
+            self.dataplane.order_role(e)
         elif isinstance(e, fx.Halt):
             self._halt(e.reason, emitted=True)  # the core wrote the halt event
         elif isinstance(e, fx.Shutdown):
@@ -294,9 +266,6 @@ class BrokerRuntime:
                 lm.create_future_log(e.topic_id, e.tp.topic, e.tp.partition, self.dir_set.path_of(e.dir_id))
             elif isinstance(e, fx.DeleteFutureLog):
                 lm.delete_future_log(e.tp.topic, e.tp.partition)
-            elif isinstance(e, fx.SwapFutureLog):
-                lm.replace_current_with_future(e.tp.topic, e.tp.partition)
-                self._loop.call_soon_threadsafe(self._swap_done, e.tp)
         except StorageError as exc:
             log.error("%s of %s failed: %s", type(e).__name__, tp, exc)
             if not isinstance(exc, KafkaStorageError):
@@ -304,112 +273,6 @@ class BrokerRuntime:
                                  partition=tp.partition if tp else None, error=str(exc))
         except Exception:  # a bug must not kill the worker silently
             log.exception("%s failed", type(e).__name__)
-
-    def _swap_done(self, tp: fx.TopicPartition) -> None:
-        assert self.core is not None
-        self._feed(self.core.on_swap_done(tp, self._now()))
-
-    # ------------------------------------------------------------------ data plane
-    def _topic_id(self, tp: fx.TopicPartition) -> uuid.UUID | None:
-        return self.image.topic_ids.get(tp.topic)
-
-    def _apply_role(self, e: Any) -> None:
-        """A partition-role effect, on the loop, after the storage effects before it."""
-        view, fetchers, mover = self.view, self.fetchers, self.mover
-        assert view is not None and fetchers is not None and mover is not None
-        if self._stopping:
-            return
-        if isinstance(e, fx.MarkPartitionsOffline):
-            self.offline_partitions.update(e.partitions)
-            fetchers.remove(e.partitions)
-            for tp in e.partitions:
-                self.partition_roles.pop(tp, None)
-                mover.stop(tp)
-                tid = self._topic_id(tp)
-                if tid is not None:
-                    view.drop_leader(tid, tp.partition)
-                    if self.api is not None:
-                        self.api.notify_partition(tid, tp.partition)
-            return
-        if isinstance(e, fx.StopFetcher):
-            fetchers.remove(e.partitions)
-            return
-        if isinstance(e, fx.StartFetcher):
-            if e.tp not in self.offline_partitions or self.lm.get_log(e.tp.topic, e.tp.partition) is not None:
-                fetchers.add(e.tp, e.topic_id, e.leader_id, e.leader_epoch)
-            return
-        if isinstance(e, fx.StartDirMover):
-            mover.start(e.tp)
-            return
-        if isinstance(e, fx.StopDirMover):
-            mover.stop(e.tp)
-            return
-        if isinstance(e, fx.SwapFutureLog):
-            self._swap(e)
-            return
-        self.partition_roles[e.tp] = e
-        if isinstance(e, fx.BecomeLeader):
-            self.offline_partitions.discard(e.tp)
-            fetchers.remove((e.tp,))
-            view.become_leader(e.topic_id, e.tp.partition)
-        elif isinstance(e, fx.UpdateLeaderState):
-            tid = self._topic_id(e.tp)
-            if tid is not None:
-                view.update_leader(tid, e.tp.partition)
-        elif isinstance(e, fx.BecomeFollower):
-            self.offline_partitions.discard(e.tp)
-            view.drop_leader(e.topic_id, e.tp.partition)
-            if e.leader_id < 0:
-                fetchers.remove((e.tp,))
-        tid = getattr(e, "topic_id", None) or self._topic_id(e.tp)
-        if self.api is not None and tid is not None:
-            self.api.notify_partition(tid, e.tp.partition)
-
-    def _swap(self, e: fx.SwapFutureLog) -> None:
-        """Block appends (synchronous on the loop), catch up, swap, delete the old log."""
-        assert self.mover is not None and self.core is not None
-        try:
-            swapped = self.mover.swap(e.tp)
-        except StorageError as exc:
-            log.error("swap of %s failed: %s", e.tp, exc)
-            self.events.emit("storage_effect_failed", effect="SwapFutureLog", topic=e.tp.topic,
-                             partition=e.tp.partition, error=str(exc))
-            return
-        if swapped:
-            self._feed(self.core.on_swap_done(e.tp, self._now()))
-            tid = self._topic_id(e.tp)
-            if tid is not None and self.view is not None:
-                self.view.refresh_high_watermark(tid, e.tp.partition)
-
-    def _future_caught_up(self, tp: fx.TopicPartition) -> None:
-        assert self.core is not None
-        self._feed(self.core.on_future_caught_up(tp, self._now()))
-
-    async def _start_listener(self) -> None:
-        assert self.core is not None and self.view is not None
-        if self.server is not None or self.listener is None:
-            return
-        epoch = self.core.lifecycle.broker_epoch
-        self.api = BrokerApi(self.view, producer_id_base=(self.cfg.node_id << 48) | ((epoch & 0xFFFFFF) << 24))
-        self.view.api = self.api
-        name = self.listener.name
-        self.server = KafkaServer(self.api, host=self.listener.host or "0.0.0.0", port=self.listener.port,
-                                  listener_name=name, security=SecurityConfig.for_listener(self.cfg, name),
-                                  max_frame_bytes=self.cfg.socket_request_max_bytes, events=self.events,
-                                  log=lambda msg: log.warning("%s", msg))
-        try:
-            await self.server.start()
-        except OSError as exc:
-            self._halt(f"cannot listen on {self.listener.host}:{self.listener.port} ({name}): {exc}")
-            return
-        self.events.emit("listener_started", listener=name, port=self.server.port)
-
-    async def _isr_loop(self) -> None:
-        step = max(0.05, min(self.cfg.replica_lag_time_max_ms / 4000, 0.5))
-        while True:
-            await asyncio.sleep(step)
-            if self.view is not None:
-                self.view.tick()
 
     def _halt(self, reason: str, *, emitted: bool = False) -> None:
         print(f"{PROG}: halted: {reason}", file=sys.stderr, flush=True)
@@ -517,8 +380,8 @@ class BrokerRuntime:
         if pcs or initial:
             self.events.emit("metadata_published", offset=self.image.last_offset, partitions=len(pcs), initial=initial)
         self._feed(self.core.apply_metadata(pcs, self._now(), offset=self.image.last_offset, initial=initial))
-        if self.api is not None:
-            self.api.on_image_changes(changes)
+        if self.dataplane is not None and self.dataplane.api is not None:
+            self.dataplane.api.on_image_changes(changes)
 
     def _maybe_ready(self) -> None:
         """Ready to unfence once registered and caught up with the metadata that holds our
@@ -532,7 +395,8 @@ class BrokerRuntime:
         if self.next_metadata_offset < self.metadata_hwm:
             return
         self.ready = True
-        self._spawn(self._start_listener())
+        assert self.dataplane is not None
+        self._spawn(self.dataplane.start_listener())
         self.events.emit("ready_to_unfence", metadata_offset=self.image.last_offset,
                          queued_assignments=self.core.queued_replica_to_dir_assignments)
         self._feed(self.core.set_ready_to_unfence(self._now()))
@@ -572,12 +436,8 @@ class BrokerRuntime:
         bounded, so a stuck connection cannot keep the process alive)."""
         self._stopping = True
         self._wake.set()
-        if self.server is not None:
-            await self.server.stop()
-        if self.fetchers is not None:
-            await self.fetchers.close()
-        if self.mover is not None:
-            await self.mover.close()
+        if self.dataplane is not None:
+            await self.dataplane.stop()
         tasks = self._tasks + list(self._bg)
         for t in tasks:
             t.cancel()

@@ -138,11 +138,11 @@ class RuntimeView(LogManagerView):
             self._publish_hw(topic_id, partition, st)
 
     def on_follower_fetch(self, topic_id: uuid.UUID, partition: int, replica_id: int, fetch_offset: int) -> None:
-        key = (topic_id, partition, replica_id)
-        self.follower_leo[key] = fetch_offset
         st = self.leaders.get((topic_id, partition))
-        if st is None:
+        if st is None:  # no leader state (yet): G's plain bookkeeping
+            super().on_follower_fetch(topic_id, partition, replica_id, fetch_offset)
             return
+        self.follower_leo[(topic_id, partition, replica_id)] = fetch_offset
         plog = self.lm.get_log(self._name(topic_id) or "", partition)
         if plog is not None:
             st.leader_leo = plog.log_end_offset
@@ -162,7 +162,11 @@ class RuntimeView(LogManagerView):
     # ------------------------------------------------------------------ ISR (AlterPartition)
     def tick(self) -> None:
         now = self.now_ms()
-        for st in list(self.leaders.values()):
+        for key, st in list(self.leaders.items()):
+            reg = self.image.partition(*key)
+            if reg is None or reg.leader != self.node_id or reg.leader_epoch != st.leader_epoch:
+                del self.leaders[key]  # deleted or led elsewhere now (the role effect may still be queued)
+                continue
             self._send(st.tick(now))
 
     def _send(self, effects: list) -> None:

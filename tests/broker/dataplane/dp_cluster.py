@@ -56,20 +56,44 @@ class DpBroker(BrokerProcess):
     def metadata_dir(self) -> str:
         return os.path.join(self.workdir, "meta")
 
+    advertise_host: str | None = None  # advertise another name than the bound address
+
     def write_config(self) -> None:
         self.extra.setdefault("metadata.log.dir", self.metadata_dir)
+        if self.advertise_host is not None:
+            if not self.port:
+                from controller_impl.runtime.sim import free_port
+                self.port = free_port()
+            self.extra["advertised.listeners"] = f"PLAINTEXT://{self.advertise_host}:{self.port}"
         super().write_config()
 
 
 class Cluster:
     def __init__(self, tmp_path, n_brokers: int = 3, broker_extra: dict | None = None,
-                 session_timeout_ms: int = 3000) -> None:
+                 session_timeout_ms: int = 3000, advertise_host: str | None = None, sasl: bool = False) -> None:
+        # sasl: every listener SASL_PLAINTEXT with the authorizer on; brokers log in as
+        # ``broker`` (a super user), tests and clients as ``admin``
+        self.admin_sasl = ("admin", "ad-pw") if sasl else None
+        security = {"authorizer.enabled": "true", "sasl.plain.users": "broker:b-pw,admin:ad-pw,alice:a-pw",
+                    "super.users": "User:broker;User:admin",
+                    "listener.security.protocol.map": "PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:SASL_PLAINTEXT"} if sasl else {}
         self.ctrl = ControllerProcess(str(tmp_path / "controller"),
                                       extra={"broker.session.timeout.ms": str(session_timeout_ms),
-                                             "default.replication.factor": "3"})
-        broker_extra = {"broker.session.timeout.ms": str(session_timeout_ms), **(broker_extra or {})}
+                                             "default.replication.factor": "3", **security})
+        broker_extra = {"broker.session.timeout.ms": str(session_timeout_ms), **security,
+                        **({"sasl.plain.username": "broker", "sasl.plain.password": "b-pw"} if sasl else {}),
+                        **(broker_extra or {})}
         self.brokers = [DpBroker(str(tmp_path / f"broker{i}"), i + 1, self.ctrl, extra={**FAST, **(broker_extra or {})})
                         for i in range(n_brokers)]
+        for b in self.brokers:
+            b.advertise_host = advertise_host
+
+    async def _reader(self):
+        """A metadata reader on the controller (SASL PLAIN as ``admin`` when the cluster uses it)."""
+        from controller_impl.runtime.sim import MetadataReader
+        from kafka_runtime.client import KafkaClient
+        client = await KafkaClient.connect("127.0.0.1", self.ctrl.port, client_id="test", sasl=self.admin_sasl)
+        return client, MetadataReader(client)
 
     def prepare(self) -> None:
         """Format everything (a test may mount a file system on a data dir before start)."""
@@ -89,7 +113,7 @@ class Cluster:
         ids_ = [b.node_id for b in self.brokers]
 
         async def run():
-            client, reader = await reader_for(self.ctrl)
+            client, reader = await self._reader()
             try:
                 await until(reader, lambda im: unfenced(im, ids_), timeout_s, "brokers unfenced", self.brokers)
             finally:
@@ -101,11 +125,11 @@ class Cluster:
 
     @property
     def bootstrap(self) -> str:
-        return ",".join(f"127.0.0.1:{b.port}" for b in self.brokers)
+        return ",".join(f"{b.advertise_host or '127.0.0.1'}:{b.port}" for b in self.brokers)
 
     def image(self):
         async def run():
-            client, reader = await reader_for(self.ctrl)
+            client, reader = await self._reader()
             try:
                 await reader.catch_up()
                 return reader.image
@@ -130,7 +154,7 @@ class Cluster:
         from controller_impl.runtime.sim import create_topic
 
         async def run():
-            client, _reader = await reader_for(self.ctrl)
+            client, _reader = await self._reader()
             try:
                 resp = await create_topic(client, name, len(assignments), len(assignments[0]),
                                           assignments=assignments)

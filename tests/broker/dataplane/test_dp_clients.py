@@ -3,7 +3,8 @@ topics with RF=3 created through the brokers (CreateTopics forwarded to the cont
 produced with acks=all by kafka-python, confluent-kafka (librdkafka 2.16) and kcat (librdkafka
 2.0.2) with keys, headers and codecs, consumed back by every client by assigned partition,
 byte for byte; the three replicas' segment files end up byte-identical (replication is real)
-and DescribeLogDirs answers the ids the meta.properties files hold."""
+and DescribeLogDirs answers the ids the meta.properties files hold. The brokers advertise
+``localhost`` while bound to 127.0.0.1 (advertised.listeners is what Metadata returns)."""
 
 from __future__ import annotations
 
@@ -28,7 +29,9 @@ CASES = [("confluent", "gzip"), ("confluent", "snappy"), ("confluent", "lz4"), (
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    c = Cluster(tmp_path_factory.mktemp("dp"))
+    # bound to 127.0.0.1, advertised as "localhost": clients and followers must use the
+    # advertised endpoint the brokers registered
+    c = Cluster(tmp_path_factory.mktemp("dp"), advertise_host="localhost")
     try:
         c.prepare()
         c.start()
@@ -122,6 +125,13 @@ def test_confluent_keyed_multi_partition_rf3(cluster):
     for part in range(3):
         assert sorted(got[part], key=lambda x: x[2]) == sorted(delivered[part], key=lambda x: x[2])
         wait_until(lambda part=part: replicas_identical(cluster, topic, part), 15, f"{topic}-{part} replicated")
+
+
+def test_metadata_returns_advertised_endpoints(cluster):
+    from confluent_kafka.admin import AdminClient
+    md = AdminClient({"bootstrap.servers": cluster.bootstrap}).list_topics(timeout=20)
+    assert {(b.id, b.host, b.port) for b in md.brokers.values()} == \
+        {(b.node_id, "localhost", b.port) for b in cluster.brokers}
 
 
 def test_describe_log_dirs_answers_meta_properties_ids(cluster):

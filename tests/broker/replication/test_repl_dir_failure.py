@@ -89,3 +89,47 @@ def test_acks_all_survives_real_eio_on_a_leader_dir(cluster, loop_fs):
             assert p.leader == 1 and len(p.isr) == 3
     print(f"acked {len(expected)} records; leader moved {moved_at - failed_at:.2f}s and the producer "
           f"recovered {recovered_in:.2f}s after EIO")
+
+
+@pytest.fixture
+def follower_fs_cluster(tmp_path, loop_fs, request):
+    c = Cluster(tmp_path)
+    request.addfinalizer(c.kill)
+    c.brokers[1].dir_override = {0: loop_fs.mnt}
+    c.prepare()
+    c.start()
+    return c
+
+
+def test_follower_dir_eio_leaves_isr_and_acks_all_goes_on(follower_fs_cluster, loop_fs):
+    """A follower's dir fails for real: it stops fetching those partitions, the controller
+    drops it from their ISR, the leader's HW follows the smaller ISR (= min.insync.replicas)
+    and acks=all goes on without a single error; every acked record is consumed."""
+    cluster = follower_fs_cluster
+    b2 = cluster.brokers[1]
+    failing = b2.dir_ids()[loop_fs.mnt]
+    cluster.create_topic(TOPIC, {0: [1, 2, 3], 1: [1, 2, 3], 2: [1, 2, 3]})
+    im = cluster.wait_image(lambda im: TOPIC in im.topic_ids and all(
+        len(p.isr) == 3 and p.directories[1] in b2.dir_ids().values()
+        for p in im.partitions_of(im.topic_ids[TOPIC]).values()), 20, "topic placed, ISR 3")
+    tid = im.topic_ids[TOPIC]
+    victim = next(pid for pid, p in im.partitions_of(tid).items() if p.directories[1] == failing)
+    prod = BackgroundProducer(cluster.bootstrap, TOPIC, 3)
+    prod.thread.start()
+    try:
+        wait_until(lambda: prod.acked_after(0, victim) > 200, 20, "load running")
+        loop_fs.shutdown()
+        cluster.wait_image(lambda im: im.partition(tid, victim).isr == (1, 3), 30, "broker 2 out of the ISR")
+        t = time.monotonic()
+        wait_until(lambda: prod.acked_after(t, victim) > 200, 30, "acks=all goes on with ISR 1,3")
+    finally:
+        prod.finish()
+    assert not prod.errors, prod.errors[:3]
+    assert b2.alive()
+    final = cluster.image()
+    assert final.partition(tid, victim).leader == 1
+    for pid in range(3):
+        if pid != victim:
+            assert len(final.partition(tid, pid).isr) == 3
+    expected = {(p, v) for p, v, _t in prod.acked}
+    assert not expected - consume_all(cluster.bootstrap, TOPIC, 3, expected)
