@@ -33,7 +33,9 @@ SUITE = [
     "leader-dir-fails",
     "leader-dir-fails-bounce",
     "follower-dir-fails",
+    "follower-dir-fails-bounce",
     "bounce-after-failure-leader",
+    "bounce-after-failure-follower",
     "failure-timeout-shutdown",
     "timeout-not-leader",
     "last-dir-fails",
@@ -43,6 +45,7 @@ SUITE = [
     "move-replica-source-fails",
     "move-replica-target-fails",
     "flaky-and-slow",
+    "flaky-and-slow-bounce",
     "soak",
 ]
 SOAK_DURATION_MS = 40000
