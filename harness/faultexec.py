@@ -1,0 +1,277 @@
+"""Executes fault values against a live lab: binds refs, injects, heals, records.
+
+Used by the runner (timed schedule) and by chaos sessions (one command at a time). Every
+injection writes ``fault_injected`` (resolved node id, dir ids in Kafka's base64, container
+paths, backend) and, for disk faults, ``first_io_error_observed`` from the O_DIRECT probe;
+every heal writes ``fault_healed``. ``heal_all()`` is idempotent and never raises.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from harness.faults.schedule import (DiskFault, MoveReplica, NetworkFault, ProcessFault, RefBindings, ReplaceDisk,
+                                     fault_seed)
+from harness.history import LedgerWriter, fault_healed_event, fault_injected_event
+from harness.services import BROKER_PORT, META_DIR, Services
+from kafka_common import ids
+
+Say = Callable[[str], None]
+__all__ = ["FaultExecutor", "ActiveFault", "dir_id_on_host"]
+
+
+def dir_id_on_host(path) -> str | None:
+    """``directory.id`` from a log dir's meta.properties (host path), or None."""
+    try:
+        for line in (path / "meta.properties").read_text().splitlines():
+            if line.startswith("directory.id="):
+                return line.split("=", 1)[1].strip()
+    except OSError:
+        return None
+    return None
+
+
+@dataclass
+class ActiveFault:
+    index: int
+    fault: Any
+    node_id: int | None
+    handles: list[Any] = field(default_factory=list)   # infra fault values to heal
+    healed: bool = False
+    restart_after: bool = False                       # process kill: start again at heal
+
+
+class FaultExecutor:
+    def __init__(self, services: Services, ledger: LedgerWriter, *, seed: int, say: Say = lambda _m: None) -> None:
+        self.svc = services
+        self.lab = services.lab
+        self.ledger = ledger
+        self.seed = seed
+        self.say = say
+        self.bindings = RefBindings()
+        self.active: dict[int, ActiveFault] = {}
+        self.errors: list[str] = []
+
+    # ---- lookups of the live cluster --------------------------------------------------
+    def dir_names(self, node_id: int) -> dict[str, str]:
+        """{dir name: directory id} of a broker, read from the disks' meta.properties."""
+        node = self.svc.nodes[node_id]
+        out = {}
+        for d in node.disk_names:
+            did = dir_id_on_host(self.lab.disk(node.name, d).data_path)
+            if did is not None:
+                out[d] = did
+        return out
+
+    def _partition(self, topic: str, partition: int):
+        image = self.svc.metadata()
+        tid = image.topic_ids.get(topic)
+        if tid is None:
+            raise ValueError(f"topic {topic!r} does not exist")
+        reg = image.partition(tid, partition)
+        if reg is None:
+            raise ValueError(f"partition {topic}-{partition} does not exist")
+        return reg
+
+    def _node_lookup(self, ref) -> int:
+        reg = self._partition(ref.topic, ref.partition)
+        if ref.kind == "leader":
+            if reg.leader < 0:
+                raise ValueError(f"{ref.topic}-{ref.partition} has no leader")
+            return reg.leader
+        followers = [b for b in reg.isr if b != reg.leader]
+        if not followers:
+            raise ValueError(f"{ref.topic}-{ref.partition} has no follower in its ISR {reg.isr}")
+        return followers[0]
+
+    def _dir_lookup(self, node_id: int, parsed) -> list[str]:
+        kind, arg = parsed
+        node = self.svc.nodes[node_id]
+        if kind == "index":
+            return [node.data_dirs[arg - 1]]
+        if kind == "metadata":
+            return [META_DIR]
+        if kind == "all":
+            return list(node.data_dirs)
+        topic, p = arg
+        holder = self._replica_dir(node_id, topic, p)
+        if kind == "replica":
+            if holder is None:
+                raise ValueError(f"broker {node_id} holds no replica of {topic}-{p} in a known dir")
+            return [holder]
+        spare = [d for d in node.data_dirs if d != holder]
+        if not spare:
+            raise ValueError(f"broker {node_id} has no spare dir for {topic}-{p}")
+        return [spare[0]]
+
+    def _replica_dir(self, node_id: int, topic: str, p: int) -> str | None:
+        names = {v: k for k, v in self.dir_names(node_id).items()}
+        try:
+            reg = self._partition(topic, p)
+            did = reg.directory(node_id) if node_id in reg.replicas else None
+        except ValueError:
+            did = None
+        if did is not None and not ids.is_reserved(did) and ids.to_base64(did) in names:
+            return names[ids.to_base64(did)]
+        node = self.svc.nodes[node_id]   # UNASSIGNED: find the partition's log dir on the disks
+        for d in node.data_dirs:
+            if (self.lab.disk(node.name, d).data_path / f"{topic}-{p}").is_dir():
+                return d
+        return None
+
+    # ---- inject / heal ----------------------------------------------------------------
+    def inject(self, index: int, fault: Any) -> ActiveFault:
+        node_id = self.bindings.node(fault.node, self._node_lookup)
+        act = ActiveFault(index, fault, node_id)
+        name = self.svc.nodes[node_id].name
+        if isinstance(fault, DiskFault):
+            dirs = list(self.bindings.dirs(node_id, fault.dir, lambda n, parsed: self._dir_lookup(n, parsed)))
+            idmap = self.dir_names(node_id)
+            kw: dict[str, Any] = {}
+            if fault.mode == "flaky":
+                kw = {"p": fault.p, "seed": fault_seed(self.seed, index)}
+            elif fault.mode == "delay":
+                kw = {"delay_ms": float(fault.delay_ms)}
+            handles = [self.lab.disk_fault(name, d, fault.mode, **kw) for d in dirs]
+            ts = time.time_ns()
+            for h in handles:
+                h.inject()
+                act.handles.append(h)
+            ts = min((h.record.injected_ns for h in handles if h.record.injected_ns), default=ts)
+            dir_ids = [idmap.get(d, "") for d in dirs]
+            self.ledger.write(fault_injected_event(fault, index, ts_ns=ts, node_id=node_id, dir_ids=dir_ids,
+                                                   paths=[f"/jbodlab/disks/{d}/data" for d in dirs],
+                                                   backend=self.lab.backend.name))
+            for d, h in zip(dirs, handles):
+                if h.record.first_io_error_observed_ns:
+                    self.ledger.action(h.record.first_io_error_observed_ns, "first_io_error_observed", node_id,
+                                       fault_id=f"f{index}", dir_id=idmap.get(d, ""), dir=d,
+                                       errno=h.record.probe_errno, probe_op=h.record.probe_op)
+            self.say(f"f{index}: {fault.mode} on {name} {','.join(dirs)} ({self.lab.backend.name})")
+        elif isinstance(fault, NetworkFault):
+            peer_id = self.bindings.node(fault.peer, self._node_lookup) if fault.peer else None
+            if fault.action == "partition":
+                h = self.lab.partition(name, self.svc.nodes[peer_id].name)
+            elif fault.action == "isolate":
+                h = self.lab.isolate(name)
+            elif fault.action == "delay":
+                h = self.lab.netem(name, delay_ms=float(fault.delay_ms or 0), jitter_ms=float(fault.jitter_ms or 0))
+            else:
+                h = self.lab.netem(name, loss_pct=float(fault.loss_pct or 0))
+            self.ledger.write(fault_injected_event(fault, index, ts_ns=time.time_ns(), node_id=node_id,
+                                                   peer_id=peer_id, backend="net"))
+            h.inject()
+            act.handles.append(h)
+            self.say(f"f{index}: network {fault.action} on {name}" + (f" <-> {self.svc.nodes[peer_id].name}"
+                                                                      if peer_id else ""))
+        elif isinstance(fault, ProcessFault):
+            self.ledger.write(fault_injected_event(fault, index, ts_ns=time.time_ns(), node_id=node_id,
+                                                   backend="process"))
+            if fault.action == "kill":
+                self.svc.kill(node_id, fault.signal)
+                act.restart_after = fault.duration_ms is not None
+            elif fault.action == "pause":
+                self.svc.pause(node_id)
+            else:
+                self.svc.restart(node_id, clean=fault.clean)
+                act.healed = True
+            self.say(f"f{index}: {fault.action} {name}")
+        elif isinstance(fault, ReplaceDisk):
+            self._replace_disk(index, fault, node_id)
+            act.healed = True
+        elif isinstance(fault, MoveReplica):
+            self._move_replica(index, fault, node_id)
+            act.healed = True
+        else:
+            raise ValueError(f"unknown fault {fault!r}")
+        self.active[index] = act
+        return act
+
+    def heal(self, index: int) -> None:
+        act = self.active.get(index)
+        if act is None or act.healed:
+            return
+        act.healed = True
+        for h in act.handles:
+            try:
+                h.heal()
+            except Exception as exc:  # noqa: BLE001 - keep healing the rest
+                self.errors.append(f"heal f{index}: {exc}")
+        f = act.fault
+        if isinstance(f, ProcessFault):
+            if f.action == "pause":
+                self.svc.unpause(act.node_id)
+            elif act.restart_after:
+                self.svc.start(act.node_id)
+        self.ledger.write(fault_healed_event(f, index, ts_ns=time.time_ns(), node_id=act.node_id))
+        self.say(f"f{index}: healed")
+
+    def heal_all(self) -> None:
+        for index in sorted(self.active):
+            try:
+                self.heal(index)
+            except Exception as exc:  # noqa: BLE001 - the final heal must reach every fault
+                self.errors.append(f"heal f{index}: {exc}")
+
+    # ---- disk replacement and replica moves ----------------------------------------------
+    def _replace_disk(self, index: int, fault: ReplaceDisk, node_id: int) -> None:
+        dname = self.bindings.dirs(node_id, fault.dir, lambda n, parsed: self._dir_lookup(n, parsed))[0]
+        old_id = self.dir_names(node_id).get(dname, "")
+        for act in self.active.values():   # the old disk's faults end with it
+            if act.node_id == node_id and isinstance(act.fault, DiskFault):
+                self.heal(act.index)
+        self.ledger.write(fault_injected_event(fault, index, ts_ns=time.time_ns(), node_id=node_id,
+                                               dir_ids=[old_id] if old_id else [],
+                                               paths=[f"/jbodlab/disks/{dname}/data"], backend=self.lab.backend.name))
+        self.svc.stop(node_id)
+        name = self.svc.nodes[node_id].name
+        self.lab.replace_disk(name, dname)
+        for d in self.svc.nodes[node_id].disk_names:   # other dirs that saw a write error: fsck
+            if d != dname:
+                try:
+                    from infra import fs
+                    if fs.is_read_only(self.lab.disk(name, d).mountpoint):
+                        self.lab.repair_disk(name, d)
+                except Exception as exc:  # noqa: BLE001
+                    self.errors.append(f"repair {name}/{d}: {exc}")
+        self.svc.format(node_id, ignore_formatted=True)
+        self.svc.start(node_id)
+        self.say(f"f{index}: replaced {name}/{dname} (was {old_id}, now {self.dir_names(node_id).get(dname)})")
+
+    def _move_replica(self, index: int, fault: MoveReplica, node_id: int) -> None:
+        target = self.bindings.dirs(node_id, fault.to_dir, lambda n, parsed: self._dir_lookup(n, parsed))[0]
+        idmap = self.dir_names(node_id)
+        path = f"/jbodlab/disks/{target}/data"
+        ts = time.time_ns()
+        # recorded only once the broker answered: a move that was never requested is not in the history
+        code = asyncio.run(alter_replica_log_dir(self.svc.ip(node_id), BROKER_PORT, path, fault.topic,
+                                                 fault.partition))
+        event = fault_injected_event(fault, index, ts_ns=ts, node_id=node_id, dir_ids=[idmap.get(target, "")],
+                                     paths=[path], backend="admin")
+        self.ledger.write(type(event)(ts_ns=event.ts_ns, source=event.source, event=event.event,
+                                      node_id=event.node_id, attrs={**event.attrs, "result": code}))
+        self.say(f"f{index}: AlterReplicaLogDirs {fault.topic}-{fault.partition} on broker {node_id} -> "
+                 f"{target}: {code}")
+        if code != "none":
+            self.errors.append(f"f{index}: AlterReplicaLogDirs answered {code}")
+
+
+async def alter_replica_log_dir(host: str, port: int, path: str, topic: str, partition: int) -> str:
+    from kafka_common import wire
+    from kafka_runtime.client import KafkaClient
+    client = await KafkaClient.connect(host, port, client_id="jbodlab-harness")
+    try:
+        version = client.pick_version(34, 1, 2)
+        mod = wire.request_module(34, version)
+        req = wire.make(wire.request_class(34, version), dirs=(
+            wire.make(mod.AlterReplicaLogDir, path=path, topics=(
+                wire.make(mod.AlterReplicaLogDirTopic, name=topic, partitions=(partition,)),)),))
+        resp = await client.request(req)
+        codes = {p.error_code.name for r in resp.results for p in r.partitions}
+        return ",".join(sorted(codes)) or "none"
+    finally:
+        await client.close()

@@ -1,0 +1,409 @@
+"""The cluster's services: a controller and brokers as containers (ducktape's lifecycle, typed).
+
+A :class:`Services` owns the nodes of one run inside an :class:`infra.lab.Lab`:
+
+- configs: one ``server.properties`` per node rendered from the scenario value
+  (:func:`render_properties`); listeners on the lab's own docker network, the controller
+  reached by its network alias, ``events.file`` in the node's *run dir* — a host directory
+  outside every log dir, bind-mounted at ``/jbodlab/run`` so the host reads the event log
+  live and keeps it when a disk dies; ``log.dirs`` = the lab's loop-device filesystems.
+- ``format(node)``: ``kraft-storage format`` in a one-off container with the node's mounts;
+- ``start`` / ``stop`` / ``kill`` / ``restart`` of the node's container (its main process
+  is ``kraft-controller`` or ``kraft-broker``, so a process fault is a container fault);
+- readiness: the controller's port answers; a broker is ready when the controller's
+  metadata shows it registered and unfenced (read through Fetch of ``__cluster_metadata``);
+- ``collect_logs()``: each container's stdout/stderr into its run dir (always, also on failure).
+
+Every start/stop the harness causes is written to the ledger (``node_started``,
+``node_exited`` with ``expected: true``); exits nobody asked for are found by
+:meth:`Services.poll_exits` (``expected: false``) — the liveness check reads both.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import shlex
+import socket
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from harness.history import LedgerWriter
+from harness.scenario import Scenario
+from kafka_common import ids
+
+CONTAINER_RUN = "/jbodlab/run"
+BROKER_PORT = 9092
+CONTROLLER_PORT = 9093
+META_DIR = "meta"
+Say = Callable[[str], None]
+
+__all__ = ["NodeDef", "Services", "ServiceError", "node_defs", "lab_topology", "render_properties",
+           "properties_text", "CONTAINER_RUN", "BROKER_PORT", "CONTROLLER_PORT"]
+
+
+class ServiceError(RuntimeError):
+    """A node could not be formatted, started, or did not become ready in time."""
+
+
+@dataclass(frozen=True, slots=True)
+class NodeDef:
+    node_id: int
+    role: str                      # broker | controller
+    name: str                      # lab node name: broker-1, controller-3001
+    data_dirs: tuple[str, ...]     # d1..dN (brokers), () for controllers
+
+    @property
+    def disk_names(self) -> tuple[str, ...]:
+        return (*self.data_dirs, META_DIR)
+
+    @property
+    def port(self) -> int:
+        return BROKER_PORT if self.role == "broker" else CONTROLLER_PORT
+
+
+def node_defs(scenario: Scenario) -> dict[int, NodeDef]:
+    topo = scenario.topology
+    out = {c: NodeDef(c, "controller", f"controller-{c}", ()) for c in topo.controller_ids()}
+    dirs = tuple(f"d{i}" for i in range(1, topo.dirs_per_broker + 1))
+    out.update({b: NodeDef(b, "broker", f"broker-{b}", dirs) for b in topo.broker_ids()})
+    return out
+
+
+def lab_topology(scenario: Scenario, backend: str):
+    from infra.lab import NodeSpec, Topology
+    nodes = tuple(NodeSpec(n.name, n.disk_names) for n in node_defs(scenario).values())
+    return Topology(nodes=nodes, disk_size_mb=scenario.topology.dir_size_mb, fstype=scenario.topology.fs,
+                    backend=backend)
+
+
+def _log_dir(dirname: str) -> str:
+    return f"/jbodlab/disks/{dirname}/data"
+
+
+def render_properties(node: NodeDef, scenario: Scenario, *, cluster_id: str) -> dict[str, str]:
+    """The node's ``server.properties`` as a dict (``advertised.listeners`` of a broker holds the
+    placeholder ``@IP@``, replaced by the container's address when it starts)."""
+    voters = ",".join(f"{c}@controller-{c}:{CONTROLLER_PORT}" for c in scenario.topology.controller_ids())
+    common = {"node.id": str(node.node_id), "controller.quorum.voters": voters,
+              "controller.listener.names": "CONTROLLER", "cluster.id": cluster_id,
+              "metadata.log.dir": _log_dir(META_DIR), "events.file": f"{CONTAINER_RUN}/events.jsonl"}
+    c = scenario.configs
+    if node.role == "controller":
+        props = {"process.roles": "controller", **common,
+                 "listeners": f"CONTROLLER://0.0.0.0:{CONTROLLER_PORT}",
+                 "listener.security.protocol.map": "CONTROLLER:PLAINTEXT",
+                 **c.controller_properties()}
+        return props
+    rf = max(t.replication_factor for t in scenario.workload.topics)
+    props = {"process.roles": "broker", **common,
+             "listeners": f"PLAINTEXT://0.0.0.0:{BROKER_PORT}",
+             "advertised.listeners": f"PLAINTEXT://@IP@:{BROKER_PORT}",
+             "inter.broker.listener.name": "PLAINTEXT",
+             "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+             "log.dirs": ",".join(_log_dir(d) for d in node.data_dirs),
+             "default.replication.factor": str(rf), "num.partitions": "1",
+             "auto.create.topics.enable": "false",
+             "log.segment.bytes": str(1 << 20), "replica.fetch.wait.max.ms": "200",
+             "metadata.fetch.max.wait.ms": "200",
+             **c.broker_properties()}
+    return props
+
+
+def properties_text(props: dict[str, str]) -> str:
+    return "".join(f"{k}={v}\n" for k, v in props.items())
+
+
+# The container's entry point: fill in the container's own address, then exec the server.
+_START_SH = """#!/bin/sh
+set -e
+ip=$(hostname -i 2>/dev/null | awk '{print $1}')
+[ -n "$ip" ] || ip=$(ip -4 -o addr show eth0 | awk '{print $4}' | cut -d/ -f1)
+sed "s/@IP@/$ip/g" %(run)s/server.properties.in > %(run)s/server.properties
+echo "start $(date -u +%%FT%%T.%%NZ) ip=$ip" >> %(run)s/starts.log
+exec %(command)s %(run)s/server.properties
+"""
+
+
+class Services:
+    """The nodes of one run, as containers of ``lab``; see the module docstring."""
+
+    def __init__(self, lab: Any, scenario: Scenario, workdir: Path, *, ledger: LedgerWriter | None = None,
+                 say: Say = lambda _m: None, cluster_id: str | None = None) -> None:
+        self.lab = lab
+        self.scenario = scenario
+        self.workdir = Path(workdir)
+        self.ledger = ledger
+        self.say = say
+        self.nodes = node_defs(scenario)
+        self.cluster_id = cluster_id or ids.to_base64(ids.random_uuid(random.SystemRandom()))
+        self.configs: dict[int, dict[str, str]] = {}
+        self._expected_down: set[int] = set()   # nodes the harness stopped/killed on purpose
+        self._seen_exit: set[int] = set()
+        self._started: set[int] = set()
+
+    # ---- paths ----------------------------------------------------------------------
+    def run_dir(self, node_id: int) -> Path:
+        return self.workdir / "nodes" / self.nodes[node_id].name
+
+    def events_file(self, node_id: int) -> Path:
+        return self.run_dir(node_id) / "events.jsonl"
+
+    def event_files(self) -> list[Path]:
+        return [self.events_file(n) for n in self.nodes]
+
+    def container(self, node_id: int) -> str:
+        return self.lab.container_name(self.nodes[node_id].name)
+
+    def brokers(self) -> list[int]:
+        return [n for n, d in self.nodes.items() if d.role == "broker"]
+
+    def controllers(self) -> list[int]:
+        return [n for n, d in self.nodes.items() if d.role == "controller"]
+
+    def node_id_of(self, name: str) -> int:
+        for n, d in self.nodes.items():
+            if d.name == name or str(n) == name:
+                return n
+        raise ServiceError(f"no node {name!r} (nodes: {', '.join(d.name for d in self.nodes.values())})")
+
+    # ---- configs --------------------------------------------------------------------
+    def prepare(self) -> None:
+        """Write every node's config and entry script into its run dir."""
+        for n, node in self.nodes.items():
+            d = self.run_dir(n)
+            d.mkdir(parents=True, exist_ok=True)
+            props = render_properties(node, self.scenario, cluster_id=self.cluster_id)
+            self.configs[n] = props
+            (d / "server.properties.in").write_text(properties_text(props))
+            (d / "server.properties").write_text(properties_text(props))
+            command = "kraft-broker" if node.role == "broker" else "kraft-controller"
+            (d / "start.sh").write_text(_START_SH % {"run": CONTAINER_RUN, "command": command})
+            self.events_file(n).touch()
+
+    def _spec(self, node_id: int, command: tuple[str, ...]):
+        from infra.docker import BindMount
+        mount = BindMount(str(self.run_dir(node_id)), CONTAINER_RUN, "rprivate")
+        return self.lab.node_spec(self.nodes[node_id].name, command, extra_mounts=(mount,))
+
+    # ---- lifecycle ------------------------------------------------------------------
+    def format(self, node_id: int, *, ignore_formatted: bool = False, timeout_s: float = 60.0) -> str:
+        """``kraft-storage format`` of the node's dirs, in a one-off container with its mounts."""
+        argv = ["kraft-storage", "format", "-c", f"{CONTAINER_RUN}/server.properties", "--cluster-id",
+                self.cluster_id] + (["--ignore-formatted"] if ignore_formatted else [])
+        spec = replace(self._spec(node_id, tuple(argv)), name=self.container(node_id) + "-format",
+                       network=None, network_aliases=())
+        self.lab.docker.run(spec)
+        try:
+            proc = subprocess.run(["docker", "wait", spec.name], capture_output=True, text=True, timeout=timeout_s)
+            code = int(proc.stdout.strip() or "1")
+            out = self.lab.docker.logs(spec.name)
+        finally:
+            self.lab.docker.remove(spec.name)
+        (self.run_dir(node_id) / "format.log").write_text(out)
+        if code != 0:
+            raise ServiceError(f"kraft-storage format of {self.nodes[node_id].name} exited {code}: {out.strip()[-500:]}")
+        return out
+
+    def start(self, node_id: int) -> None:
+        """Start (or start again) the node's container: ducktape's start = clean + start."""
+        name = self.container(node_id)
+        state = self.lab.docker.state(name)
+        if state in ("exited", "created"):
+            self.lab.docker.start(name)
+        elif state == "missing":
+            self.lab.docker.run(self._spec(node_id, ("sh", f"{CONTAINER_RUN}/start.sh")))
+        elif state == "paused":
+            self.lab.docker.unpause(name)
+        self._started.add(node_id)
+        self._expected_down.discard(node_id)
+        self._seen_exit.discard(node_id)
+        self._action("node_started", node_id)
+
+    def stop(self, node_id: int, *, timeout_s: int = 15) -> int | None:
+        """SIGTERM, wait (then SIGKILL after ``timeout_s``); returns the exit code."""
+        name = self.container(node_id)
+        self._expected_down.add(node_id)
+        if self.lab.docker.state(name) == "paused":
+            self.lab.docker.unpause(name)
+        if self.lab.docker.state(name) == "running":
+            self.lab.docker.stop(name, timeout_s)
+        return self._record_exit(node_id, expected=True)
+
+    def kill(self, node_id: int, signal: str = "KILL") -> int | None:
+        name = self.container(node_id)
+        self._expected_down.add(node_id)
+        if self.lab.docker.state(name) in ("running", "paused"):
+            self.lab.docker.kill(name, signal.removeprefix("SIG"))
+            self._wait_state(node_id, ("exited", "missing"), 15.0)
+        return self._record_exit(node_id, expected=True)
+
+    def restart(self, node_id: int, *, clean: bool = True) -> None:
+        if clean:
+            self.stop(node_id)
+        else:
+            self.kill(node_id)
+        self.start(node_id)
+
+    def pause(self, node_id: int) -> None:
+        self.lab.docker.pause(self.container(node_id))
+
+    def unpause(self, node_id: int) -> None:
+        if self.lab.docker.state(self.container(node_id)) == "paused":
+            self.lab.docker.unpause(self.container(node_id))
+
+    def state(self, node_id: int) -> str:
+        return self.lab.docker.state(self.container(node_id))
+
+    def exit_code(self, node_id: int) -> int | None:
+        proc = subprocess.run(["docker", "inspect", "-f", "{{.State.ExitCode}}", self.container(node_id)],
+                              capture_output=True, text=True, timeout=30)
+        return int(proc.stdout.strip()) if proc.returncode == 0 and proc.stdout.strip() else None
+
+    def alive(self, node_id: int) -> bool:
+        return self.state(node_id) in ("running", "paused")
+
+    def states(self) -> dict[int, str]:
+        """Every node's container state from ONE ``docker ps`` (cheap enough to poll)."""
+        proc = subprocess.run(["docker", "ps", "-a", "--filter", f"label=jbodlab.lab={self.lab.lab_id}",
+                               "--format", "{{.Names}}\t{{.State}}"], capture_output=True, text=True, timeout=30)
+        by_name = dict(line.split("\t", 1) for line in proc.stdout.splitlines() if "\t" in line)
+        return {n: by_name.get(self.container(n), "missing") for n in self.nodes}
+
+    def poll_exits(self) -> list[int]:
+        """Nodes that exited without the harness asking: recorded once as ``node_exited``
+        with ``expected: false``; returns their ids."""
+        found = []
+        watch = [n for n in self._started if n not in self._expected_down and n not in self._seen_exit]
+        states = self.states() if watch else {}
+        for n in watch:
+            if states.get(n) in ("exited", "dead", "missing"):
+                self._record_exit(n, expected=False)
+                found.append(n)
+        return found
+
+    def final_status(self) -> dict[int, bool]:
+        """Record ``node_status`` (alive) for every node; returns it."""
+        self.poll_exits()
+        status = {n: self.alive(n) for n in self.nodes}
+        for n, alive in status.items():
+            self._action("node_status", n, alive=alive, role=self.nodes[n].role)
+        return status
+
+    def _record_exit(self, node_id: int, *, expected: bool) -> int | None:
+        if node_id in self._seen_exit:
+            return None
+        code = self.exit_code(node_id) if self.state(node_id) != "missing" else None
+        self._seen_exit.add(node_id)
+        self._action("node_exited", node_id, exit_code=code, expected=expected)
+        return code
+
+    def _wait_state(self, node_id: int, states: tuple[str, ...], timeout_s: float) -> str:
+        deadline = time.monotonic() + timeout_s
+        st = self.state(node_id)
+        while st not in states and time.monotonic() < deadline:
+            time.sleep(0.1)
+            st = self.state(node_id)
+        return st
+
+    def _action(self, event: str, node_id: int, **attrs: Any) -> None:
+        if self.ledger is not None:
+            self.ledger.action(time.time_ns(), event, node_id, **attrs)
+
+    # ---- addresses and readiness ------------------------------------------------------
+    def ip(self, node_id: int) -> str:
+        return self.lab.docker.ip(self.container(node_id), self.lab.network)
+
+    def bootstrap(self) -> str:
+        return ",".join(f"{self.ip(b)}:{BROKER_PORT}" for b in self.brokers() if self.alive(b))
+
+    def controller_address(self) -> tuple[str, int]:
+        return self.ip(self.controllers()[0]), CONTROLLER_PORT
+
+    def wait_port(self, node_id: int, timeout_s: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout_s
+        last = "no attempt"
+        while time.monotonic() < deadline:
+            if not self.alive(node_id):
+                raise ServiceError(f"{self.nodes[node_id].name} exited (code {self.exit_code(node_id)}) before "
+                                   f"listening: {self.logs_tail(node_id)}")
+            try:
+                with socket.create_connection((self.ip(node_id), self.nodes[node_id].port), timeout=0.5):
+                    return
+            except OSError as exc:
+                last = str(exc)
+                time.sleep(0.1)
+        raise ServiceError(f"{self.nodes[node_id].name} did not listen on port {self.nodes[node_id].port} "
+                           f"within {timeout_s:.0f} s ({last}): {self.logs_tail(node_id)}")
+
+    def metadata(self, timeout_s: float = 10.0):
+        """The committed metadata image, read from the controller through Fetch."""
+        return read_metadata(*self.controller_address(), timeout_s=timeout_s)
+
+    def wait_unfenced(self, broker_ids: list[int], timeout_s: float = 60.0):
+        """Until every broker in ``broker_ids`` is registered and unfenced; returns the image."""
+        deadline = time.monotonic() + timeout_s
+        pending = set(broker_ids)
+        image = None
+        while time.monotonic() < deadline:
+            for b in list(pending):
+                if not self.alive(b):
+                    raise ServiceError(f"broker {b} exited (code {self.exit_code(b)}) before it was unfenced: "
+                                       f"{self.logs_tail(b)}")
+            try:
+                image = self.metadata()
+            except Exception as exc:  # noqa: BLE001 - the controller may still be starting
+                self.say(f"metadata not readable yet: {exc}")
+                time.sleep(0.3)
+                continue
+            pending = {b for b in broker_ids if b not in image.brokers or image.brokers[b].fenced}
+            if not pending:
+                return image
+            time.sleep(0.2)
+        raise ServiceError(f"brokers {sorted(pending)} not unfenced within {timeout_s:.0f} s: "
+                           + " | ".join(f"broker {b}: {self.logs_tail(b)}" for b in sorted(pending)))
+
+    # ---- logs -----------------------------------------------------------------------
+    def logs_tail(self, node_id: int, chars: int = 600) -> str:
+        try:
+            text = self.lab.docker.logs(self.container(node_id), tail=30)
+        except Exception as exc:  # noqa: BLE001
+            text = f"(no logs: {exc})"
+        return text.strip()[-chars:] or "(no output)"
+
+    def collect_logs(self) -> None:
+        """Every node's container output into ``<run dir>/container.log`` (never raises)."""
+        for n in self.nodes:
+            try:
+                text = self.lab.docker.logs(self.container(n))
+            except Exception as exc:  # noqa: BLE001
+                text = f"(cannot read logs: {exc})\n"
+            try:
+                self.run_dir(n).mkdir(parents=True, exist_ok=True)
+                (self.run_dir(n) / "container.log").write_text(text)
+            except OSError:
+                pass
+
+    def command_line(self, node_id: int) -> str:
+        return shlex.join(["sh", f"{CONTAINER_RUN}/start.sh"])
+
+
+def read_metadata(host: str, port: int, *, timeout_s: float = 10.0):
+    """Fetch ``__cluster_metadata`` from a controller and replay it into a MetadataImage."""
+    from controller_impl.runtime.sim import MetadataReader
+    from kafka_runtime.client import KafkaClient
+
+    async def go():
+        client = await asyncio.wait_for(KafkaClient.connect(host, port, client_id="jbodlab-harness"), timeout_s)
+        try:
+            reader = MetadataReader(client)
+            await asyncio.wait_for(reader.catch_up(timeout_s), timeout_s + 1)
+            return reader.image
+        finally:
+            await client.close()
+
+    return asyncio.run(go())
