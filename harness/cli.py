@@ -15,7 +15,7 @@ import sys
 COMMANDS: dict[str, tuple[str, str]] = {
     "setup": ("infra.cli_setup", "install host packages, start dockerd, build the node image (idempotent)"),
     "cleanup": ("infra.cli_cleanup", "remove every lab leftover: containers, mounts, loop/dm devices, FUSE, netns"),
-    "demo": ("harness.demo", "the README's main job: the default scenario end to end, Parquet + summary"),
+    "demo": ("harness.demo", "controller-only demo over TCP (no containers): registration, dir failure, Fetch"),
     "run": ("harness.run_cmd", "run scenarios (S1…S11 or files) in containers on loop devices: Parquet + summary"),
     "scenario": ("harness.scenario_cmd", "list the scenario catalog, show a scenario value, validate scenario files"),
     "up": ("harness.session_cmd", "chaos session: start a lab cluster with a running producer"),
@@ -25,6 +25,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "kill": ("harness.session_cmd", "chaos session: kill a node's process"),
     "heal": ("harness.session_cmd", "chaos session: heal every open fault"),
     "down": ("harness.session_cmd", "chaos session: heal, drain, record the session as a run, tear down"),
+    "bench": ("harness.bench_cmd", "run the benchmarks under bench/ (figures printed and written to results/bench/)"),
     "analyze": ("harness.analysis.cli", "Spark (or pandas) analysis of any number of result runs"),
 }
 
