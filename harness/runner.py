@@ -168,7 +168,7 @@ def run_scenario(scenario: Scenario, opts: RunOptions = RunOptions()) -> RunOutc
     t_start = time.monotonic()
     started_ns = time.time_ns()
     run_id = new_run_id(scenario, started_ns)
-    run_dir = Path(opts.results_root) / run_id
+    run_dir = Path(opts.results_root).resolve() / run_id  # absolute: docker bind mounts need it
     run_dir.mkdir(parents=True, exist_ok=True)
     log_fh = open(run_dir / "runner.log", "a", encoding="utf-8", buffering=1)
 

@@ -110,7 +110,7 @@ class _Session:
         self.dir = session_dir
         self.scenario = scenario
         self.backend = backend
-        self.results_root = results_root
+        self.results_root = str(Path(results_root).resolve())  # absolute: docker bind mounts need it
         self.lock = threading.Lock()
         self.applied: list[Any] = []
         self.done = threading.Event()
