@@ -40,6 +40,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quiet", action="store_true", help="only the summary")
     parser.add_argument("--analyze", action="store_true",
                         help="then run `jbodlab analyze` over these runs (report in <results>/analysis)")
+    parser.add_argument("--analyze-engine", choices=("auto", "pandas", "spark"), default="auto",
+                        help="engine of --analyze (default auto: pandas for small inputs, Spark for large)")
 
 
 def resolve_scenarios(names: list[str], *, overrides: list[str], seed: int | None, bounce: bool, runs: int):
@@ -149,5 +151,6 @@ def run(args: argparse.Namespace) -> int:
         dirs = [str(o.run_dir) for o in outcomes if o.run_dir is not None and (o.run_dir / "run.json").exists()]
         if dirs:
             print("", flush=True)
-            cli_main(["analyze", *dirs, "--out", str(Path(args.results) / "analysis")])
+            cli_main(["analyze", *dirs, "--out", str(Path(args.results) / "analysis"),
+                      "--engine", args.analyze_engine])
     return 0 if outcomes and all(o.verdict == "true" and not o.error for o in outcomes) else 1
