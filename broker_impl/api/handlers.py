@@ -31,7 +31,7 @@ from typing import Any, Awaitable, Callable
 from broker_impl.api import admin, fetch, legacy_produce, log_dirs, metadata, produce
 from broker_impl.api.purgatory import Purgatory
 from broker_impl.api.view import BrokerView
-from broker_impl.state.producers import ProducerIdAllocator, ProducerStateTable
+from broker_impl.state.producers import ProducerIdAllocator
 
 log = logging.getLogger(__name__)
 
@@ -69,16 +69,14 @@ _HANDLERS: dict[int, Handler] = {
 
 
 class BrokerApi:
-    def __init__(self, view: BrokerView, *, producer_id_base: int, producers: ProducerStateTable | None = None) -> None:
+    def __init__(self, view: BrokerView, *, producer_id_base: int) -> None:
         self.view = view
         self.supported_apis = dict(SUPPORTED_APIS)
         # Request schemas kio 0.6.5 lacks; the listener must look here before kio's index.
         self.request_classes: dict[tuple[int, int], type] = dict(legacy_produce.REQUEST_CLASSES)
         self.purgatory = Purgatory()
-        self.producers = producers if producers is not None else ProducerStateTable()
+        # sequence state lives with each partition log (PartitionLog.producer_state)
         self.producer_ids = ProducerIdAllocator(producer_id_base)
-        # leader epoch under which each partition's producer state was built
-        self.producer_epochs: dict[tuple[uuid.UUID, int], int] = {}
 
     async def handle(self, ctx: Any, header: Any, request: Any) -> Any | None:
         key = int(request.__api_key__)

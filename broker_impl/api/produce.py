@@ -4,8 +4,9 @@ Per partition, in this order (first failing rule answers): topic/partition known
 (UNKNOWN_TOPIC_OR_PARTITION) → partition's dir offline (KAFKA_STORAGE_ERROR) → this broker
 leads it and hosts the log (NOT_LEADER_OR_FOLLOWER) → for acks=all, |ISR| ≥
 min.insync.replicas (NOT_ENOUGH_REPLICAS) → batches are magic-2 (UNSUPPORTED_FOR_MESSAGE_FORMAT)
-with whole headers (CORRUPT_MESSAGE; the log checks the CRCs as it appends) → producer sequences (OUT_OF_ORDER_SEQUENCE_NUMBER,
-INVALID_PRODUCER_EPOCH; duplicates answer NONE with their original offset) → append
+with whole headers (CORRUPT_MESSAGE; the log checks the CRCs as it appends) → append, where
+the log checks producer sequences (OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH;
+duplicates answer NONE with their original offsets; see ``PartitionLog.append_as_leader``)
 (an OSError → KAFKA_STORAGE_ERROR and the runtime is told).
 
 acks=all waits (purgatory) until the high watermark passes the last appended offset, or
@@ -22,7 +23,6 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode
 
 from broker_impl.api.entities import NO_THROTTLE, build, ms, replica_error, response_type
-from broker_impl.state.producers import NO_PRODUCER_ID, Outcome, Verdict, last_sequence, next_sequence
 from kafka_common import batch_header as bh
 
 if TYPE_CHECKING:
@@ -83,41 +83,9 @@ def _append_partition(api: BrokerApi, topic_id: uuid.UUID | None, index: int, re
     if err is not ErrorCode.none:
         return _PartitionResult(index, err, message=message)
 
-    key = (topic_id, index)
-    table = api.producers
-    if api.producer_epochs.get(key) != registration.leader_epoch:
-        # A new leadership term: sequences appended meanwhile by other leaders are unknown
-        # here, so stale entries must not turn a healthy producer's batch into a (fatal)
-        # OUT_OF_ORDER_SEQUENCE_NUMBER.
-        table.forget_partition(key)
-        api.producer_epochs[key] = registration.leader_epoch
-    verdicts = []
-    earlier: dict[int, tuple[int, int]] = {}  # producer id → (epoch, last seq) of earlier batches here
-    for h in headers:
-        last_seq = last_sequence(h.base_sequence, h.last_offset_delta)
-        prev = earlier.get(h.producer_id)
-        if prev is not None and prev[0] == h.producer_epoch and h.base_sequence == next_sequence(prev[1]):
-            v = Verdict(Outcome.APPEND)  # continues a batch earlier in this same request
-        else:
-            v = table.check(key, h.producer_id, h.producer_epoch, h.base_sequence, last_seq)
-        if v.outcome is Outcome.APPEND and h.producer_id != NO_PRODUCER_ID:
-            earlier[h.producer_id] = (h.producer_epoch, last_seq)
-        if v.outcome is Outcome.OUT_OF_ORDER:
-            return _PartitionResult(index, ErrorCode.out_of_order_sequence_number, message=v.message)
-        if v.outcome is Outcome.FENCED_EPOCH:
-            return _PartitionResult(index, ErrorCode.invalid_producer_epoch, message=v.message)
-        verdicts.append(v)
-    if all(v.outcome is Outcome.DUPLICATE for v in verdicts):
-        first = verdicts[0].duplicate_of
-        assert first is not None
-        last = verdicts[-1].duplicate_of
-        return _PartitionResult(index, ErrorCode.none, base_offset=first.first_offset,
-                                log_start_offset=replica.log_start_offset,
-                                wait_offset=(last.last_offset + 1) if last else -1, topic_id=topic_id)
-    if any(v.outcome is Outcome.DUPLICATE for v in verdicts):
-        return _PartitionResult(index, ErrorCode.out_of_order_sequence_number,
-                                message="request mixes duplicate and new batches of one producer")
-
+    # Producer sequences are checked by the log itself, atomically with the append, against
+    # the partition's producer state (fed by every leader and follower append, rebuilt from
+    # the log): a known producer's retried batch comes back with its original offsets.
     try:
         base_offset, last_offset = replica.append_as_leader(records, registration.leader_epoch)  # type: ignore[arg-type]
     except Exception as exc:
@@ -125,12 +93,6 @@ def _append_partition(api: BrokerApi, topic_id: uuid.UUID | None, index: int, re
         if mapped is None:
             raise
         return _PartitionResult(index, mapped[0], message=mapped[1])
-    offset = base_offset
-    for h in headers:
-        count = h.last_offset_delta + 1
-        table.record(key, h.producer_id, h.producer_epoch, h.base_sequence,
-                     last_sequence(h.base_sequence, h.last_offset_delta), offset, offset + count - 1)
-        offset += count
     view.on_leader_append(topic_id, index)
     api.notify_partition(topic_id, index)
     return _PartitionResult(index, ErrorCode.none, base_offset=base_offset,

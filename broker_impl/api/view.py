@@ -21,7 +21,10 @@ partition logs, its log-dir state, its controller channel and its dir mover.
     One partition log hosted here — ``broker_impl.storage.partition_log.PartitionLog``
     satisfies it as is. ``append_as_leader(records, leader_epoch) -> (base, last)``
     validates the v2 batches (CRC-32C), assigns offsets from the LEO (rewriting each
-    batch's baseOffset in place) and stamps the leader epoch; ``read`` returns whole batches.
+    batch's baseOffset in place) and stamps the leader epoch; it also checks idempotent
+    producers' sequences against the partition's producer state (a known producer's retried
+    batch → its original offsets, nothing appended; ``error_code`` 45/47 when refused);
+    ``read`` returns whole batches.
     Errors: an exception in ``BrokerView.storage_exceptions`` (or a plain ``OSError``)
     means the dir failed → KAFKA_STORAGE_ERROR and ``on_storage_error``; any other
     exception carrying an integer ``error_code`` (CORRUPT_MESSAGE, MESSAGE_TOO_LARGE,

@@ -150,7 +150,7 @@ class BrokerRuntime:
             log_dir_failure_timeout_ms=cfg.log_dir_failure_timeout_ms,
             initial_registration_timeout_ms=extra_ms(cfg, "initial.broker.registration.timeout.ms", 60000),
             controlled_shutdown_timeout_ms=extra_ms(cfg, "controlled.shutdown.timeout.ms", 30000)),
-            dirs, dir_set.metadata_dir.directory_id, self.rng, existing)
+            dirs, dir_set.metadata_dir.directory_id, self.rng, existing, metadata_dir_path=dir_set.metadata_dir.path)
         host, port = controller_address(cfg)
         sasl = controller_sasl(cfg)
         self.channel = ControllerConnection(host, port, client_id=f"broker-{cfg.node_id}", sasl=sasl,

@@ -47,9 +47,9 @@ class CoreConfig:
 
 class BrokerCore:
     def __init__(self, config: CoreConfig, dirs: Iterable[LogDirInfo], metadata_dir_id: uuid.UUID | None,
-                 rng, existing_logs: Iterable[ExistingLog] = ()) -> None:
+                 rng, existing_logs: Iterable[ExistingLog] = (), *, metadata_dir_path: str | None = None) -> None:
         self.config = config
-        self.log_dirs = LogDirs(tuple(dirs), metadata_dir_id)
+        self.log_dirs = LogDirs(tuple(dirs), metadata_dir_id, metadata_dir_path)
         self.lifecycle = Lifecycle(self.log_dirs.registration_dirs, LifecycleConfig(
             heartbeat_interval_ms=config.heartbeat_interval_ms, session_timeout_ms=config.session_timeout_ms,
             initial_registration_timeout_ms=config.initial_registration_timeout_ms,

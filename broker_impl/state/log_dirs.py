@@ -32,9 +32,11 @@ def sort_dir_ids(ids) -> tuple[uuid.UUID, ...]:
 
 class LogDirs:
     """Data dirs of one broker process. ``metadata_dir_id`` may be one of the data dirs
-    (Kafka's default: the first of ``log.dirs``) or a separate dir."""
+    (Kafka's default: the first of ``log.dirs``) or a separate dir (``metadata_dir_path``
+    names it in the halt reason)."""
 
-    def __init__(self, dirs: list[LogDirInfo] | tuple[LogDirInfo, ...], metadata_dir_id: uuid.UUID | None) -> None:
+    def __init__(self, dirs: list[LogDirInfo] | tuple[LogDirInfo, ...], metadata_dir_id: uuid.UUID | None,
+                 metadata_dir_path: str | None = None) -> None:
         if not dirs:
             raise ValueError("log.dirs: at least one log directory is required")
         seen: dict[uuid.UUID, str] = {}
@@ -48,6 +50,7 @@ class LogDirs:
         self._paths: dict[uuid.UUID, str] = {d.dir_id: d.path for d in dirs}
         self._offline: dict[uuid.UUID, None] = {d.dir_id: None for d in dirs if not d.online}
         self.metadata_dir_id = metadata_dir_id
+        self.metadata_dir_path = metadata_dir_path
         # Registration LogDirs: every data dir whose id is known at start, fixed for the
         # process. Dirs already offline at start are in it and reported offline by the
         # first heartbeat (an id the controller never saw would fail the heartbeat, D3).
@@ -100,7 +103,8 @@ class LogDirs:
         Effects: MarkDirOffline + dir_offline event, then either Halt (the metadata dir,
         the last online dir, or a single-dir broker) or ReportDirFailure."""
         if dir_id == self.metadata_dir_id and dir_id not in self._paths:
-            reason = f"the metadata log dir failed ({op}: errno {errno})"
+            named = f" {self.metadata_dir_path}" if self.metadata_dir_path else ""
+            reason = f"the metadata log dir{named} failed ({op}: errno {errno})"
             return [event("halt", reason=reason, dir_id=to_base64(dir_id)), Halt(reason)]
         if dir_id not in self._paths:
             raise ValueError(f"storage error on unknown directory id {dir_id} (op {op}, errno {errno})")

@@ -9,6 +9,9 @@
     │                                 the broker must exit non-zero with this message
     ├── InvalidRecordBatch            bytes from a client/leader that are not valid v2 batches
     │                                 (error_code CORRUPT_MESSAGE = 2, or MESSAGE_TOO_LARGE = 10)
+    ├── ProducerSequenceError         an idempotent producer's batch refused by the leader's
+    │                                 producer state (OUT_OF_ORDER_SEQUENCE_NUMBER = 45,
+    │                                 INVALID_PRODUCER_EPOCH = 47)
     ├── OffsetOutOfRange              fetch offset outside [log_start_offset, log_end_offset]
     │                                 (OFFSET_OUT_OF_RANGE = 1)
     ├── LogNotFound                   no log for that partition / a path not in log.dirs
@@ -25,6 +28,8 @@ KAFKA_STORAGE_ERROR = 56
 OFFSET_OUT_OF_RANGE = 1
 CORRUPT_MESSAGE = 2
 MESSAGE_TOO_LARGE = 10
+OUT_OF_ORDER_SEQUENCE_NUMBER = 45
+INVALID_PRODUCER_EPOCH = 47
 
 
 class StorageError(Exception):
@@ -58,6 +63,14 @@ class InvalidRecordBatch(StorageError):
     """Input bytes that are not acceptable record batches; the dir stays online."""
 
     def __init__(self, message: str, error_code: int = CORRUPT_MESSAGE) -> None:
+        super().__init__(message)
+        self.error_code = error_code
+
+
+class ProducerSequenceError(StorageError):
+    """The producer state refused a batch (bad sequence or fenced epoch); nothing appended."""
+
+    def __init__(self, message: str, error_code: int) -> None:
         super().__init__(message)
         self.error_code = error_code
 

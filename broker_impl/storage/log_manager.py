@@ -35,7 +35,8 @@ Calls::
     lm.rename_stray(topic, partition)      KRaft strays are renamed ``…-stray``, never deleted
     lm.flush_all(), lm.maybe_flush_all(now_ms)
     lm.checkpoint_high_watermarks(), lm.checkpoint_recovery_points() -> failed dir paths
-    lm.probe_dir(dir_path), lm.probe_all() -> failed dir paths
+    lm.probe_dir(dir_path), lm.probe_all() -> failed dir paths    (log.dirs AND a separate
+                                           metadata.log.dir: its failure must halt the broker)
     lm.close()                             flush, checkpoints, clean-shutdown marker
     lm.online_dirs(), lm.offline_dirs(), lm.is_online(dir_path), lm.dir_set
 
@@ -451,9 +452,20 @@ class LogManager:
         with self.channel.io(os.path.abspath(dir_path), "probe"):
             probe(os.path.abspath(dir_path))
 
+    def probe_targets(self) -> list[str]:
+        """The online data dirs, then the metadata dir when it is not one of ``log.dirs``
+        (its own disk in the lab: nothing else here writes to it, so without the probe its
+        failure would go unnoticed; the failure channel reports it like any dir and the
+        core halts for the metadata dir)."""
+        paths = self.online_dirs()
+        meta = self.dir_set.metadata_dir
+        if not meta.is_data_dir and meta.online and not self.channel.is_offline(meta.path):
+            paths.append(meta.path)
+        return paths
+
     def probe_all(self) -> list[str]:
         failed = []
-        for path in self.online_dirs():
+        for path in self.probe_targets():
             try:
                 self.probe_dir(path)
             except KafkaStorageError:

@@ -4,8 +4,12 @@ API used by the broker runtime (all methods are thread-safe; every OSError goes 
 dir failure channel and surfaces as :class:`KafkaStorageError`)::
 
     log.append_as_leader(records: bytes, leader_epoch: int) -> (base_offset, last_offset)
-        validate v2 batches (CRC-32C), assign offsets from log_end_offset, stamp the leader
-        epoch, write; InvalidRecordBatch on bad input (dir stays online)
+        validate v2 batches (CRC-32C), check idempotent producers' sequences against
+        ``producer_state`` (atomically with the append), assign offsets from log_end_offset,
+        stamp the leader epoch, write; InvalidRecordBatch on bad input (dir stays online);
+        ProducerSequenceError (OUT_OF_ORDER_SEQUENCE_NUMBER / INVALID_PRODUCER_EPOCH) refused;
+        a retried batch of a known producer (a duplicate) → its ORIGINAL (first, last)
+        offsets, nothing appended
     log.append_as_follower(records: bytes) -> (first_offset, last_offset) | None
         batches already carry offsets and epochs (from the leader); first offset ≥ LEO
     log.read(offset, max_bytes, upper_offset=None, min_one=True) -> bytes
@@ -20,6 +24,16 @@ dir failure channel and surfaces as :class:`KafkaStorageError`)::
     log.flush(), log.maybe_flush(now_ms)            fsync; log.flush.interval.messages/.ms
     log.offset_for_timestamp(ts_ms) -> offset | None    ListOffsets by time (header scan)
     log.size_bytes, log.close(), log.delete()
+    log.producer_state                              ``broker_impl.state.producers.ProducerState``
+
+Producer state (Kafka's ProducerStateManager): every append — leader, follower, future log —
+records its batches' producer id / epoch / sequences / offsets in ``producer_state``, so a
+follower that becomes leader knows every producer's last batches. A load (recovery) and a
+truncation rebuild it from the log: the batch headers of the newest segments, at most
+``LogConfig.producer_state_scan_bytes`` of log (whole batches from an index entry; the older
+bytes are not read). A producer whose last batch lies only in older bytes is then unknown,
+which the state treats leniently (accepted at any sequence), never as an error. Kafka instead
+snapshots the state at each roll; a header scan of the tail is our bounded equivalent.
 
 Segments roll by size (``log.segment.bytes``) and age (``log.roll.ms``, clock injected as
 ``now_ms``). A new segment is named by its base offset; the previous one is fsynced at roll
@@ -39,9 +53,11 @@ from typing import Callable
 
 from kafka_common import batch_header as bh
 from kafka_runtime import fsutil
+from broker_impl.state.producers import Outcome, ProducerState, SequencedBatch
 from broker_impl.storage import checkpoint as ckpt
 from broker_impl.storage.epoch_cache import LeaderEpochCache
-from broker_impl.storage.errors import MESSAGE_TOO_LARGE, InvalidRecordBatch, OffsetOutOfRange
+from broker_impl.storage.errors import (INVALID_PRODUCER_EPOCH, MESSAGE_TOO_LARGE, OUT_OF_ORDER_SEQUENCE_NUMBER,
+                                        InvalidRecordBatch, OffsetOutOfRange, ProducerSequenceError)
 from broker_impl.storage.failure import DirFailureChannel
 from broker_impl.storage.segment import LogSegment, parse_segment_name
 
@@ -56,6 +72,7 @@ class LogConfig:
     flush_interval_messages: int = 2**63 - 1
     flush_interval_ms: int = 2**63 - 1
     index_interval_bytes: int = 4096
+    producer_state_scan_bytes: int = 32 << 20  # log tail read to rebuild the producer state
 
     @classmethod
     def from_server_config(cls, cfg) -> "LogConfig":
@@ -112,6 +129,7 @@ class PartitionLog:
         self._last_flush_ms = now_ms()
         self.epoch_cache = LeaderEpochCache([], self._persist_epochs)
         self.recovery = RecoverySummary()
+        self.producer_state = ProducerState()
         self.closed = False
 
     # ---- creation and loading ------------------------------------------------------------
@@ -160,6 +178,7 @@ class PartitionLog:
             plog.epoch_cache.assign_many(plog._recovered_epochs)
             plog.epoch_cache.truncate_from_end(plog.log_end_offset)
             plog.epoch_cache.truncate_from_start(plog._log_start)
+            plog._rebuild_producer_state()
         plog._hw = min(max(high_watermark, plog._log_start), plog.log_end_offset)
         return plog
 
@@ -214,6 +233,21 @@ class PartitionLog:
                 out.append((header.partition_leader_epoch, header.base_offset))
                 pos += header.size_bytes
         return out
+
+    def _rebuild_producer_state(self) -> None:
+        """Replay the batch headers of the log tail (at most ``producer_state_scan_bytes``,
+        newest segments first back to that bound) into a fresh producer state. Raises OSError
+        (callers run it inside a channel.io block)."""
+        budget = self.config.producer_state_scan_bytes
+        start = len(self._segments) - 1
+        while start > 0 and budget - self._segments[start].size > 0:
+            budget -= self._segments[start].size
+            start -= 1
+
+        def headers():
+            for i, seg in enumerate(self._segments[start:]):
+                yield from seg.iter_headers(seg.tail_start(budget) if i == 0 else 0)
+        self.producer_state.rebuild(headers())
 
     def _add_segment(self, seg: LogSegment) -> None:
         self._segments.append(seg)
@@ -290,6 +324,14 @@ class PartitionLog:
         buf = bytearray(records)
         with self._lock:
             self._channel.check(self.log_dir, "append")
+            verdict = self.producer_state.check_batches([SequencedBatch.of(h) for _, h in headers])
+            if verdict.outcome is Outcome.DUPLICATE:
+                return verdict.first_offset, verdict.last_offset  # a retry: already in the log
+            if verdict.outcome is Outcome.OUT_OF_ORDER:
+                raise ProducerSequenceError(f"{self.topic}-{self.partition}: {verdict.message}",
+                                            OUT_OF_ORDER_SEQUENCE_NUMBER)
+            if verdict.outcome is Outcome.FENCED_EPOCH:
+                raise ProducerSequenceError(f"{self.topic}-{self.partition}: {verdict.message}", INVALID_PRODUCER_EPOCH)
             first = next_offset = self.log_end_offset
             stamped = []
             for pos, header in headers:
@@ -328,6 +370,8 @@ class PartitionLog:
             seg = self._roll(headers[0][1].base_offset)
         with self._channel.io(self.log_dir, "append"):
             seg.append(data, headers)
+        for _, header in headers:
+            self.producer_state.record_header(header)
         self._dirty.add(seg.base_offset)
         self._unflushed_messages += sum(h.record_count for _, h in headers)
         if self._unflushed_messages >= self.config.flush_interval_messages:
@@ -416,6 +460,7 @@ class PartitionLog:
                     seg.delete()
                 self._segments[-1].truncate_to(offset)
                 self._dirty.add(self._segments[-1].base_offset)
+                self._rebuild_producer_state()  # batches at or above the truncation point are gone
             self._after_truncation()
             return True
 
@@ -436,6 +481,7 @@ class PartitionLog:
                 fsutil.fsync_dir(self.path)
             self._log_start = offset
             self.epoch_cache.clear()
+            self.producer_state.clear()
             self._after_truncation()
 
     def _after_truncation(self) -> None:

@@ -18,6 +18,7 @@ import bisect
 import os
 import struct
 from dataclasses import dataclass
+from typing import Iterator
 
 from kafka_common import batch_header as bh
 
@@ -25,6 +26,7 @@ _INDEX_ENTRY = struct.Struct(">ii")
 INDEX_ENTRY_BYTES = 8
 MAX_RELATIVE_OFFSET = 2**31 - 1
 RECOVERY_CHUNK_BYTES = 8 << 20
+HEADER_SCAN_CHUNK_BYTES = 1 << 20
 
 
 def segment_name(base_offset: int) -> str:
@@ -222,6 +224,30 @@ class LogSegment:
     # ---- read ----------------------------------------------------------------------------
     def _header_at(self, pos: int) -> bh.BatchHeader:
         return bh.read_header(_pread_exact(self._log_fd, bh.HEADER_BYTES, pos))
+
+    def tail_start(self, max_bytes: int) -> int:
+        """A batch start from which at most about ``max_bytes`` of this segment remain: the
+        first indexed position at or after ``size - max_bytes`` (else the last indexed one, so
+        at most ``max_bytes`` + one index interval + one batch; 0 for a short segment)."""
+        if max_bytes >= self.size or not self._index_positions:
+            return 0
+        i = bisect.bisect_left(self._index_positions, self.size - max_bytes)
+        return self._index_positions[min(i, len(self._index_positions) - 1)]
+
+    def iter_headers(self, start_pos: int = 0, chunk_bytes: int = HEADER_SCAN_CHUNK_BYTES) -> Iterator[bh.BatchHeader]:
+        """Headers of the batches from ``start_pos`` (a batch start) to the end, the file read
+        in chunks of ``chunk_bytes``; stops at a header that does not parse (raises OSError)."""
+        pos, buf, buf_pos = start_pos, b"", start_pos
+        while pos < self.size:
+            rel = pos - buf_pos
+            if rel + bh.HEADER_BYTES > len(buf):
+                buf, buf_pos, rel = _pread_exact(self._log_fd, min(chunk_bytes, self.size - pos), pos), pos, 0
+            try:
+                header = bh.read_header(buf, rel)
+            except bh.CorruptBatch:
+                return
+            yield header
+            pos += header.size_bytes
 
     def find_batch(self, offset: int) -> tuple[int, bh.BatchHeader] | None:
         """(position, header) of the first batch whose last offset ≥ ``offset``."""

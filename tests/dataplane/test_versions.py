@@ -90,25 +90,32 @@ def test_every_advertised_version_answers(broker):
     broker.loop.run(go())
 
 
-def test_new_leader_epoch_resets_producer_state(broker):
-    """After leadership moved away and back, this broker's old sequence state is stale: a
-    producer continuing from a higher sequence must not be rejected (librdkafka treats
-    OUT_OF_ORDER_SEQUENCE_NUMBER as fatal)."""
+def test_new_leader_epoch_keeps_the_producer_state_of_the_log(broker):
+    """The producer state belongs to the partition's log, not to a leadership term: after a
+    new leader epoch a retried batch is still a duplicate (original offset, not appended
+    again: the fail-over duplicate bug), and a known producer's gap is still refused."""
     async def go():
         tid = await broker.create_topic("term", 1)
         c = await RawConnection.open(broker.server.port)
         try:
             def produce(seq):
                 return produce_request(9, "term", 0, make_batch([b"x"], producer_id=77, epoch=0, base_seq=seq))
-            assert (await c.call(produce(0))).responses[0].partition_responses[0].error_code is ErrorCode.none
+
+            def answer(resp):
+                p = resp.responses[0].partition_responses[0]
+                return p.error_code, p.base_offset
+            assert answer(await c.call(produce(0))) == (ErrorCode.none, 0)
             assert (await c.call(produce(5))).responses[0].partition_responses[0].error_code \
                 is ErrorCode.out_of_order_sequence_number
             broker.feed.append(r.PartitionChangeRecord(partition_id=0, topic_id=tid, leader=1))   # new term
             assert broker.image.partition(tid, 0).leader_epoch == 1
-            assert (await c.call(produce(5))).responses[0].partition_responses[0].error_code is ErrorCode.none
-            assert (await c.call(produce(6))).responses[0].partition_responses[0].error_code is ErrorCode.none
+            assert answer(await c.call(produce(0))) == (ErrorCode.none, 0)    # the retry: original offset
+            assert (await c.call(produce(5))).responses[0].partition_responses[0].error_code \
+                is ErrorCode.out_of_order_sequence_number
+            assert answer(await c.call(produce(1))) == (ErrorCode.none, 1)
         finally:
             await c.close()
+        assert broker.lm.get_log("term", 0).log_end_offset == 2
     broker.loop.run(go())
 
 

@@ -81,3 +81,11 @@ def test_registration_dirs_sorted_signed():
     dirs = LogDirs([LogDirInfo(pos, "/p"), LogDirInfo(neg, "/n")], None)
     assert dirs.registration_dirs == (neg, pos)
     assert sort_dir_ids([pos, neg]) == (neg, pos)
+
+
+def test_separate_metadata_dir_halt_reason_names_its_path():
+    meta = uuid_of(0x4444, 5)
+    dirs = LogDirs([LogDirInfo(D1, "/d1"), LogDirInfo(D2, "/d2")], meta, "/meta")
+    out = dirs.on_storage_error(meta, 5, "probe")
+    assert of(out, Halt)[0].reason == "the metadata log dir /meta failed (probe: errno 5)"
+    assert [e.event for e in out if hasattr(e, "event")] == ["halt"] and dirs.online == (D1, D2)
