@@ -7,6 +7,15 @@
 
 Storage effects (create/delete/rename logs, close a failed dir) run in order on one worker
 thread, so a hung disk stalls them but never the heartbeats or the failure report.
+
+Everything else that touches a disk runs on that log dir's own worker thread
+(:mod:`broker_impl.runtime.dir_io`): appends and reads of the client handlers, follower
+steps, the dir mover, and the per-dir maintenance round (probe, HW/recovery-point
+checkpoints, time-based flushes). Nothing on the event loop waits for a disk, so a slow or
+hung dir cannot delay the heartbeats, the metadata long-poll (each on its own controller
+connection: the server answers one connection's requests in order) or the other dirs.
+The broker keeps no on-disk copy of ``__cluster_metadata`` (the image is replayed in
+memory), so the controller channel has no storage call on its path at all.
 Storage errors arrive through B's ``on_failure(path, errno, op)`` from any thread; they are
 queued with ``call_soon_threadsafe`` and fed to the core between effects (never re-entrantly).
 
@@ -29,12 +38,14 @@ import logging
 import os
 import random
 import sys
+import threading
 import time
 from typing import Any
 
 from broker_impl.runtime.controller_channel import (ControllerConnection, assignments_request, assignments_results,
                                                     controller_address, controller_sasl, heartbeat_request,
                                                     metadata_fetch_request, registration_request)
+from broker_impl.runtime.dir_io import DirExecutor, DirIO
 from broker_impl.runtime.roles import ROLE_EFFECTS, DataPlane
 from broker_impl.state import effects as fx
 from broker_impl.state.core import BrokerCore, CoreConfig
@@ -53,6 +64,7 @@ log = logging.getLogger(__name__)
 PROG = "kraft-broker"
 HW_CHECKPOINT_INTERVAL_MS = 5000
 RECOVERY_CHECKPOINT_INTERVAL_MS = 60000
+STOP_CLOSE_TIMEOUT_S = 10.0
 
 
 STORAGE_EFFECTS = (fx.CreateLog, fx.DeleteLog, fx.MarkDirOffline, fx.RenameStray, fx.CreateFutureLog,
@@ -114,7 +126,7 @@ class BrokerRuntime:
     async def start(self) -> None:
         loop = self._loop = asyncio.get_running_loop()
         self.exit_code = loop.create_future()
-        self._storage_pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="storage-effects")
+        self._storage_pool = DirExecutor("storage-effects")  # a daemon thread: a hung dir cannot block exit
         cfg = self.cfg
         if not cfg.log_dirs:
             raise StartupError("log.dirs: at least one log directory is required")
@@ -132,6 +144,8 @@ class BrokerRuntime:
 
         self.lm = await asyncio.to_thread(LogManager.open, dir_set, LogConfig.from_server_config(cfg),
                                           on_failure=on_failure, now_ms=self.clock.monotonic_ms)
+        # one I/O worker per data dir: the data plane's blocking storage calls (dir_io)
+        self.dir_io = DirIO([d.path for d in dir_set.data_dirs])
         existing = []
         for topic, partition, topic_id, path, future in self.lm.existing_logs():
             dir_id = dir_set.id_of(path)
@@ -403,24 +417,47 @@ class BrokerRuntime:
 
     # ------------------------------------------------------------------ probe + checkpoints
     async def _maintenance(self) -> None:
+        """Probe, checkpoints and time-based flushes, per data dir on that dir's worker: a
+        slow dir's round takes long without delaying the other dirs' rounds (a dir whose
+        previous round is still running is skipped), and nothing here runs on the loop."""
         lm = self.lm
         assert lm is not None
         probe_ms = self.cfg.log_dir_probe_interval_ms
         step_ms = min(x for x in (probe_ms or 1000, HW_CHECKPOINT_INTERVAL_MS) if x > 0)
-        last_hw = last_rp = last_probe = self._now()
+        start = self._now()
+        last = {path: [start, start, start] for path in self.dir_io.executors}  # probe, HW, recovery point
+        running: dict[str, concurrent.futures.Future] = {}
         while True:
             await asyncio.sleep(step_ms / 1000)
             now = self._now()
-            if probe_ms and now - last_probe >= probe_ms:
-                last_probe = now
-                await asyncio.to_thread(lm.probe_all)
-            if now - last_hw >= HW_CHECKPOINT_INTERVAL_MS:
-                last_hw = now
-                await asyncio.to_thread(lm.checkpoint_high_watermarks)
-            if now - last_rp >= RECOVERY_CHECKPOINT_INTERVAL_MS:
-                last_rp = now
-                await asyncio.to_thread(lm.checkpoint_recovery_points)
-            await asyncio.to_thread(lm.maybe_flush_all, now)
+            for path in lm.online_dirs():
+                if path in running and not running[path].done():
+                    continue  # its previous round is still on the disk
+                stamps = last.setdefault(path, [now, now, now])
+                probe = bool(probe_ms) and now - stamps[0] >= probe_ms
+                hw = now - stamps[1] >= HW_CHECKPOINT_INTERVAL_MS
+                rp = now - stamps[2] >= RECOVERY_CHECKPOINT_INTERVAL_MS
+                stamps[0] = now if probe else stamps[0]
+                stamps[1] = now if hw else stamps[1]
+                stamps[2] = now if rp else stamps[2]
+                running[path] = self.dir_io.submit(path, self._dir_round, path, probe, hw, rp, now)
+
+    def _dir_round(self, path: str, probe: bool, hw: bool, rp: bool, now_ms: int) -> None:
+        """One dir's maintenance round, on its worker; failures go through the channel."""
+        lm = self.lm
+        assert lm is not None
+        try:
+            if probe:
+                lm.probe_dir(path)
+            if hw:
+                lm.checkpoint_high_watermarks(only_dir=path)
+            if rp:
+                lm.checkpoint_recovery_points(only_dir=path)
+            lm.maybe_flush_all(now_ms, only_dir=path)
+        except StorageError:
+            pass  # reported through the failure channel (once per dir)
+        except Exception:  # a bug must not stop the dir's maintenance silently
+            log.exception("maintenance of %s", path)
 
     # ------------------------------------------------------------------ stop
     def request_shutdown(self) -> None:
@@ -453,7 +490,30 @@ class BrokerRuntime:
                     log.warning("closing the controller connection timed out")
         pool = getattr(self, "_storage_pool", None)
         if pool is not None:
-            await asyncio.to_thread(pool.shutdown, wait=True)
+            pool.close()
+        dir_io = getattr(self, "dir_io", None)
+        if dir_io is not None:
+            dir_io.close()
         if self.lm is not None:
-            await asyncio.to_thread(self.lm.close)
+            # bounded: a hung dir must not keep the process alive (its logs stay unflushed,
+            # no clean-shutdown marker: recovery at the next start)
+            closer = _daemon_call(self.lm.close)
+            try:
+                await asyncio.wait_for(asyncio.wrap_future(closer), STOP_CLOSE_TIMEOUT_S)
+            except asyncio.TimeoutError:
+                log.warning("closing the logs timed out after %.0f s (a hung log dir)", STOP_CLOSE_TIMEOUT_S)
+                self.events.emit("close_timed_out", timeout_s=STOP_CLOSE_TIMEOUT_S)
         self.events.close()
+
+
+def _daemon_call(fn) -> concurrent.futures.Future:
+    """``fn()`` on a fresh daemon thread (never joined at exit, unlike to_thread's pool)."""
+    fut: concurrent.futures.Future = concurrent.futures.Future()
+
+    def run() -> None:
+        try:
+            fut.set_result(fn())
+        except BaseException as exc:
+            fut.set_exception(exc)
+    threading.Thread(target=run, name="close-logs", daemon=True).start()
+    return fut

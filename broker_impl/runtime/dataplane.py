@@ -9,7 +9,11 @@ what the runtime owns:
   controller (API 56) and the answer comes back to it; HW = min LEO of the (maximal) ISR,
   written to the log so Fetch/Produce see it; a moved HW wakes G's purgatory;
 - CreateTopics forwarded to the controller over the broker's controller connection;
-- AlterReplicaLogDirs handed to the pure core (``BrokerCore.alter_replica_log_dir``).
+- AlterReplicaLogDirs handed to the pure core (``BrokerCore.alter_replica_log_dir``);
+- ``replica_io`` / ``partition_lock``: blocking replica operations of the handlers run on
+  the replica's log-dir worker (``broker_impl.runtime.dir_io``), never on the loop; what the
+  view itself does on the loop (HW publish, divergence check, ISR bookkeeping) takes no
+  log lock and does no I/O (the epoch-start write of a new leader goes to the dir worker).
 """
 
 from __future__ import annotations
@@ -114,6 +118,14 @@ class RuntimeView(LogManagerView):
         # handled (set by ReplicaAwareApi before G's handler runs)
         self.last_fetched_epoch: dict[tuple[uuid.UUID, int, int], int] = {}
 
+    # ------------------------------------------------------------------ blocking I/O
+    async def replica_io(self, replica: Any, fn: Any, *args: Any) -> Any:
+        """On the replica's log-dir worker (``broker_impl.runtime.dir_io``), never the loop."""
+        return await self.runtime.dir_io.run(replica.log_dir, fn, *args)
+
+    def partition_lock(self, topic: str, partition: int) -> Any:
+        return self.runtime.dir_io.partition_lock(topic, partition)
+
     # ------------------------------------------------------------------ roles
     def become_leader(self, topic_id: uuid.UUID, partition: int) -> None:
         reg = self.image.partition(topic_id, partition)
@@ -123,11 +135,13 @@ class RuntimeView(LogManagerView):
             self.leaders.pop((topic_id, partition), None)
             return
         leo = plog.log_end_offset
-        try:
-            plog.assign_epoch_start_offset(reg.leader_epoch, leo)  # where this leader's epoch starts
-        except Exception as exc:  # the dir failed: the channel reported it
-            log.warning("become leader %s-%s: %s", name, partition, exc)
+        if plog.is_offline:
             return
+        # where this leader's epoch starts: written (epoch checkpoint, fsync) on the dir's
+        # worker, ahead of any append of this term (the worker is FIFO)
+        fut = self.runtime.dir_io.submit(plog.log_dir, plog.assign_epoch_start_offset, reg.leader_epoch, leo)
+        fut.add_done_callback(lambda f, n=name, p=partition: f.exception() is not None and log.warning(
+            "become leader %s-%s: %s", n, p, f.exception()))  # a dir failure: the channel reported it
         st = LeaderIsr.become_leader(self.node_id, reg, leo=leo, high_watermark=plog.high_watermark,
                                      lag_time_max_ms=self.lag_time_max_ms, now_ms=self.now_ms())
         self.leaders[(topic_id, partition)] = st
@@ -284,6 +298,13 @@ class FetchHost:
     def get_log(self, tp: TopicPartition) -> Any:
         lm = self.runtime.lm
         return lm.get_log(tp.topic, tp.partition) if lm is not None else None
+
+    async def run_io(self, plog: Any, fn: Any, *args: Any) -> Any:
+        """A follower's storage step on the log's dir worker."""
+        return await self.runtime.dir_io.run(plog.log_dir, fn, *args)
+
+    def partition_lock(self, tp: TopicPartition) -> Any:
+        return self.runtime.dir_io.partition_lock(tp.topic, tp.partition)
 
     def sasl(self) -> tuple[str, str] | None:
         cfg = self.runtime.cfg

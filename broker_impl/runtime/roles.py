@@ -48,7 +48,9 @@ class DataPlane:
                                        on_truncated=lambda tp, offset: rt.events.emit(
                                            "follower_truncated", topic=tp.topic, partition=tp.partition,
                                            offset=offset))
-        self.mover = DirMover(rt.lm, self._future_caught_up)
+        self.mover = DirMover(rt.lm, self._future_caught_up,
+                              run_io=lambda plog, fn, *a: rt.dir_io.run(plog.log_dir, fn, *a),
+                              partition_lock=lambda tp: rt.dir_io.partition_lock(tp.topic, tp.partition))
         self.api: BrokerApi | None = None
         self.server: KafkaServer | None = None
         self.partition_roles: dict[fx.TopicPartition, Any] = {}
@@ -165,16 +167,25 @@ class DataPlane:
             self.api.notify_partition(tid, e.tp.partition)
 
     def _swap(self, e: fx.SwapFutureLog) -> None:
-        """Block appends (synchronous on the loop), catch up, swap, delete the old log."""
+        """Swap in the future log off the loop (the mover holds the partition's lock); later
+        role effects of the partition wait for it like for a storage effect."""
+        done: concurrent.futures.Future = concurrent.futures.Future()
+        self.storage_tail[e.tp] = done
+        task = asyncio.ensure_future(self._swap_async(e))
+        task.add_done_callback(lambda _t: done.set_result(None))
+        self.rt._bg.add(task)
+        task.add_done_callback(self.rt._bg.discard)
+
+    async def _swap_async(self, e: fx.SwapFutureLog) -> None:
         assert self.rt.core is not None
         try:
-            swapped = self.mover.swap(e.tp)
+            swapped = await self.mover.swap(e.tp)
         except StorageError as exc:
             log.error("swap of %s failed: %s", e.tp, exc)
             self.rt.events.emit("storage_effect_failed", effect="SwapFutureLog", topic=e.tp.topic,
                                 partition=e.tp.partition, error=str(exc))
             return
-        if swapped:
+        if swapped and not self.rt._stopping:
             self.rt._feed(self.rt.core.on_swap_done(e.tp, self.rt._now()))
             tid = self._topic_id(e.tp)
             if tid is not None:
