@@ -417,9 +417,10 @@ class BrokerRuntime:
 
     # ------------------------------------------------------------------ probe + checkpoints
     async def _maintenance(self) -> None:
-        """Probe, checkpoints and time-based flushes, per data dir on that dir's worker: a
-        slow dir's round takes long without delaying the other dirs' rounds (a dir whose
-        previous round is still running is skipped), and nothing here runs on the loop."""
+        """Probe (on the dir's probe worker), checkpoints and time-based flushes (on its data
+        worker), per data dir: a slow dir's round takes long without delaying the other
+        dirs' rounds (a dir whose previous round is still running is skipped), and nothing
+        here runs on the loop."""
         lm = self.lm
         assert lm is not None
         probe_ms = self.cfg.log_dir_probe_interval_ms
@@ -427,23 +428,26 @@ class BrokerRuntime:
         start = self._now()
         last = {path: [start, start, start] for path in self.dir_io.executors}  # probe, HW, recovery point
         running: dict[str, concurrent.futures.Future] = {}
+        probing: dict[str, concurrent.futures.Future] = {}
         while True:
             await asyncio.sleep(step_ms / 1000)
             now = self._now()
             for path in lm.online_dirs():
+                stamps = last.setdefault(path, [now, now, now])
+                if probe_ms and now - stamps[0] >= probe_ms and (path not in probing or probing[path].done()):
+                    stamps[0] = now
+                    probing[path] = self.dir_io.submit_probe(path, self._dir_round, path, True, False, False, None)
                 if path in running and not running[path].done():
                     continue  # its previous round is still on the disk
-                stamps = last.setdefault(path, [now, now, now])
-                probe = bool(probe_ms) and now - stamps[0] >= probe_ms
                 hw = now - stamps[1] >= HW_CHECKPOINT_INTERVAL_MS
                 rp = now - stamps[2] >= RECOVERY_CHECKPOINT_INTERVAL_MS
-                stamps[0] = now if probe else stamps[0]
                 stamps[1] = now if hw else stamps[1]
                 stamps[2] = now if rp else stamps[2]
-                running[path] = self.dir_io.submit(path, self._dir_round, path, probe, hw, rp, now)
+                running[path] = self.dir_io.submit(path, self._dir_round, path, False, hw, rp, now)
 
-    def _dir_round(self, path: str, probe: bool, hw: bool, rp: bool, now_ms: int) -> None:
-        """One dir's maintenance round, on its worker; failures go through the channel."""
+    def _dir_round(self, path: str, probe: bool, hw: bool, rp: bool, now_ms: int | None) -> None:
+        """One dir's maintenance round (the probe on the dir's probe worker, the rest on its
+        data worker); failures go through the channel."""
         lm = self.lm
         assert lm is not None
         try:
@@ -453,7 +457,8 @@ class BrokerRuntime:
                 lm.checkpoint_high_watermarks(only_dir=path)
             if rp:
                 lm.checkpoint_recovery_points(only_dir=path)
-            lm.maybe_flush_all(now_ms, only_dir=path)
+            if now_ms is not None:
+                lm.maybe_flush_all(now_ms, only_dir=path)
         except StorageError:
             pass  # reported through the failure channel (once per dir)
         except Exception:  # a bug must not stop the dir's maintenance silently

@@ -8,6 +8,9 @@ swap, flushes, checkpoints and the health probe. The event loop awaits them
 HUNG dir parks its own worker (and the requests waiting on it) while heartbeats, the
 metadata long-poll and the other dirs go on.
 
+The health probe of a dir runs on a second worker of that dir (:meth:`DirIO.submit_probe`),
+so it neither waits behind nor slows down the dir's appends.
+
 Ordering:
 
 - one worker thread per dir, FIFO: the operations submitted for a dir run in submission
@@ -98,16 +101,23 @@ class DirIO:
 
     def __init__(self, dir_paths: list[str]) -> None:
         self.executors: dict[str, DirExecutor] = {}
+        self.probers: dict[str, DirExecutor] = {}
         for path in dir_paths:
             self._executor(path)
         self._locks: dict[tuple[str, int], asyncio.Lock] = {}
 
-    def _executor(self, path: str) -> DirExecutor:
+    def _executor(self, path: str, table: dict[str, DirExecutor] | None = None, kind: str = "") -> DirExecutor:
+        table = self.executors if table is None else table
         key = os.path.abspath(path)
-        ex = self.executors.get(key)
+        ex = table.get(key)
         if ex is None:
-            ex = self.executors[key] = DirExecutor(os.path.basename(key.rstrip("/")) or key)
+            ex = table[key] = DirExecutor((os.path.basename(key.rstrip("/")) or key) + kind)
         return ex
+
+    def submit_probe(self, dir_path: str, fn: Callable[..., Any], *args: Any) -> concurrent.futures.Future:
+        """The health probe runs on a second worker of the dir: it measures the device on
+        its own instead of queueing behind (and slowing) the dir's appends."""
+        return self._executor(dir_path, self.probers, "-probe").submit(fn, *args)
 
     def submit(self, dir_path: str, fn: Callable[..., Any], *args: Any) -> concurrent.futures.Future:
         """Run ``fn(*args)`` on ``dir_path``'s worker; any thread may call this."""
@@ -126,7 +136,7 @@ class DirIO:
         return lock
 
     def close(self) -> None:
-        for ex in self.executors.values():
+        for ex in (*self.executors.values(), *self.probers.values()):
             ex.close()
 
     def join(self, timeout_s: float) -> list[str]:
