@@ -12,8 +12,11 @@ Everything else that touches a disk runs on that log dir's own worker thread
 (:mod:`broker_impl.runtime.dir_io`): appends and reads of the client handlers, follower
 steps, the dir mover, and the per-dir maintenance round (probe, HW/recovery-point
 checkpoints, time-based flushes). Nothing on the event loop waits for a disk, so a slow or
-hung dir cannot delay the heartbeats, the metadata long-poll (each on its own controller
-connection: the server answers one connection's requests in order) or the other dirs.
+hung dir cannot delay the heartbeats or the other dirs. Controller connections: ``channel``
+carries only registration and heartbeats, ``metadata_channel`` the metadata long-poll and
+``data_channel`` AssignReplicasToDirs, AlterPartition and forwarded CreateTopics — the
+controller answers one connection's requests in order, so a parked long-poll or a request
+waiting for the controller's log fsync never delays a heartbeat.
 The broker keeps no on-disk copy of ``__cluster_metadata`` (the image is replayed in
 memory), so the controller channel has no storage call on its path at all.
 Storage errors arrive through B's ``on_failure(path, errno, op)`` from any thread; they are
@@ -171,6 +174,11 @@ class BrokerRuntime:
                                             max_frame_bytes=cfg.socket_request_max_bytes)
         self.metadata_channel = ControllerConnection(host, port, client_id=f"broker-{cfg.node_id}-metadata",
                                                      sasl=sasl, max_frame_bytes=cfg.socket_request_max_bytes)
+        # AssignReplicasToDirs, AlterPartition and forwarded CreateTopics: a connection of
+        # their own, so a heartbeat never queues behind them (the controller answers one
+        # connection's requests in order, and those wait for its metadata-log fsync)
+        self.data_channel = ControllerConnection(host, port, client_id=f"broker-{cfg.node_id}-data",
+                                                 sasl=sasl, max_frame_bytes=cfg.socket_request_max_bytes)
         self.events.emit("broker_starting", log_dirs=[ids.to_base64(d.dir_id) for d in dirs],
                          existing_logs=len(existing), incarnation_id=ids.to_base64(self.incarnation_id))
         self.dataplane = DataPlane(self)
@@ -335,7 +343,7 @@ class BrokerRuntime:
     async def _send_assignments(self, e: fx.SendAssignments) -> None:
         assert self.core is not None
         try:
-            resp = await self.channel.request(lambda c: assignments_request(c, e, self.cfg.node_id), 30.0)
+            resp = await self.data_channel.request(lambda c: assignments_request(c, e, self.cfg.node_id), 30.0)
         except (ClientError, OSError) as exc:
             log.warning("AssignReplicasToDirs failed: %s", exc)
             self._feed(self.core.on_assignments_response(-1, {}, self._now()))
@@ -487,7 +495,8 @@ class BrokerRuntime:
             _, pending = await asyncio.wait(tasks, timeout=5)
             if pending:
                 log.warning("tasks still running at stop: %s", [t.get_name() for t in pending])
-        for ch in (getattr(self, "channel", None), getattr(self, "metadata_channel", None)):
+        for ch in (getattr(self, "channel", None), getattr(self, "metadata_channel", None),
+                   getattr(self, "data_channel", None)):
             if ch is not None:
                 try:
                     await asyncio.wait_for(ch.close(), 5)

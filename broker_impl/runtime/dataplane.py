@@ -46,7 +46,7 @@ class ControllerForwarder:
     async def create_topics(self, request: Any) -> Any:
         from kafka_runtime.client import ClientError
         try:
-            return await self.runtime.channel.request(lambda c: request, 30.0)
+            return await self.runtime.data_channel.request(lambda c: request, 30.0)
         except ClientError as exc:
             raise ConnectionError(f"controller: {exc}") from None
 
@@ -248,7 +248,7 @@ class RuntimeView(LogManagerView):
                                                partitions=(wire.make(mod.PartitionData, **part),)),))
         code, committed = -1, None
         try:
-            resp = await rt.channel.request(build, 10.0)
+            resp = await rt.data_channel.request(build, 10.0)
             code = int(resp.error_code.value)
             if code == 0:
                 for t in resp.topics:

@@ -13,7 +13,9 @@ or hung (a delay of 600 s: its I/O never completes within the test).
     in the d2 append); d2 produces complete, slowly; the controller's metadata shows no
     fencing, no ISR change, no dir failure; the broker stays unfenced.
 (b) d2 hung: a d2 produce never completes, yet d1 produces keep completing and the broker
-    stays unfenced (heartbeats flow) for three session timeouts.
+    stays unfenced (heartbeats flow) for three session timeouts; the broker holds separate
+    controller connections (heartbeats never queue behind the metadata long-poll or the
+    data requests).
 
 Cleanup (finalisers): abort the FUSE connection (frees threads stuck in d2's I/O), kill the
 processes, destroy the lab (unmount, detach the loop devices, stop the daemon).
@@ -163,6 +165,26 @@ async def _prepare(broker, by_dir) -> tuple[int, int]:
     return p1, p2
 
 
+def _connections_to(pid: int, port: int) -> int:
+    """Established TCP connections of process ``pid`` to ``port`` (from /proc, no tools)."""
+    inodes = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    count = 0
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table, encoding="ascii") as f:
+            for line in f.readlines()[1:]:
+                fields = line.split()
+                if fields[3] == "01" and int(fields[2].rsplit(":", 1)[1], 16) == port and fields[9] in inodes:
+                    count += 1
+    return count
+
+
 def _summary(xs: list[float]) -> dict[str, float]:
     return {"n": len(xs), "p50_ms": round(statistics.median(xs) * 1000, 1) if xs else -1,
             "max_ms": round(max(xs) * 1000, 1) if xs else -1}
@@ -256,6 +278,9 @@ def test_hung_dir_does_not_freeze_heartbeats_or_other_dirs(slow_lab):
         return {"d1": d1, "still_hung": still_hung}
 
     out = asyncio.run(run())
+    # registration/heartbeats, the metadata long-poll and the data requests (assignments,
+    # AlterPartition, CreateTopics) each have their own connection to the controller
+    assert _connections_to(broker.proc.pid, ctrl.port) >= 3
     assert out["still_hung"], "d2 was not hung (the d2 produce completed)"
     assert len(out["d1"]) >= 10 and all(code == 0 for code, _s, _e in out["d1"]), out["d1"]
     print("hung-dir figures:", json.dumps({"d1_while_d2_hung": _summary([e - s for _c, s, e in out["d1"]])}))
