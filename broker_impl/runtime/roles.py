@@ -8,6 +8,10 @@ Start/StopFetcher, Start/StopDirMover, SwapFutureLog, MarkPartitionsOffline.
 Ordering: a role effect of a partition runs on the loop after the storage effects of *that*
 partition queued before it (its log must exist before it is led, followed or moved), in
 order; other partitions are not held up, so a hung dir stalls only its own partitions.
+SwapFutureLog runs as a task (the mover's swap, off the loop on the dirs' workers under the
+partition's lock); later role effects of that partition wait for it the same way.
+Fetchers and mover reach storage through the runtime's per-dir workers
+(``broker_impl.runtime.dir_io``).
 """
 
 from __future__ import annotations
