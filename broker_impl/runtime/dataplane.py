@@ -80,6 +80,10 @@ def diverged(plog: Any, fetch_offset: int, last_fetched_epoch: int) -> bool:
     return epoch < 0 or end < fetch_offset or epoch < last_fetched_epoch
 
 
+def _assign_epoch_start(plog: Any, epoch: int) -> None:
+    plog.assign_epoch_start_offset(epoch, plog.log_end_offset)
+
+
 class ReplicaAwareApi(BrokerApi):
     """G's ``BrokerApi`` with one adaptation: before a replica Fetch is handled, each
     partition's ``last_fetched_epoch`` is noted for ``RuntimeView.on_follower_fetch`` (the
@@ -139,7 +143,8 @@ class RuntimeView(LogManagerView):
             return
         # where this leader's epoch starts: written (epoch checkpoint, fsync) on the dir's
         # worker, ahead of any append of this term (the worker is FIFO)
-        fut = self.runtime.dir_io.submit(plog.log_dir, plog.assign_epoch_start_offset, reg.leader_epoch, leo)
+        # (at the LEO the worker sees: after a follower step still in flight)
+        fut = self.runtime.dir_io.submit(plog.log_dir, _assign_epoch_start, plog, reg.leader_epoch)
         fut.add_done_callback(lambda f, n=name, p=partition: f.exception() is not None and log.warning(
             "become leader %s-%s: %s", n, p, f.exception()))  # a dir failure: the channel reported it
         st = LeaderIsr.become_leader(self.node_id, reg, leo=leo, high_watermark=plog.high_watermark,
