@@ -506,8 +506,11 @@ class BrokerRuntime:
         if pool is not None:
             pool.close()
         dir_io = getattr(self, "dir_io", None)
-        if dir_io is not None:
+        if dir_io is not None:  # let the queued steps finish first (bounded: a hung dir's never do)
             dir_io.close()
+            stuck = await asyncio.wrap_future(_daemon_call(lambda: dir_io.join(STOP_CLOSE_TIMEOUT_S / 2)))
+            if stuck:
+                log.warning("log dir workers still busy at stop: %s", ", ".join(stuck))
         if self.lm is not None:
             # bounded: a hung dir must not keep the process alive (its logs stay unflushed,
             # no clean-shutdown marker: recovery at the next start)
