@@ -41,14 +41,13 @@ import logging
 import os
 import random
 import sys
-import threading
 import time
 from typing import Any
 
 from broker_impl.runtime.controller_channel import (ControllerConnection, assignments_request, assignments_results,
                                                     controller_address, controller_sasl, heartbeat_request,
                                                     metadata_fetch_request, registration_request)
-from broker_impl.runtime.dir_io import DirExecutor, DirIO
+from broker_impl.runtime.dir_io import DirExecutor, DirIO, daemon_call
 from broker_impl.runtime.roles import ROLE_EFFECTS, DataPlane
 from broker_impl.state import effects as fx
 from broker_impl.state.core import BrokerCore, CoreConfig
@@ -508,13 +507,13 @@ class BrokerRuntime:
         dir_io = getattr(self, "dir_io", None)
         if dir_io is not None:  # let the queued steps finish first (bounded: a hung dir's never do)
             dir_io.close()
-            stuck = await asyncio.wrap_future(_daemon_call(lambda: dir_io.join(STOP_CLOSE_TIMEOUT_S / 2)))
+            stuck = await asyncio.wrap_future(daemon_call(lambda: dir_io.join(STOP_CLOSE_TIMEOUT_S / 2)))
             if stuck:
                 log.warning("log dir workers still busy at stop: %s", ", ".join(stuck))
         if self.lm is not None:
             # bounded: a hung dir must not keep the process alive (its logs stay unflushed,
             # no clean-shutdown marker: recovery at the next start)
-            closer = _daemon_call(self.lm.close)
+            closer = daemon_call(self.lm.close)
             try:
                 await asyncio.wait_for(asyncio.wrap_future(closer), STOP_CLOSE_TIMEOUT_S)
             except asyncio.TimeoutError:
@@ -522,15 +521,3 @@ class BrokerRuntime:
                 self.events.emit("close_timed_out", timeout_s=STOP_CLOSE_TIMEOUT_S)
         self.events.close()
 
-
-def _daemon_call(fn) -> concurrent.futures.Future:
-    """``fn()`` on a fresh daemon thread (never joined at exit, unlike to_thread's pool)."""
-    fut: concurrent.futures.Future = concurrent.futures.Future()
-
-    def run() -> None:
-        try:
-            fut.set_result(fn())
-        except BaseException as exc:
-            fut.set_exception(exc)
-    threading.Thread(target=run, name="close-logs", daemon=True).start()
-    return fut

@@ -148,3 +148,17 @@ class DirIO:
             if not ex.join(max(0.0, deadline - time.monotonic())):
                 stuck.append(path)
         return stuck
+
+
+def daemon_call(fn: Callable[[], Any]) -> concurrent.futures.Future:
+    """``fn()`` on a fresh daemon thread (never joined at exit, unlike ``asyncio.to_thread``'s
+    pool): for bounded waits on work that a hung dir may never finish."""
+    fut: concurrent.futures.Future = concurrent.futures.Future()
+
+    def run() -> None:
+        try:
+            fut.set_result(fn())
+        except BaseException as exc:
+            fut.set_exception(exc)
+    threading.Thread(target=run, name="daemon-call", daemon=True).start()
+    return fut
