@@ -2,7 +2,8 @@
 
 - ListOffsets: timestamp -2 → log start offset, -1 → high watermark (= last stable offset,
   no transactions), ≥ 0 → the first batch whose max timestamp reaches it (offset -1 if
-  none), -3 (max timestamp, v7) → UNSUPPORTED: answered with offset -1. Leader only.
+  none), -3 (max timestamp, v7) → UNSUPPORTED: answered with offset -1. Leader only. The
+  timestamp search reads the log off the event loop (``BrokerView.replica_io``).
 - CreateTopics: forwarded unchanged to the controller channel; no answer from the
   controller → REQUEST_TIMED_OUT for every topic, with the reason.
 - InitProducerId: idempotent producers only (a transactional id → TRANSACTIONAL_ID_AUTHORIZATION_FAILED);
@@ -20,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from broker_impl.api.entities import NO_THROTTLE, build, replica_error, response_type
+from broker_impl.api.entities import NO_THROTTLE, build, replica_error, replica_io, response_type
 from broker_impl.api.metadata import listener_of, live_brokers
 from kafka_common import batch_header as bh
 
@@ -34,7 +35,7 @@ MAX_TIMESTAMP = -3
 CREATE_TOPICS_TIMEOUT_S = 30.0
 
 
-def _list_one(api: BrokerApi, name: str, partition: int, timestamp: int) -> tuple[ErrorCode, int, int]:
+async def _list_one(api: BrokerApi, name: str, partition: int, timestamp: int) -> tuple[ErrorCode, int, int]:
     view = api.view
     topic_id = view.image.topic_ids.get(name)
     registration = view.image.partition(topic_id, partition) if topic_id is not None else None
@@ -52,12 +53,7 @@ def _list_one(api: BrokerApi, name: str, partition: int, timestamp: int) -> tupl
             return ErrorCode.none, replica.high_watermark, -1
         if timestamp < 0:
             return ErrorCode.none, -1, -1
-        lookup = getattr(replica, "offset_for_timestamp", None)
-        if lookup is None:
-            found = _scan_for_timestamp(replica, timestamp)
-        else:
-            offset = lookup(timestamp)
-            found = None if offset is None or offset >= replica.high_watermark else (offset, _max_timestamp_at(replica, offset))
+        found = await replica_io(view, replica, _find_timestamp, replica, timestamp)  # off the loop
     except Exception as exc:
         mapped = replica_error(view, topic_id, partition, "list_offsets", exc)
         if mapped is None:
@@ -69,6 +65,15 @@ def _list_one(api: BrokerApi, name: str, partition: int, timestamp: int) -> tupl
 
 
 SCAN_CHUNK_BYTES = 1 << 20
+
+
+def _find_timestamp(replica: Any, timestamp: int) -> tuple[int, int] | None:
+    """The blocking part of ListOffsets by time (on the replica's dir worker)."""
+    lookup = getattr(replica, "offset_for_timestamp", None)
+    if lookup is None:
+        return _scan_for_timestamp(replica, timestamp)
+    offset = lookup(timestamp)
+    return None if offset is None or offset >= replica.high_watermark else (offset, _max_timestamp_at(replica, offset))
 
 
 def _max_timestamp_at(replica: Any, offset: int) -> int:
@@ -101,7 +106,7 @@ async def handle_list_offsets(api: BrokerApi, ctx: Any, req: Any) -> Any:
     for t in req.topics:
         parts = []
         for p in t.partitions:
-            error, offset, ts = _list_one(api, t.name, p.partition_index, p.timestamp)
+            error, offset, ts = await _list_one(api, t.name, p.partition_index, p.timestamp)
             registration = None
             topic_id = api.view.image.topic_ids.get(t.name)
             if topic_id is not None:

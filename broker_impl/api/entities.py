@@ -76,3 +76,11 @@ def replica_error(view: Any, topic_id: Any, partition: int, op: str, exc: BaseEx
         except ValueError:
             return None
     return None
+
+
+async def replica_io(view: Any, replica: Any, fn: Any, *args: Any) -> Any:
+    """``view.replica_io`` (off the event loop in the broker runtime), inline for views without it."""
+    run = getattr(view, "replica_io", None)
+    if run is None:
+        return fn(*args)
+    return await run(replica, fn, *args)

@@ -22,17 +22,23 @@
 - A replica fetch from a principal without CLUSTER_ACTION (authorizer enabled) →
   top-level CLUSTER_AUTHORIZATION_FAILED, as Kafka.
 - No incremental fetch sessions: ``session_id`` is always 0 (full responses).
+
+Reads run off the event loop (``BrokerView.replica_io``: the replica's log-dir worker in the
+broker); a partition with nothing to read (fetch offset at the HW/LEO) is answered from
+its offsets without a disk trip. The long poll waits, without I/O, until a target's
+leadership, offline state or offsets change (:func:`_signature`), then reads again.
 """
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from broker_impl.api.entities import NO_THROTTLE, build, ms, replica_error, response_type
+from broker_impl.api.entities import NO_THROTTLE, build, ms, replica_error, replica_io, response_type
 
 if TYPE_CHECKING:
     from broker_impl.api.handlers import BrokerApi
@@ -83,7 +89,12 @@ def _targets(api: BrokerApi, req: Any) -> list[_Target]:
     return out
 
 
-def _read_one(api: BrokerApi, t: _Target, follower: bool, budget: int, first: bool, by_id: bool) -> _Read:
+def _read_replica(replica: Any, t: _Target, upper: int, budget: int, first: bool) -> bytes:
+    """The blocking part of one partition's read (on the replica's dir worker)."""
+    return replica.read(t.fetch_offset, max(1, min(t.max_bytes, budget)), upper, first)
+
+
+async def _read_one(api: BrokerApi, t: _Target, follower: bool, budget: int, first: bool, by_id: bool) -> _Read:
     view = api.view
     if t.topic_id is None:
         return _Read(ErrorCode.unknown_topic_id if by_id else ErrorCode.unknown_topic_or_partition)
@@ -99,6 +110,7 @@ def _read_one(api: BrokerApi, t: _Target, follower: bool, budget: int, first: bo
         return _Read(ErrorCode.fenced_leader_epoch if t.current_leader_epoch < registration.leader_epoch
                      else ErrorCode.unknown_leader_epoch)
     try:
+        # offsets and the epoch lookup take no lock and do no I/O (see view.py)
         leo = replica.log_end_offset
         start = replica.log_start_offset
         hw = replica.high_watermark
@@ -114,7 +126,7 @@ def _read_one(api: BrokerApi, t: _Target, follower: bool, budget: int, first: bo
         upper = leo if follower else hw
         data = b""
         if t.fetch_offset < upper and (budget > 0 or first):
-            data = replica.read(t.fetch_offset, max(1, min(t.max_bytes, budget)), upper, first)
+            data = await replica_io(view, replica, _read_replica, replica, t, upper, budget, first)
         return _Read(ErrorCode.none, hw, start, data)
     except Exception as exc:
         mapped = replica_error(view, t.topic_id, t.partition, "read", exc)
@@ -123,8 +135,8 @@ def _read_one(api: BrokerApi, t: _Target, follower: bool, budget: int, first: bo
         return _Read(mapped[0])
 
 
-def _read_all(api: BrokerApi, targets: list[_Target], follower: bool, max_bytes: int, by_id: bool,
-              strangers: set[int] = frozenset()) -> list[_Read]:  # type: ignore[assignment]
+async def _read_all(api: BrokerApi, targets: list[_Target], follower: bool, max_bytes: int, by_id: bool,
+                    strangers: set[int] = frozenset()) -> list[_Read]:  # type: ignore[assignment]
     budget = max_bytes
     reads = []
     any_data = False
@@ -132,12 +144,30 @@ def _read_all(api: BrokerApi, targets: list[_Target], follower: bool, max_bytes:
         if i in strangers:
             reads.append(_Read(ErrorCode.not_leader_or_follower))
             continue
-        r = _read_one(api, t, follower, budget, not any_data, by_id)
+        r = await _read_one(api, t, follower, budget, not any_data, by_id)
         if r.records:
             any_data = True
             budget -= len(r.records)
         reads.append(r)
     return reads
+
+
+def _signature(api: BrokerApi, targets: list[_Target]) -> tuple:
+    """What a long-polling fetch waits to change (read without I/O): leadership, offline
+    state and the offsets of each target's replica."""
+    view = api.view
+    out = []
+    for t in targets:
+        reg = view.image.partition(t.topic_id, t.partition) if t.topic_id is not None else None
+        if reg is None:
+            out.append(None)
+            continue
+        offline = view.is_partition_offline(t.topic_id, t.partition)
+        replica = view.local_replica(t.topic_id, t.partition) if reg.leader == view.node_id and not offline else None
+        out.append((reg.leader, reg.leader_epoch, offline, id(replica),
+                    None if replica is None else (replica.log_start_offset, replica.log_end_offset,
+                                                  replica.high_watermark)))
+    return tuple(out)
 
 
 async def handle_fetch(api: BrokerApi, ctx: Any, req: Any) -> Any:
@@ -163,19 +193,21 @@ async def handle_fetch(api: BrokerApi, ctx: Any, req: Any) -> Any:
                 api.view.on_follower_fetch(t.topic_id, t.partition, replica_id, t.fetch_offset)
                 api.notify_partition(t.topic_id, t.partition)
 
-    reads = _read_all(api, targets, follower, max_bytes, by_id, strangers)
     wait_ms = min(max(ms(req.max_wait), 0), MAX_WAIT_CAP_MS)
-
-    def ready() -> bool:
-        nonlocal reads
-        reads = _read_all(api, targets, follower, max_bytes, by_id, strangers)
-        return (sum(len(r.records) for r in reads) >= max(req.min_bytes, 1)
-                or any(r.error is not ErrorCode.none for r in reads))
-
-    if wait_ms > 0 and targets and not (sum(len(r.records) for r in reads) >= max(req.min_bytes, 1)
-                                        or any(r.error is not ErrorCode.none for r in reads)):
-        keys = [(t.topic_id, t.partition) for t in targets if t.topic_id is not None]
-        await api.purgatory.wait_until(keys, ready, wait_ms / 1000)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + wait_ms / 1000
+    keys = [(t.topic_id, t.partition) for t in targets if t.topic_id is not None]
+    while True:
+        before = _signature(api, targets)
+        reads = await _read_all(api, targets, follower, max_bytes, by_id, strangers)
+        if (sum(len(r.records) for r in reads) >= max(req.min_bytes, 1)
+                or any(r.error is not ErrorCode.none for r in reads) or not targets or wait_ms <= 0):
+            break
+        remaining = deadline - loop.time()
+        if remaining <= 0:
+            break
+        if not await api.purgatory.wait_until(keys, lambda: _signature(api, targets) != before, remaining):
+            break
     return _response(version, targets, reads)
 
 

@@ -12,17 +12,22 @@ duplicates answer NONE with their original offsets; see ``PartitionLog.append_as
 acks=all waits (purgatory) until the high watermark passes the last appended offset, or
 the request timeout (REQUEST_TIMED_OUT); if the ISR shrank below min.insync.replicas by
 then: NOT_ENOUGH_REPLICAS_AFTER_APPEND. acks=0 returns ``None``: no response is sent.
+
+The append runs off the event loop (``BrokerView.replica_io``: the partition's log-dir
+worker in the broker), the partitions of one request concurrently, each under its
+``partition_lock`` (check → append → record of one partition never interleave).
 """
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from broker_impl.api.entities import NO_THROTTLE, build, ms, replica_error, response_type
+from broker_impl.api.entities import NO_THROTTLE, build, ms, replica_error, replica_io, response_type
 from kafka_common import batch_header as bh
 
 if TYPE_CHECKING:
@@ -64,8 +69,21 @@ def _validate(records: bytes | None) -> tuple[ErrorCode, str | None, list[bh.Bat
     return ErrorCode.none, None, headers
 
 
-def _append_partition(api: BrokerApi, topic_id: uuid.UUID | None, index: int, records: bytes | None,
-                      acks: int) -> _PartitionResult:
+async def _append_partition(api: BrokerApi, topic_id: uuid.UUID | None, index: int, records: bytes | None,
+                            acks: int) -> _PartitionResult:
+    """Under the partition's lock (appends of one partition stay in order across connections,
+    and its producer state is checked and recorded around its own append only)."""
+    view = api.view
+    reg = view.image.topics.get(topic_id) if topic_id is not None else None
+    lock_of = getattr(view, "partition_lock", None)
+    if reg is None or lock_of is None:
+        return await _append_locked(api, topic_id, index, records, acks)
+    async with lock_of(reg.name, index):
+        return await _append_locked(api, topic_id, index, records, acks)
+
+
+async def _append_locked(api: BrokerApi, topic_id: uuid.UUID | None, index: int, records: bytes | None,
+                         acks: int) -> _PartitionResult:
     view = api.view
     if topic_id is None or view.image.partition(topic_id, index) is None:
         return _PartitionResult(index, ErrorCode.unknown_topic_or_partition)
@@ -87,7 +105,8 @@ def _append_partition(api: BrokerApi, topic_id: uuid.UUID | None, index: int, re
     # the partition's producer state (fed by every leader and follower append, rebuilt from
     # the log): a known producer's retried batch comes back with its original offsets.
     try:
-        base_offset, last_offset = replica.append_as_leader(records, registration.leader_epoch)  # type: ignore[arg-type]
+        base_offset, last_offset = await replica_io(view, replica, replica.append_as_leader, records,
+                                                    registration.leader_epoch)
     except Exception as exc:
         mapped = replica_error(view, topic_id, index, "append", exc)
         if mapped is None:
@@ -98,6 +117,12 @@ def _append_partition(api: BrokerApi, topic_id: uuid.UUID | None, index: int, re
     return _PartitionResult(index, ErrorCode.none, base_offset=base_offset,
                             log_start_offset=replica.log_start_offset,
                             wait_offset=last_offset + 1, topic_id=topic_id)
+
+
+def _done(result: _PartitionResult) -> "asyncio.Future[_PartitionResult]":
+    fut: asyncio.Future[_PartitionResult] = asyncio.get_running_loop().create_future()
+    fut.set_result(result)
+    return fut
 
 
 async def handle_produce(api: BrokerApi, ctx: Any, req: Any) -> Any | None:
@@ -115,13 +140,16 @@ async def handle_produce(api: BrokerApi, ctx: Any, req: Any) -> Any | None:
         results = []
         for pd in topic.partition_data:
             if acks not in (-1, 0, 1):
-                results.append(_PartitionResult(pd.index, ErrorCode.invalid_required_acks))
+                results.append(_done(_PartitionResult(pd.index, ErrorCode.invalid_required_acks)))
             elif req.transactional_id is not None:
-                results.append(_PartitionResult(pd.index, ErrorCode.transactional_id_authorization_failed,
-                                                message="transactions are not supported"))
-            else:
-                results.append(_append_partition(api, topic_id, pd.index, pd.records, acks))
+                results.append(_done(_PartitionResult(pd.index, ErrorCode.transactional_id_authorization_failed,
+                                                      message="transactions are not supported")))
+            else:  # each partition appends on its own dir's worker, concurrently
+                results.append(asyncio.ensure_future(_append_partition(api, topic_id, pd.index, pd.records, acks)))
         per_topic.append((topic_key, results))
+    done = await asyncio.gather(*(f for _, fs in per_topic for f in fs))
+    it = iter(done)
+    per_topic = [(key, [next(it) for _ in fs]) for key, fs in per_topic]
 
     if acks == 0:
         return None

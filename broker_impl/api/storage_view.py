@@ -20,10 +20,15 @@ state and hooks:
   each follower fetch so the runtime can expand the ISR via AlterPartition.
 - ``on_storage_error``: remembered in ``storage_errors``; ``on_storage_failure`` (optional
   hook) is called — the storage layer's DirFailureChannel has already taken the dir offline.
+- ``replica_io(replica, fn, *args)`` (async) runs a blocking replica operation; here inline
+  (single-process tests), in the broker runtime on the replica's log-dir worker thread
+  (``broker_impl.runtime.dir_io``). ``partition_lock(topic, p)``: the per-partition
+  ``asyncio.Lock`` the Produce handler holds across check → append → record.
 """
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 import uuid
 from typing import Any, Callable
@@ -62,6 +67,19 @@ class LogManagerView:
         self.storage_errors: list[tuple[uuid.UUID, int, str, BaseException]] = []
         self.on_follower_progress: Callable[[uuid.UUID, int, int, int], None] | None = None
         self.on_storage_failure: Callable[[uuid.UUID, int, str, BaseException], None] | None = None
+        self._partition_locks: dict[tuple[str, int], asyncio.Lock] = {}
+
+    # --- blocking replica operations -----------------------------------------------------
+    async def replica_io(self, replica: Any, fn: Callable[..., Any], *args: Any) -> Any:
+        """Run ``fn(*args)`` (a blocking operation on ``replica``); inline in this view."""
+        return fn(*args)
+
+    def partition_lock(self, topic: str, partition: int) -> asyncio.Lock:
+        key = (topic, partition)
+        lock = self._partition_locks.get(key)
+        if lock is None:
+            lock = self._partition_locks[key] = asyncio.Lock()
+        return lock
 
     # --- lookups -------------------------------------------------------------------------
     def min_insync_replicas(self, topic_id: uuid.UUID) -> int:

@@ -32,6 +32,17 @@ partition logs, its log-dir state, its controller channel and its dir mover.
     int | None`` (base offset of the first batch whose max timestamp is ≥ ts) is optional:
     without it ListOffsets by timestamp scans batch headers through ``read``.
 
+Blocking I/O never runs on the event loop: the handlers call every replica operation that
+may touch the disk (``append_as_leader``, ``read``, ``offset_for_timestamp``,
+``end_offset_for_epoch``) through ``await BrokerView.replica_io(replica, fn, *args)``, which
+the broker runtime runs on the replica's log-dir worker thread (``broker_impl.runtime.dir_io``;
+a slow or hung dir stalls only its own partitions) and a test view may run inline. Plain
+offset properties (``log_start_offset``, ``log_end_offset``, ``high_watermark``) are read
+on the loop without I/O or locks. Produce holds ``partition_lock(topic, p)`` across its
+sequence check → append → producer-state record, so one partition's appends keep request
+order across connections (responses on one connection stay in request order: the server
+answers a connection's requests one after the other).
+
 After every leader append the handlers call ``BrokerView.on_leader_append`` and after a
 follower fetch ``on_follower_fetch``: the runtime moves the high watermark (min LEO of the
 ISR) there.
@@ -146,4 +157,13 @@ class BrokerView(Protocol):
                           fetch_offset: int) -> None: ...
 
     def on_storage_error(self, topic_id: uuid.UUID, partition: int, op: str, exc: BaseException) -> None: ...
+
+    async def replica_io(self, replica: LocalReplica, fn: Any, *args: Any) -> Any:
+        """Run the blocking replica operation ``fn(*args)`` off the event loop (on the
+        replica's log-dir worker); exceptions are re-raised to the caller."""
+        ...
+
+    def partition_lock(self, topic: str, partition: int) -> Any:
+        """The ``asyncio.Lock`` serialising appends of one partition."""
+        ...
 

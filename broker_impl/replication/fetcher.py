@@ -21,6 +21,12 @@ Per partition in the answer:
 
 A local storage error (the follower's dir failed) drops the partition from the fetcher:
 the DirFailureChannel has already reported the dir and the core stops the fetcher anyway.
+
+The storage step of each partition (:func:`_storage_step`) runs on that log's dir worker
+(``FetcherHost.run_io``, under ``partition_lock``), not on the event loop; the partition
+sits out of the next rounds until its step is done, so its appends stay in order and a
+slow dir holds up only its own partitions (other partitions of the same leader keep
+being fetched).
 """
 
 from __future__ import annotations
@@ -50,6 +56,7 @@ class FollowState:
     topic_id: uuid.UUID
     leader_epoch: int
     backoff_until: float = 0.0
+    applying: "asyncio.Task | None" = None  # its storage step, while running
 
 
 class FetcherHost:
@@ -156,9 +163,10 @@ class LeaderFetcher:
 
     async def _round(self, client: KafkaClient) -> bool:
         now = asyncio.get_running_loop().time()
-        states = [st for st in self.partitions.values() if st.backoff_until <= now]
+        states = [st for st in self.partitions.values() if st.backoff_until <= now and st.applying is None]
         if not states:
-            await self._sleep(min(st.backoff_until for st in self.partitions.values()) - now)
+            idle = [st.backoff_until for st in self.partitions.values() if st.applying is None]
+            await self._sleep(min(idle) - now if idle else BACKOFF_S)  # an applied step wakes it
             return False
         req, version = self._request(client, states)
         if not req.topics:
@@ -176,54 +184,109 @@ class LeaderFetcher:
                 st = by_key.get((key_t, p.partition_index))
                 if st is None or self.partitions.get(st.tp) is not st:
                     continue  # removed or re-added while the fetch was in flight
-                got |= self._apply(st, p)
+                # each partition's storage step runs on its own dir's worker; a partition
+                # stays out of the next rounds until its step is done (one at a time, in
+                # order), so a slow dir holds up only its own partitions
+                st.applying = asyncio.create_task(self._apply_done(st, p))
+                got |= bool(p.records) or p.diverging_epoch is not None
         return got
 
+    async def _apply_done(self, st: FollowState, p: Any) -> None:
+        try:
+            await self._apply_async(st, p)
+        except Exception:  # a bug must not kill replication silently
+            log.exception("follower %s", st.tp)
+        finally:
+            st.applying = None
+            self.changed.set()
+
     def _apply(self, st: FollowState, p: Any) -> bool:
+        """Apply one partition's answer synchronously (the storage step inline)."""
+        plog = self.mgr.host.get_log(st.tp)
+        if plog is None:
+            return False
+        try:
+            outcome = _storage_step(plog, p)
+        except (StorageError, OSError) as exc:
+            outcome = exc
+        return self._settle(st, p, outcome)
+
+    async def _apply_async(self, st: FollowState, p: Any) -> bool:
+        """Apply one partition's answer with the storage step on the log's dir worker, under
+        the partition's lock (never on the event loop)."""
         host = self.mgr.host
         plog = host.get_log(st.tp)
         if plog is None:
             return False
-        err = p.error_code
+        run_io = getattr(host, "run_io", None)
+        lock_of = getattr(host, "partition_lock", None)
         try:
-            if err == ErrorCode.none:
-                div = p.diverging_epoch
-                if div is not None and div.epoch >= 0 and div.end_offset >= 0:
-                    local_epoch, local_end = plog.end_offset_for_epoch(div.epoch)
-                    target = div.end_offset if local_epoch != div.epoch else min(div.end_offset, local_end)
-                    if plog.truncate_to(target):
-                        self.mgr.on_truncated(st.tp, target)
-                    return True
-                data = p.records
-                if data:
-                    plog.append_as_follower(data)
-                plog.high_watermark = min(p.high_watermark, plog.log_end_offset)
-                return bool(data)
-            if err == ErrorCode.offset_out_of_range:
-                leo = plog.log_end_offset
-                if p.log_start_offset > leo:
-                    plog.truncate_fully_and_start_at(p.log_start_offset)
-                else:
-                    plog.truncate_to(max(p.high_watermark, plog.log_start_offset))
-                self.mgr.on_truncated(st.tp, plog.log_end_offset)
-                return True
-        except StorageError as exc:
-            if not isinstance(exc, KafkaStorageError):  # bad bytes: retry after a pause, keep the partition
+            if run_io is None:
+                outcome: Any = _storage_step(plog, p)
+            elif lock_of is None:
+                outcome = await run_io(plog, _storage_step, plog, p)
+            else:
+                async with lock_of(st.tp):
+                    if host.get_log(st.tp) is not plog:  # swapped or gone meanwhile: next round
+                        return False
+                    outcome = await run_io(plog, _storage_step, plog, p)
+        except (StorageError, OSError) as exc:
+            outcome = exc
+        return self._settle(st, p, outcome)
+
+    def _settle(self, st: FollowState, p: Any, outcome: Any) -> bool:
+        """Bookkeeping on the loop after the storage step: ``outcome`` is its result or the
+        storage exception it raised."""
+        if isinstance(outcome, BaseException):
+            exc = outcome
+            if isinstance(exc, StorageError) and not isinstance(exc, KafkaStorageError):
+                # bad bytes: retry after a pause, keep the partition
                 log.warning("follower %s: %s", st.tp, exc)
                 st.backoff_until = asyncio.get_running_loop().time() + BACKOFF_S
                 self.mgr.errors[type(exc).__name__] = self.mgr.errors.get(type(exc).__name__, 0) + 1
                 return False
-            # our dir failed (already reported through the channel)
+            # our dir failed (already reported through the channel) or a raw OSError
             log.warning("follower %s: %s", st.tp, exc)
             self.partitions.pop(st.tp, None)
             return False
-        except OSError as exc:
-            log.warning("follower %s: %s", st.tp, exc)
-            self.partitions.pop(st.tp, None)
-            return False
+        kind, value = outcome
+        if kind == "truncated":
+            self.mgr.on_truncated(st.tp, value)
+            return True
+        if kind in ("diverged", "appended"):
+            return bool(value)
+        err = p.error_code
         st.backoff_until = asyncio.get_running_loop().time() + BACKOFF_S
         self.mgr.errors[err.name] = self.mgr.errors.get(err.name, 0) + 1
         return False
+
+
+def _storage_step(plog: Any, p: Any) -> tuple[str, Any]:
+    """The storage part of applying one partition's fetch answer (blocking; on the log's
+    dir worker in the broker). Returns ("truncated", offset) | ("diverged", True) |
+    ("appended", got data) | ("error", None); storage errors propagate."""
+    err = p.error_code
+    if err == ErrorCode.none:
+        div = p.diverging_epoch
+        if div is not None and div.epoch >= 0 and div.end_offset >= 0:
+            local_epoch, local_end = plog.end_offset_for_epoch(div.epoch)
+            target = div.end_offset if local_epoch != div.epoch else min(div.end_offset, local_end)
+            if plog.truncate_to(target):
+                return "truncated", target
+            return "diverged", True
+        data = p.records
+        if data:
+            plog.append_as_follower(data)
+        plog.high_watermark = min(p.high_watermark, plog.log_end_offset)
+        return "appended", bool(data)
+    if err == ErrorCode.offset_out_of_range:
+        leo = plog.log_end_offset
+        if p.log_start_offset > leo:
+            plog.truncate_fully_and_start_at(p.log_start_offset)
+        else:
+            plog.truncate_to(max(p.high_watermark, plog.log_start_offset))
+        return "truncated", plog.log_end_offset
+    return "error", None
 
 
 class FetcherManager:

@@ -7,10 +7,12 @@ caught up (future LEO == current LEO) it tells the core (``on_caught_up(tp)``): 
 time the core queues ``AssignReplicasToDirs(target)``; once the controller acked, the core
 answers with ``SwapFutureLog``.
 
-:meth:`DirMover.swap` runs on the event loop, synchronously: the client handlers append on
-the same loop, so appends are blocked while it copies the last batches, carries the high
-watermark over and swaps the future in (``LogManager.replace_current_with_future``, which
-deletes the old log). A storage error stops the move's task (the DirFailureChannel has
+No step runs on the event loop: reads run on the current log's dir worker, writes on the
+future log's (``run_io``). :meth:`DirMover.swap` holds the partition's lock (the Produce
+handler and the follower fetcher hold it around each append, so no append of the partition
+is in flight or can start) while it copies the last batches, carries the high watermark
+over and swaps the future in (``LogManager.replace_current_with_future``, which deletes
+the old log). A storage error stops the move's task (the DirFailureChannel has
 reported the dir; the core cancels the move or assigns LOST).
 """
 
@@ -18,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, Callable
+from typing import Any, Awaitable, Callable
 
 from broker_impl.state.effects import TopicPartition
 from broker_impl.storage.errors import KafkaStorageError, StorageError
@@ -41,12 +43,48 @@ def copy_step(current: Any, future: Any, max_bytes: int = COPY_CHUNK_BYTES) -> b
     return future.log_end_offset == current.log_end_offset
 
 
+def _fix_future(current_end: int, current_start: int, future: Any) -> None:
+    """The future side of a copy step (truncations), on the future's dir worker."""
+    if future.log_end_offset > current_end:
+        future.truncate_to(current_end)
+    if future.log_end_offset < current_start:
+        future.truncate_fully_and_start_at(current_start)
+
+
+def _append(future: Any, data: bytes) -> None:
+    future.append_as_follower(data)
+
+
 class DirMover:
-    def __init__(self, lm: Any, on_caught_up: Callable[[TopicPartition], None]) -> None:
+    """``run_io(plog, fn, *args)`` (async) runs a blocking step on ``plog``'s dir worker and
+    ``partition_lock(tp)`` serialises the swap with the partition's appends; without them
+    (tests) the steps run inline."""
+
+    def __init__(self, lm: Any, on_caught_up: Callable[[TopicPartition], None], *,
+                 run_io: Callable[..., Awaitable[Any]] | None = None,
+                 partition_lock: Callable[[TopicPartition], Any] | None = None) -> None:
         self.lm = lm
         self.on_caught_up = on_caught_up
         self.tasks: dict[TopicPartition, asyncio.Task] = {}
         self.copied: dict[TopicPartition, int] = {}
+        self._run_io = run_io
+        self._lock_of = partition_lock
+
+    async def _io(self, plog: Any, fn: Callable[..., Any], *args: Any) -> Any:
+        if self._run_io is None:
+            return fn(*args)
+        return await self._run_io(plog, fn, *args)
+
+    async def copy_step_async(self, current: Any, future: Any, max_bytes: int = COPY_CHUNK_BYTES) -> bool:
+        """:func:`copy_step` with the read on the current log's dir worker and the writes on
+        the future log's (a slow source or target stalls only this move)."""
+        await self._io(future, _fix_future, current.log_end_offset, current.log_start_offset, future)
+        end = current.log_end_offset
+        if future.log_end_offset < end:
+            data = await self._io(current, current.read, future.log_end_offset, max_bytes, end, True)
+            if data:
+                await self._io(future, _append, future, data)
+        return future.log_end_offset == current.log_end_offset
 
     def start(self, tp: TopicPartition) -> None:
         self.stop(tp)
@@ -70,7 +108,7 @@ class DirMover:
                 await asyncio.sleep(POLL_S)
                 continue
             try:
-                caught_up = copy_step(current, future)
+                caught_up = await self.copy_step_async(current, future)
             except StorageError as exc:
                 log.warning("move of %s stopped: %s", tp, exc)
                 if isinstance(exc, KafkaStorageError):
@@ -84,19 +122,27 @@ class DirMover:
             else:
                 await asyncio.sleep(0)
 
-    def swap(self, tp: TopicPartition) -> bool:
-        """Block appends (we hold the loop), catch up fully, swap. True if swapped."""
+    async def swap(self, tp: TopicPartition) -> bool:
+        """Under the partition's lock (no append or follower step of ``tp`` runs meanwhile):
+        catch up fully, carry the HW over, swap. True if swapped."""
         self.stop(tp)
+        if self._lock_of is None:
+            return await self._swap_locked(tp)
+        async with self._lock_of(tp):
+            return await self._swap_locked(tp)
+
+    async def _swap_locked(self, tp: TopicPartition) -> bool:
         current = self.lm.get_log(tp.topic, tp.partition)
         future = self.lm.future_log(tp.topic, tp.partition)
         if future is None:
             return False
         if current is not None and not current.is_offline:
             for _ in range(1_000_000):
-                if copy_step(current, future, 8 * COPY_CHUNK_BYTES):
+                if await self.copy_step_async(current, future, 8 * COPY_CHUNK_BYTES):
                     break
             future.high_watermark = current.high_watermark
-        self.lm.replace_current_with_future(tp.topic, tp.partition)
+        # rename + reload in the future's dir, delete of the old log: on the future's worker
+        await self._io(future, self.lm.replace_current_with_future, tp.topic, tp.partition)
         return True
 
     async def close(self) -> None:

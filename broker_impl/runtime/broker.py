@@ -7,6 +7,18 @@
 
 Storage effects (create/delete/rename logs, close a failed dir) run in order on one worker
 thread, so a hung disk stalls them but never the heartbeats or the failure report.
+
+Everything else that touches a disk runs on that log dir's own worker thread
+(:mod:`broker_impl.runtime.dir_io`): appends and reads of the client handlers, follower
+steps, the dir mover, and the per-dir maintenance round (probe, HW/recovery-point
+checkpoints, time-based flushes). Nothing on the event loop waits for a disk, so a slow or
+hung dir cannot delay the heartbeats or the other dirs. Controller connections: ``channel``
+carries only registration and heartbeats, ``metadata_channel`` the metadata long-poll and
+``data_channel`` AssignReplicasToDirs, AlterPartition and forwarded CreateTopics — the
+controller answers one connection's requests in order, so a parked long-poll or a request
+waiting for the controller's log fsync never delays a heartbeat.
+The broker keeps no on-disk copy of ``__cluster_metadata`` (the image is replayed in
+memory), so the controller channel has no storage call on its path at all.
 Storage errors arrive through B's ``on_failure(path, errno, op)`` from any thread; they are
 queued with ``call_soon_threadsafe`` and fed to the core between effects (never re-entrantly).
 
@@ -35,6 +47,7 @@ from typing import Any
 from broker_impl.runtime.controller_channel import (ControllerConnection, assignments_request, assignments_results,
                                                     controller_address, controller_sasl, heartbeat_request,
                                                     metadata_fetch_request, registration_request)
+from broker_impl.runtime.dir_io import DirExecutor, DirIO, daemon_call
 from broker_impl.runtime.roles import ROLE_EFFECTS, DataPlane
 from broker_impl.state import effects as fx
 from broker_impl.state.core import BrokerCore, CoreConfig
@@ -53,6 +66,7 @@ log = logging.getLogger(__name__)
 PROG = "kraft-broker"
 HW_CHECKPOINT_INTERVAL_MS = 5000
 RECOVERY_CHECKPOINT_INTERVAL_MS = 60000
+STOP_CLOSE_TIMEOUT_S = 10.0
 
 
 STORAGE_EFFECTS = (fx.CreateLog, fx.DeleteLog, fx.MarkDirOffline, fx.RenameStray, fx.CreateFutureLog,
@@ -114,7 +128,7 @@ class BrokerRuntime:
     async def start(self) -> None:
         loop = self._loop = asyncio.get_running_loop()
         self.exit_code = loop.create_future()
-        self._storage_pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="storage-effects")
+        self._storage_pool = DirExecutor("storage-effects")  # a daemon thread: a hung dir cannot block exit
         cfg = self.cfg
         if not cfg.log_dirs:
             raise StartupError("log.dirs: at least one log directory is required")
@@ -132,6 +146,8 @@ class BrokerRuntime:
 
         self.lm = await asyncio.to_thread(LogManager.open, dir_set, LogConfig.from_server_config(cfg),
                                           on_failure=on_failure, now_ms=self.clock.monotonic_ms)
+        # one I/O worker per data dir: the data plane's blocking storage calls (dir_io)
+        self.dir_io = DirIO([d.path for d in dir_set.data_dirs])
         existing = []
         for topic, partition, topic_id, path, future in self.lm.existing_logs():
             dir_id = dir_set.id_of(path)
@@ -157,6 +173,11 @@ class BrokerRuntime:
                                             max_frame_bytes=cfg.socket_request_max_bytes)
         self.metadata_channel = ControllerConnection(host, port, client_id=f"broker-{cfg.node_id}-metadata",
                                                      sasl=sasl, max_frame_bytes=cfg.socket_request_max_bytes)
+        # AssignReplicasToDirs, AlterPartition and forwarded CreateTopics: a connection of
+        # their own, so a heartbeat never queues behind them (the controller answers one
+        # connection's requests in order, and those wait for its metadata-log fsync)
+        self.data_channel = ControllerConnection(host, port, client_id=f"broker-{cfg.node_id}-data",
+                                                 sasl=sasl, max_frame_bytes=cfg.socket_request_max_bytes)
         self.events.emit("broker_starting", log_dirs=[ids.to_base64(d.dir_id) for d in dirs],
                          existing_logs=len(existing), incarnation_id=ids.to_base64(self.incarnation_id))
         self.dataplane = DataPlane(self)
@@ -321,7 +342,7 @@ class BrokerRuntime:
     async def _send_assignments(self, e: fx.SendAssignments) -> None:
         assert self.core is not None
         try:
-            resp = await self.channel.request(lambda c: assignments_request(c, e, self.cfg.node_id), 30.0)
+            resp = await self.data_channel.request(lambda c: assignments_request(c, e, self.cfg.node_id), 30.0)
         except (ClientError, OSError) as exc:
             log.warning("AssignReplicasToDirs failed: %s", exc)
             self._feed(self.core.on_assignments_response(-1, {}, self._now()))
@@ -403,24 +424,57 @@ class BrokerRuntime:
 
     # ------------------------------------------------------------------ probe + checkpoints
     async def _maintenance(self) -> None:
+        """Probe (on the dir's probe worker), checkpoints and time-based flushes (on its data
+        worker), per data dir: a slow dir's round takes long without delaying the other
+        dirs' rounds (a dir whose previous round is still running is skipped), and nothing
+        here runs on the loop."""
         lm = self.lm
         assert lm is not None
         probe_ms = self.cfg.log_dir_probe_interval_ms
         step_ms = min(x for x in (probe_ms or 1000, HW_CHECKPOINT_INTERVAL_MS) if x > 0)
-        last_hw = last_rp = last_probe = self._now()
+        start = self._now()
+        last = {path: [start, start, start] for path in self.dir_io.executors}  # probe, HW, recovery point
+        running: dict[str, concurrent.futures.Future] = {}
+        probing: dict[str, concurrent.futures.Future] = {}
         while True:
             await asyncio.sleep(step_ms / 1000)
             now = self._now()
-            if probe_ms and now - last_probe >= probe_ms:
-                last_probe = now
-                await asyncio.to_thread(lm.probe_all)
-            if now - last_hw >= HW_CHECKPOINT_INTERVAL_MS:
-                last_hw = now
-                await asyncio.to_thread(lm.checkpoint_high_watermarks)
-            if now - last_rp >= RECOVERY_CHECKPOINT_INTERVAL_MS:
-                last_rp = now
-                await asyncio.to_thread(lm.checkpoint_recovery_points)
-            await asyncio.to_thread(lm.maybe_flush_all, now)
+            data_dirs = set(lm.online_dirs())
+            # probe_targets: the online data dirs AND a separate metadata.log.dir (nothing else
+            # touches that disk; its failure must reach the core, which halts the broker)
+            for path in lm.probe_targets():
+                stamps = last.setdefault(path, [now, now, now])
+                if probe_ms and now - stamps[0] >= probe_ms and (path not in probing or probing[path].done()):
+                    stamps[0] = now
+                    probing[path] = self.dir_io.submit_probe(path, self._dir_round, path, True, False, False, None)
+                if path not in data_dirs:
+                    continue  # the metadata dir holds no partition logs: no checkpoints or flushes
+                if path in running and not running[path].done():
+                    continue  # its previous round is still on the disk
+                hw = now - stamps[1] >= HW_CHECKPOINT_INTERVAL_MS
+                rp = now - stamps[2] >= RECOVERY_CHECKPOINT_INTERVAL_MS
+                stamps[1] = now if hw else stamps[1]
+                stamps[2] = now if rp else stamps[2]
+                running[path] = self.dir_io.submit(path, self._dir_round, path, False, hw, rp, now)
+
+    def _dir_round(self, path: str, probe: bool, hw: bool, rp: bool, now_ms: int | None) -> None:
+        """One dir's maintenance round (the probe on the dir's probe worker, the rest on its
+        data worker); failures go through the channel."""
+        lm = self.lm
+        assert lm is not None
+        try:
+            if probe:
+                lm.probe_dir(path)
+            if hw:
+                lm.checkpoint_high_watermarks(only_dir=path)
+            if rp:
+                lm.checkpoint_recovery_points(only_dir=path)
+            if now_ms is not None:
+                lm.maybe_flush_all(now_ms, only_dir=path)
+        except StorageError:
+            pass  # reported through the failure channel (once per dir)
+        except Exception:  # a bug must not stop the dir's maintenance silently
+            log.exception("maintenance of %s", path)
 
     # ------------------------------------------------------------------ stop
     def request_shutdown(self) -> None:
@@ -445,7 +499,8 @@ class BrokerRuntime:
             _, pending = await asyncio.wait(tasks, timeout=5)
             if pending:
                 log.warning("tasks still running at stop: %s", [t.get_name() for t in pending])
-        for ch in (getattr(self, "channel", None), getattr(self, "metadata_channel", None)):
+        for ch in (getattr(self, "channel", None), getattr(self, "metadata_channel", None),
+                   getattr(self, "data_channel", None)):
             if ch is not None:
                 try:
                     await asyncio.wait_for(ch.close(), 5)
@@ -453,7 +508,21 @@ class BrokerRuntime:
                     log.warning("closing the controller connection timed out")
         pool = getattr(self, "_storage_pool", None)
         if pool is not None:
-            await asyncio.to_thread(pool.shutdown, wait=True)
+            pool.close()
+        dir_io = getattr(self, "dir_io", None)
+        if dir_io is not None:  # let the queued steps finish first (bounded: a hung dir's never do)
+            dir_io.close()
+            stuck = await asyncio.wrap_future(daemon_call(lambda: dir_io.join(STOP_CLOSE_TIMEOUT_S / 2)))
+            if stuck:
+                log.warning("log dir workers still busy at stop: %s", ", ".join(stuck))
         if self.lm is not None:
-            await asyncio.to_thread(self.lm.close)
+            # bounded: a hung dir must not keep the process alive (its logs stay unflushed,
+            # no clean-shutdown marker: recovery at the next start)
+            closer = daemon_call(self.lm.close)
+            try:
+                await asyncio.wait_for(asyncio.wrap_future(closer), STOP_CLOSE_TIMEOUT_S)
+            except asyncio.TimeoutError:
+                log.warning("closing the logs timed out after %.0f s (a hung log dir)", STOP_CLOSE_TIMEOUT_S)
+                self.events.emit("close_timed_out", timeout_s=STOP_CLOSE_TIMEOUT_S)
         self.events.close()
+

@@ -2,8 +2,10 @@
 AssignReplicasToDirs (73), and the metadata Fetch (1) of ``__cluster_metadata``.
 
 Builds kio requests from the core's effects and turns responses back into the core's inputs.
-One :class:`ControllerConnection` per purpose (the lifecycle/assignments channel and the
-metadata long-poll use separate connections, so a long-poll never delays a heartbeat); it
+One :class:`ControllerConnection` per purpose (lifecycle = registration + heartbeats only;
+the metadata long-poll; data = AssignReplicasToDirs, AlterPartition, forwarded
+CreateTopics), so a heartbeat waits neither behind a parked long-poll nor behind a request
+waiting for the controller's log fsync, and no storage call of the broker sits on these paths; it
 reconnects on the next request after a failure and closes itself on a timeout (a stuck
 connection must not keep answering late, out of the core's view).
 """

@@ -9,7 +9,11 @@ what the runtime owns:
   controller (API 56) and the answer comes back to it; HW = min LEO of the (maximal) ISR,
   written to the log so Fetch/Produce see it; a moved HW wakes G's purgatory;
 - CreateTopics forwarded to the controller over the broker's controller connection;
-- AlterReplicaLogDirs handed to the pure core (``BrokerCore.alter_replica_log_dir``).
+- AlterReplicaLogDirs handed to the pure core (``BrokerCore.alter_replica_log_dir``);
+- ``replica_io`` / ``partition_lock``: blocking replica operations of the handlers run on
+  the replica's log-dir worker (``broker_impl.runtime.dir_io``), never on the loop; what the
+  view itself does on the loop (HW publish, divergence check, ISR bookkeeping) takes no
+  log lock and does no I/O (the epoch-start write of a new leader goes to the dir worker).
 """
 
 from __future__ import annotations
@@ -42,7 +46,7 @@ class ControllerForwarder:
     async def create_topics(self, request: Any) -> Any:
         from kafka_runtime.client import ClientError
         try:
-            return await self.runtime.channel.request(lambda c: request, 30.0)
+            return await self.runtime.data_channel.request(lambda c: request, 30.0)
         except ClientError as exc:
             raise ConnectionError(f"controller: {exc}") from None
 
@@ -74,6 +78,10 @@ def diverged(plog: Any, fetch_offset: int, last_fetched_epoch: int) -> bool:
         return False
     epoch, end = plog.end_offset_for_epoch(last_fetched_epoch)
     return epoch < 0 or end < fetch_offset or epoch < last_fetched_epoch
+
+
+def _assign_epoch_start(plog: Any, epoch: int) -> None:
+    plog.assign_epoch_start_offset(epoch, plog.log_end_offset)
 
 
 class ReplicaAwareApi(BrokerApi):
@@ -114,6 +122,14 @@ class RuntimeView(LogManagerView):
         # handled (set by ReplicaAwareApi before G's handler runs)
         self.last_fetched_epoch: dict[tuple[uuid.UUID, int, int], int] = {}
 
+    # ------------------------------------------------------------------ blocking I/O
+    async def replica_io(self, replica: Any, fn: Any, *args: Any) -> Any:
+        """On the replica's log-dir worker (``broker_impl.runtime.dir_io``), never the loop."""
+        return await self.runtime.dir_io.run(replica.log_dir, fn, *args)
+
+    def partition_lock(self, topic: str, partition: int) -> Any:
+        return self.runtime.dir_io.partition_lock(topic, partition)
+
     # ------------------------------------------------------------------ roles
     def become_leader(self, topic_id: uuid.UUID, partition: int) -> None:
         reg = self.image.partition(topic_id, partition)
@@ -123,11 +139,14 @@ class RuntimeView(LogManagerView):
             self.leaders.pop((topic_id, partition), None)
             return
         leo = plog.log_end_offset
-        try:
-            plog.assign_epoch_start_offset(reg.leader_epoch, leo)  # where this leader's epoch starts
-        except Exception as exc:  # the dir failed: the channel reported it
-            log.warning("become leader %s-%s: %s", name, partition, exc)
+        if plog.is_offline:
             return
+        # where this leader's epoch starts: written (epoch checkpoint, fsync) on the dir's
+        # worker, ahead of any append of this term (the worker is FIFO)
+        # (at the LEO the worker sees: after a follower step still in flight)
+        fut = self.runtime.dir_io.submit(plog.log_dir, _assign_epoch_start, plog, reg.leader_epoch)
+        fut.add_done_callback(lambda f, n=name, p=partition: f.exception() is not None and log.warning(
+            "become leader %s-%s: %s", n, p, f.exception()))  # a dir failure: the channel reported it
         st = LeaderIsr.become_leader(self.node_id, reg, leo=leo, high_watermark=plog.high_watermark,
                                      lag_time_max_ms=self.lag_time_max_ms, now_ms=self.now_ms())
         self.leaders[(topic_id, partition)] = st
@@ -234,7 +253,7 @@ class RuntimeView(LogManagerView):
                                                partitions=(wire.make(mod.PartitionData, **part),)),))
         code, committed = -1, None
         try:
-            resp = await rt.channel.request(build, 10.0)
+            resp = await rt.data_channel.request(build, 10.0)
             code = int(resp.error_code.value)
             if code == 0:
                 for t in resp.topics:
@@ -284,6 +303,13 @@ class FetchHost:
     def get_log(self, tp: TopicPartition) -> Any:
         lm = self.runtime.lm
         return lm.get_log(tp.topic, tp.partition) if lm is not None else None
+
+    async def run_io(self, plog: Any, fn: Any, *args: Any) -> Any:
+        """A follower's storage step on the log's dir worker."""
+        return await self.runtime.dir_io.run(plog.log_dir, fn, *args)
+
+    def partition_lock(self, tp: TopicPartition) -> Any:
+        return self.runtime.dir_io.partition_lock(tp.topic, tp.partition)
 
     def sasl(self) -> tuple[str, str] | None:
         cfg = self.runtime.cfg

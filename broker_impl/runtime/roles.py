@@ -8,6 +8,10 @@ Start/StopFetcher, Start/StopDirMover, SwapFutureLog, MarkPartitionsOffline.
 Ordering: a role effect of a partition runs on the loop after the storage effects of *that*
 partition queued before it (its log must exist before it is led, followed or moved), in
 order; other partitions are not held up, so a hung dir stalls only its own partitions.
+SwapFutureLog runs as a task (the mover's swap, off the loop on the dirs' workers under the
+partition's lock); later role effects of that partition wait for it the same way.
+Fetchers and mover reach storage through the runtime's per-dir workers
+(``broker_impl.runtime.dir_io``).
 """
 
 from __future__ import annotations
@@ -48,7 +52,9 @@ class DataPlane:
                                        on_truncated=lambda tp, offset: rt.events.emit(
                                            "follower_truncated", topic=tp.topic, partition=tp.partition,
                                            offset=offset))
-        self.mover = DirMover(rt.lm, self._future_caught_up)
+        self.mover = DirMover(rt.lm, self._future_caught_up,
+                              run_io=lambda plog, fn, *a: rt.dir_io.run(plog.log_dir, fn, *a),
+                              partition_lock=lambda tp: rt.dir_io.partition_lock(tp.topic, tp.partition))
         self.api: BrokerApi | None = None
         self.server: KafkaServer | None = None
         self.partition_roles: dict[fx.TopicPartition, Any] = {}
@@ -165,16 +171,25 @@ class DataPlane:
             self.api.notify_partition(tid, e.tp.partition)
 
     def _swap(self, e: fx.SwapFutureLog) -> None:
-        """Block appends (synchronous on the loop), catch up, swap, delete the old log."""
+        """Swap in the future log off the loop (the mover holds the partition's lock); later
+        role effects of the partition wait for it like for a storage effect."""
+        done: concurrent.futures.Future = concurrent.futures.Future()
+        self.storage_tail[e.tp] = done
+        task = asyncio.ensure_future(self._swap_async(e))
+        task.add_done_callback(lambda _t: done.set_result(None))
+        self.rt._bg.add(task)
+        task.add_done_callback(self.rt._bg.discard)
+
+    async def _swap_async(self, e: fx.SwapFutureLog) -> None:
         assert self.rt.core is not None
         try:
-            swapped = self.mover.swap(e.tp)
+            swapped = await self.mover.swap(e.tp)
         except StorageError as exc:
             log.error("swap of %s failed: %s", e.tp, exc)
             self.rt.events.emit("storage_effect_failed", effect="SwapFutureLog", topic=e.tp.topic,
                                 partition=e.tp.partition, error=str(exc))
             return
-        if swapped:
+        if swapped and not self.rt._stopping:
             self.rt._feed(self.rt.core.on_swap_done(e.tp, self.rt._now()))
             tid = self._topic_id(e.tp)
             if tid is not None:

@@ -33,10 +33,12 @@ Calls::
     lm.create_future_log(topic_id, topic, partition, dir_path), lm.future_log(topic, partition),
     lm.replace_current_with_future(topic, partition), lm.delete_future_log(topic, partition)
     lm.rename_stray(topic, partition)      KRaft strays are renamed ``…-stray``, never deleted
-    lm.flush_all(), lm.maybe_flush_all(now_ms)
-    lm.checkpoint_high_watermarks(), lm.checkpoint_recovery_points() -> failed dir paths
-    lm.probe_dir(dir_path), lm.probe_all() -> failed dir paths    (log.dirs AND a separate
-                                           metadata.log.dir: its failure must halt the broker)
+    lm.flush_all(), lm.maybe_flush_all(now_ms, only_dir=None)
+    lm.checkpoint_high_watermarks(only_dir=None), lm.checkpoint_recovery_points(only_dir=None)
+                                           -> failed dir paths (only_dir: one dir's round)
+    lm.probe_targets()                     the dirs to probe: log.dirs AND a separate
+                                           metadata.log.dir (its failure must halt the broker)
+    lm.probe_dir(dir_path), lm.probe_all() -> failed dir paths
     lm.close()                             flush, checkpoints, clean-shutdown marker
     lm.online_dirs(), lm.offline_dirs(), lm.is_online(dir_path), lm.dir_set
 
@@ -415,12 +417,14 @@ class LogManager:
     def flush_all(self) -> list[str]:
         return self._each_log(lambda l: l.flush())
 
-    def maybe_flush_all(self, now_ms: int) -> list[str]:
-        return self._each_log(lambda l: l.maybe_flush(now_ms))
+    def maybe_flush_all(self, now_ms: int, *, only_dir: str | None = None) -> list[str]:
+        return self._each_log(lambda l: l.maybe_flush(now_ms), only_dir)
 
-    def _each_log(self, fn: Callable[[PartitionLog], object]) -> list[str]:
+    def _each_log(self, fn: Callable[[PartitionLog], object], only_dir: str | None = None) -> list[str]:
         failed = []
         for plog in [*self._logs.values(), *self._futures.values()]:
+            if only_dir is not None and plog.log_dir != only_dir:
+                continue
             if plog.log_dir in failed or self.channel.is_offline(plog.log_dir):
                 continue
             try:
@@ -429,16 +433,21 @@ class LogManager:
                 failed.append(plog.log_dir)
         return failed
 
-    def checkpoint_high_watermarks(self) -> list[str]:
-        """Write ``replication-offset-checkpoint`` in every online dir; returns dirs that failed."""
-        return self._checkpoint(ckpt.HW_CHECKPOINT, lambda l: l.high_watermark, futures=False)
+    def checkpoint_high_watermarks(self, *, only_dir: str | None = None) -> list[str]:
+        """Write ``replication-offset-checkpoint`` in every online dir (or only ``only_dir``,
+        as the broker's per-dir workers do); returns dirs that failed."""
+        return self._checkpoint(ckpt.HW_CHECKPOINT, lambda l: l.high_watermark, futures=False, only_dir=only_dir)
 
-    def checkpoint_recovery_points(self) -> list[str]:
-        return self._checkpoint(ckpt.RECOVERY_CHECKPOINT, lambda l: l.recovery_point, futures=True)
+    def checkpoint_recovery_points(self, *, only_dir: str | None = None) -> list[str]:
+        return self._checkpoint(ckpt.RECOVERY_CHECKPOINT, lambda l: l.recovery_point, futures=True,
+                                only_dir=only_dir)
 
-    def _checkpoint(self, name: str, value: Callable[[PartitionLog], int], *, futures: bool) -> list[str]:
+    def _checkpoint(self, name: str, value: Callable[[PartitionLog], int], *, futures: bool,
+                    only_dir: str | None = None) -> list[str]:
         failed = []
         for path in self.online_dirs():
+            if only_dir is not None and path != only_dir:
+                continue
             offsets = {(l.topic, l.partition): value(l) for l in self.logs_in(path, include_future=futures)}
             try:
                 with self.channel.io(path, "checkpoint"):

@@ -1,7 +1,9 @@
 """One partition's log: ordered segments in ``<log dir>/<topic>-<partition>/``.
 
 API used by the broker runtime (all methods are thread-safe; every OSError goes through the
-dir failure channel and surfaces as :class:`KafkaStorageError`)::
+dir failure channel and surfaces as :class:`KafkaStorageError`; the offset properties, the
+``high_watermark`` setter and ``end_offset_for_epoch`` take no lock and do no I/O, so the
+broker's event loop may use them while the log's dir worker is inside a slow append)::
 
     log.append_as_leader(records: bytes, leader_epoch: int) -> (base_offset, last_offset)
         validate v2 batches (CRC-32C), check idempotent producers' sequences against
@@ -105,6 +107,10 @@ def parse_partition_dir_name(name: str) -> tuple[str, int, str] | None:
     if not dash or not topic or not part.isdigit():
         return None
     return topic, int(part), kind
+
+
+def _no_persist(_entries: list[tuple[int, int]]) -> None:
+    pass
 
 
 class PartitionLog:
@@ -272,8 +278,12 @@ class PartitionLog:
 
     @high_watermark.setter
     def high_watermark(self, value: int) -> None:
-        with self._lock:
-            self._hw = min(max(value, self._log_start), self.log_end_offset)
+        # Lock-free (no I/O): the event loop sets it while an append may hold the log's lock
+        # on a slow disk. Clamped again after the store in case a truncation ran meanwhile.
+        self._hw = min(max(value, self._log_start), self.log_end_offset)
+        leo = self.log_end_offset
+        if self._hw > leo:
+            self._hw = leo
 
     @property
     def latest_epoch(self) -> int:
@@ -292,8 +302,10 @@ class PartitionLog:
         return self._channel.is_offline(self.log_dir)
 
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
-        with self._lock:
-            return self.epoch_cache.end_offset_for(epoch, self.log_end_offset)
+        """Lock-free, on a snapshot of the epoch entries (never waits for an append in
+        progress on a slow disk)."""
+        leo = self.log_end_offset
+        return LeaderEpochCache(self.epoch_cache.entries, _no_persist).end_offset_for(epoch, leo)
 
     def assign_epoch_start_offset(self, epoch: int, offset: int) -> None:
         with self._lock:

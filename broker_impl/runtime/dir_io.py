@@ -1,0 +1,164 @@
+"""Per-log-dir I/O executors: one disk's trouble stays in that disk (KIP-858's point).
+
+Every blocking storage operation of the data plane runs on the worker thread of the log dir
+it touches, never on the broker's event loop: leader appends (Produce), reads (Fetch,
+ListOffsets), follower appends/truncations (replica fetchers), the dir mover's copy and
+swap, flushes, checkpoints and the health probe. The event loop awaits them
+(``asyncio.wrap_future``). A SLOW dir therefore delays only the requests that touch it; a
+HUNG dir parks its own worker (and the requests waiting on it) while heartbeats, the
+metadata long-poll and the other dirs go on.
+
+The health probe of a dir runs on a second worker of that dir (:meth:`DirIO.submit_probe`),
+so it neither waits behind nor slows down the dir's appends.
+
+Ordering:
+
+- one worker thread per dir, FIFO: the operations submitted for a dir run in submission
+  order, so one partition's appends (a partition lives in one dir) never reorder;
+- :meth:`DirIO.partition_lock` — an ``asyncio.Lock`` per (topic, partition) that the
+  Produce handler holds across sequence check → append → producer-state record, the
+  follower fetcher across an apply, and the mover across the final catch-up + swap, so an
+  append can never land in a log that is being swapped out.
+
+Failures: the operations still raise through the storage layer's ``DirFailureChannel``
+(once per dir, ``on_failure`` → ``call_soon_threadsafe`` into the core); the exception is
+re-raised to the awaiting coroutine, on the loop, where the handlers map it as before.
+
+Workers are daemon threads (a worker stuck in a hung disk must not keep the process from
+exiting); :meth:`DirIO.close` stops the idle ones and leaves stuck ones behind.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import os
+import queue
+import threading
+from typing import Any, Callable
+
+log = logging.getLogger(__name__)
+
+
+class DirExecutor:
+    """One daemon worker thread running a dir's jobs in submission order."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self._closed = False
+        self.submitted = 0
+        self.busy_since: float | None = None  # time.monotonic() of the running job's start
+        self._thread = threading.Thread(target=self._run, name=f"dir-io-{name}", daemon=True)
+        self._thread.start()
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> concurrent.futures.Future:
+        fut: concurrent.futures.Future = concurrent.futures.Future()
+        if self._closed:
+            fut.set_exception(RuntimeError(f"dir executor {self.name} is closed"))
+            return fut
+        self.submitted += 1
+        self._jobs.put((fut, fn, args))
+        return fut
+
+    @property
+    def pending(self) -> int:
+        return self._jobs.qsize()
+
+    def _run(self) -> None:
+        import time
+        while True:
+            job = self._jobs.get()
+            if job is None:
+                return
+            fut, fn, args = job
+            if not fut.set_running_or_notify_cancel():
+                continue
+            self.busy_since = time.monotonic()
+            try:
+                result = fn(*args)
+            except BaseException as exc:  # handed to the awaiting coroutine
+                fut.set_exception(exc)
+            else:
+                fut.set_result(result)
+            finally:
+                self.busy_since = None
+
+    def close(self) -> None:
+        """No new jobs; the worker exits after the queued ones (a stuck one never does)."""
+        if not self._closed:
+            self._closed = True
+            self._jobs.put(None)
+
+    def join(self, timeout_s: float) -> bool:
+        self._thread.join(timeout_s)
+        return not self._thread.is_alive()
+
+
+class DirIO:
+    """The executors of a broker's log dirs (keyed by absolute path) + per-partition locks."""
+
+    def __init__(self, dir_paths: list[str]) -> None:
+        self.executors: dict[str, DirExecutor] = {}
+        self.probers: dict[str, DirExecutor] = {}
+        for path in dir_paths:
+            self._executor(path)
+        self._locks: dict[tuple[str, int], asyncio.Lock] = {}
+
+    def _executor(self, path: str, table: dict[str, DirExecutor] | None = None, kind: str = "") -> DirExecutor:
+        table = self.executors if table is None else table
+        key = os.path.abspath(path)
+        ex = table.get(key)
+        if ex is None:
+            ex = table[key] = DirExecutor((os.path.basename(key.rstrip("/")) or key) + kind)
+        return ex
+
+    def submit_probe(self, dir_path: str, fn: Callable[..., Any], *args: Any) -> concurrent.futures.Future:
+        """The health probe runs on a second worker of the dir: it measures the device on
+        its own instead of queueing behind (and slowing) the dir's appends."""
+        return self._executor(dir_path, self.probers, "-probe").submit(fn, *args)
+
+    def submit(self, dir_path: str, fn: Callable[..., Any], *args: Any) -> concurrent.futures.Future:
+        """Run ``fn(*args)`` on ``dir_path``'s worker; any thread may call this."""
+        return self._executor(dir_path).submit(fn, *args)
+
+    async def run(self, dir_path: str, fn: Callable[..., Any], *args: Any) -> Any:
+        """Await ``fn(*args)`` on ``dir_path``'s worker (exceptions re-raised here).
+        Cancelling the awaiting coroutine does not stop a job already running."""
+        return await asyncio.wrap_future(self.submit(dir_path, fn, *args))
+
+    def partition_lock(self, topic: str, partition: int) -> asyncio.Lock:
+        key = (topic, partition)
+        lock = self._locks.get(key)
+        if lock is None:
+            lock = self._locks[key] = asyncio.Lock()
+        return lock
+
+    def close(self) -> None:
+        for ex in (*self.executors.values(), *self.probers.values()):
+            ex.close()
+
+    def join(self, timeout_s: float) -> list[str]:
+        """Wait (bounded, in total) for the workers to finish; return the names still busy."""
+        import time
+        deadline = time.monotonic() + timeout_s
+        stuck = []
+        for path, ex in self.executors.items():
+            if not ex.join(max(0.0, deadline - time.monotonic())):
+                stuck.append(path)
+        return stuck
+
+
+def daemon_call(fn: Callable[[], Any]) -> concurrent.futures.Future:
+    """``fn()`` on a fresh daemon thread (never joined at exit, unlike ``asyncio.to_thread``'s
+    pool): for bounded waits on work that a hung dir may never finish."""
+    fut: concurrent.futures.Future = concurrent.futures.Future()
+
+    def run() -> None:
+        try:
+            fut.set_result(fn())
+        except BaseException as exc:
+            fut.set_exception(exc)
+    threading.Thread(target=run, name="daemon-call", daemon=True).start()
+    return fut
