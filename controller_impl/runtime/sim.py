@@ -42,8 +42,56 @@ def ms(value: int) -> datetime.timedelta:
     return datetime.timedelta(milliseconds=value)
 
 
+class ProcessHandle:
+    """Lifecycle of one real child process (``self.proc``, stderr in ``self.stderr_path``),
+    shared by the controller here and the broker processes of the integration tests."""
+
+    proc: subprocess.Popen | None
+    stderr_path: str
+
+    def stderr(self) -> str:
+        try:
+            with open(self.stderr_path, encoding="utf-8", errors="replace") as f:
+                return f.read()[-4000:]
+        except OSError:
+            return ""
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self, timeout_s: float = 20.0) -> int:
+        """SIGTERM and wait; returns the exit status (kill -9 after ``timeout_s``)."""
+        if self.proc is None:
+            return 0
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        rc = self.proc.returncode
+        self.proc = None
+        return rc
+
+    def kill(self) -> None:
+        """kill -9 (a crash)."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self.proc = None
+
+    def wait_exit(self, timeout_s: float) -> int | None:
+        """The exit status, or None if still running after ``timeout_s``."""
+        assert self.proc is not None
+        try:
+            return self.proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            return None
+
+
 @dataclass
-class ControllerProcess:
+class ControllerProcess(ProcessHandle):
     workdir: str
     node_id: int = 1
     port: int = 0
@@ -106,38 +154,6 @@ class ControllerProcess:
                 time.sleep(0.05)
         self.kill()
         raise RuntimeError(f"kraft-controller did not listen within {timeout_s}s: {self.stderr()}")
-
-    def stderr(self) -> str:
-        try:
-            with open(self.stderr_path, encoding="utf-8", errors="replace") as f:
-                return f.read()[-4000:]
-        except OSError:
-            return ""
-
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def stop(self, timeout_s: float = 15.0) -> int:
-        """SIGTERM and wait; returns the exit status."""
-        if self.proc is None:
-            return 0
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout_s)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        rc = self.proc.returncode
-        self.proc = None
-        return rc
-
-    def kill(self) -> None:
-        """kill -9 (a crash)."""
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
-        self.proc = None
 
 
 class SimBroker:

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import os
-import signal
 import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
 
-from controller_impl.runtime.sim import REPO, ControllerProcess, MetadataReader, free_port
+from controller_impl.runtime.sim import REPO, ControllerProcess, MetadataReader, ProcessHandle, free_port
 from kafka_common.ids import is_reserved
 from kafka_common import meta_properties as mp
 from kafka_runtime.client import KafkaClient
@@ -19,7 +18,7 @@ from kafka_runtime.events import read_events
 
 
 @dataclass
-class BrokerProcess:
+class BrokerProcess(ProcessHandle):
     workdir: str
     node_id: int
     controller: ControllerProcess
@@ -83,45 +82,8 @@ class BrokerProcess:
                                      stdout=err, stderr=err)
         err.close()
 
-    def stderr(self) -> str:
-        try:
-            with open(self.stderr_path, encoding="utf-8", errors="replace") as f:
-                return f.read()[-4000:]
-        except OSError:
-            return ""
-
     def events(self) -> list[dict]:
         return read_events(self.events_path) if os.path.exists(self.events_path) else []
-
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def stop(self, timeout_s: float = 20.0) -> int:
-        if self.proc is None:
-            return 0
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout_s)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        rc = self.proc.returncode
-        self.proc = None
-        return rc
-
-    def kill(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
-        self.proc = None
-
-    def wait_exit(self, timeout_s: float) -> int | None:
-        assert self.proc is not None
-        try:
-            return self.proc.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            return None
 
 
 def wait_until(pred, timeout_s: float, what: str, interval_s: float = 0.05):
