@@ -264,6 +264,8 @@ class RaftState:
         if voter and req.leader_epoch < self.epoch:
             return self._fetch_refusal(m.FENCED_LEADER_EPOCH), fx
         log = self.log
+        if req.fetch_offset < 0:
+            return self._fetch_refusal(m.OFFSET_OUT_OF_RANGE), fx
         if req.fetch_offset < log.start_offset or (voter and req.fetch_offset > 0 and log.snapshot
                                                    and req.fetch_offset < log.snapshot[0]
                                                    and log.end_offset_for_epoch(req.last_fetched_epoch)[0] < 0):

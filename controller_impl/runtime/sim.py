@@ -26,8 +26,10 @@ from typing import Any
 
 from kafka_common import ids, wire
 from kafka_common.metadata.batches import decode_batches
+from kafka_common.metadata import snapshot as snapshot_format
 from kafka_common.metadata.image import MetadataImage
 from kafka_runtime.client import KafkaClient
+from kafka_runtime.snapshot_fetch import fetch_snapshot
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -97,6 +99,7 @@ class ControllerProcess(ProcessHandle):
     port: int = 0
     extra: dict[str, str] = field(default_factory=dict)
     cluster_id: str = ""
+    voters: str = ""  # controller.quorum.voters; default: this controller alone
     proc: subprocess.Popen | None = None
     stderr_path: str = ""
 
@@ -117,7 +120,7 @@ class ControllerProcess(ProcessHandle):
             self.port = free_port()
         props = {
             "process.roles": "controller", "node.id": str(self.node_id),
-            "controller.quorum.voters": f"{self.node_id}@127.0.0.1:{self.port}",
+            "controller.quorum.voters": self.voters or f"{self.node_id}@127.0.0.1:{self.port}",
             "listeners": f"CONTROLLER://127.0.0.1:{self.port}",
             "controller.listener.names": "CONTROLLER",
             "metadata.log.dir": self.metadata_dir, "events.file": self.events_path,
@@ -244,6 +247,7 @@ class MetadataReader:
         self.records: list[tuple[int, Any]] = []
         self.next_offset = 0
         self.high_watermark = 0
+        self.snapshot_end = 0  # > 0: records below it came as a snapshot (not in .records)
 
     def fetch_request(self, max_wait_ms: int, max_bytes: int = 8 << 20) -> Any:
         v = self.version
@@ -267,6 +271,14 @@ class MetadataReader:
             raise RuntimeError(f"Fetch of __cluster_metadata-0 failed: {part.error_code.name}")
         self.high_watermark = part.high_watermark
         count = 0
+        snap = getattr(part, "snapshot_id", None)
+        if snap is not None and snap.end_offset > self.next_offset:
+            # behind the leader's log start: load its snapshot, go on from its end
+            blob = await fetch_snapshot(self.client, (snap.end_offset, snap.epoch))
+            self.image, end, _ = snapshot_format.decode(blob)
+            self.next_offset = end
+            self.snapshot_end = end
+            return end
         if part.records:
             for header, recs in decode_batches(bytes(part.records)):
                 for i, rec in enumerate(recs):
