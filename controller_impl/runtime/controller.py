@@ -43,7 +43,7 @@ from typing import Any
 from kafka_common import meta_properties, wire
 from kafka_common.config import ServerConfig
 from kafka_common.metadata import snapshot as snapshot_format
-from kafka_common.metadata.batches import decode_batches
+from kafka_common.metadata.batches import decode_batches, encode_batch
 from kafka_common.metadata.image import MetadataImage
 from kafka_common.metadata.records import NoOpRecord
 from kafka_common.wire import ErrorCode
@@ -83,6 +83,10 @@ REPLAY_CHUNK_BYTES = 16 << 20
 
 class FatalError(Exception):
     """The controller cannot go on (metadata log unwritable, replay mismatch, bad storage)."""
+
+
+class ReplayFailed(Exception):
+    """The image refused a record the state machine produced: image and log would part."""
 
 
 class NotActive(Exception):
@@ -137,20 +141,52 @@ def replay_log(log: MetadataLog, image: MetadataImage, upto: int) -> int:
     """Replay the log's records from ``image.last_offset + 1`` to below ``upto``."""
     applied = 0
     while image.last_offset + 1 < upto:
-        start = image.last_offset + 1
-        if start < log.start_offset:
-            raise FatalError(f"the log starts at {log.start_offset}, the image ends at {start - 1}: "
-                             f"no snapshot covers the gap")
-        data = log.read(start, REPLAY_CHUNK_BYTES, limit=upto)
-        if not data:
-            raise FatalError(f"the log has no records from {start} to {upto}")
-        for header, records in decode_batches(data):
-            for i, record in enumerate(records):
-                offset = header.base_offset + i
-                if start <= offset < upto:
-                    image.replay(record, offset)
-                    applied += 1
+        applied += apply_batches(image, read_tail(log, image, upto), upto)
     return applied
+
+
+def read_tail(log: MetadataLog, image: MetadataImage, upto: int) -> bytes:
+    """The next chunk of whole batches the image lacks, below ``upto`` (on the loop: the
+    log's index is the loop's)."""
+    start = image.last_offset + 1
+    if start < log.start_offset:
+        raise FatalError(f"the log starts at {log.start_offset}, the image ends at {start - 1}: "
+                         f"no snapshot covers the gap")
+    data = log.read(start, REPLAY_CHUNK_BYTES, limit=upto)
+    if not data:
+        raise FatalError(f"the log has no records from {start} to {upto}")
+    return data
+
+
+def apply_batches(image: MetadataImage, data: bytes, upto: int) -> int:
+    """Decode + replay (pure CPU: safe in a worker thread while nothing else touches the image)."""
+    start = image.last_offset + 1
+    applied = 0
+    for header, records in decode_batches(data):
+        for i, record in enumerate(records):
+            offset = header.base_offset + i
+            if start <= offset < upto:
+                image.replay(record, offset)
+                applied += 1
+    return applied
+
+
+def compute(state: Any, image: MetadataImage, fn_name: str, request: Any, now_ms: int, base: int,
+            epoch: int) -> tuple[Any, bytes, Any]:
+    """A leader's request, off the loop: the pure handler, its records encoded as one batch
+    at ``base``, and replayed into the image (optimistically: answered after commit)."""
+    fn = getattr(state, fn_name)
+    result = fn(request, now_ms) if request is not None else fn(now_ms)
+    records = list(result.records)
+    if not records:
+        return result, b"", None
+    data = encode_batch(base, records, leader_epoch=epoch, timestamp_ms=time.time_ns() // 1_000_000)
+    try:
+        for i, record in enumerate(records):
+            image.replay(record, base + i)
+    except Exception as exc:
+        raise ReplayFailed(f"replay of a record just produced failed at offset {base}: {exc}") from exc
+    return result, data, image.drain_changes()
 
 
 class ControllerRuntime:
@@ -173,6 +209,13 @@ class ControllerRuntime:
         self._snapshot_task: asyncio.Task | None = None
         self.fatal: asyncio.Future | None = None
         self.supported_apis: dict[int, tuple[int, int]] = dict(DEFAULT_VERSIONS)
+        # one holder at a time of the image and the state machine: a leader's request (its
+        # pure handler, encoding and optimistic replay run in a worker thread, so a
+        # 100k-record change never stalls Raft on the loop), a follower's apply of committed
+        # records, the new leader's catch-up, a resigned leader's rebuild
+        self._sm_lock = asyncio.Lock()
+        self._apply_upto = 0
+        self._apply_task: asyncio.Task | None = None
         self._waiters: deque[tuple[int, asyncio.Future]] = deque()
         self._pending_events: deque[tuple[int, list, str, Any]] = deque()
         self._last_written = -1
@@ -270,11 +313,10 @@ class ControllerRuntime:
         if change.previous_role == LEADER and change.role != LEADER:
             self._resign()
         if change.role == LEADER and change.previous_role != LEADER:
-            self._activate(change.epoch)
+            self._spawn(self._activate(change.epoch))
 
     def on_epoch_start(self, epoch: int) -> None:
-        if self.active:
-            self._write([NoOpRecord()], "leader_change")
+        pass  # written by _activate, once the image holds the whole log
 
     def on_commit(self, hw: int) -> None:
         if self.active:
@@ -288,47 +330,94 @@ class ControllerRuntime:
                 if not fut.done():
                     fut.set_result(None)
             self.state.on_committed(hw - 1)
-        else:
-            try:
-                replay_log(self.log, self.image, hw)
-            except Exception as exc:
-                self._halt(f"cannot replay committed records below {hw}: {type(exc).__name__}: {exc}")
-                return
-            self.image.drain_changes()
+            self._maybe_snapshot(hw)
+        elif not self.raft.is_leader:
+            self._apply_upto = max(self._apply_upto, hw)
+            if self._apply_task is None or self._apply_task.done():
+                self._apply_task = self._spawn(self._apply_committed())
         self._commit_event.set()
         self._commit_event = asyncio.Event()
-        self._maybe_snapshot(hw)
 
     def on_snapshot_installed(self, snapshot_id: tuple[int, int], blob: bytes) -> None:
         image, end, _ = snapshot_format.decode(blob)
-        self.image = image
+        self.image = image  # a follower: nothing else holds it (an apply in flight sees the swap)
         self._last_snapshot_end = end
         self._log_line(f"installed snapshot {snapshot_id} from the leader")
 
-    def _activate(self, epoch: int) -> None:
-        try:
-            applied = replay_log(self.log, self.image, self.log.end_offset)  # all of it commits with us
-        except Exception as exc:
-            self._halt(f"cannot replay the log as the new leader: {type(exc).__name__}: {exc}")
-            return
-        self.image.drain_changes()
-        self.state = state_api.make_state(self.image, self.cfg, self.cluster_id, self.clock.monotonic_ms(),
-                                         on_problem=lambda text: self._log_line(text))
-        self._last_written = self.log.end_offset - 1
-        self.events.emit("controller_active", epoch=epoch, end_offset=self.log.end_offset, replayed=applied)
-        self._log_line(f"active controller in epoch {epoch} (log end {self.log.end_offset})")
+    def _spawn(self, coro) -> asyncio.Task:
+        return asyncio.get_running_loop().create_task(coro)
+
+    async def _apply_committed(self) -> None:
+        """A follower applies committed records, in chunks, off the loop: its fetch loop
+        (which tells the leader what it holds) never waits for it."""
+        while True:
+            async with self._sm_lock:
+                if self.raft.is_leader or self.image.last_offset + 1 >= self._apply_upto:
+                    return
+                upto = self._apply_upto
+                try:
+                    data = read_tail(self.log, self.image, upto)
+                    await asyncio.to_thread(apply_batches, self.image, data, upto)
+                except Exception as exc:
+                    self._halt(f"cannot replay committed records below {upto}: {type(exc).__name__}: {exc}")
+                    return
+                self.image.drain_changes()
+                self._maybe_snapshot(self.raft.state.high_watermark)
+
+    async def _activate(self, epoch: int) -> None:
+        async with self._sm_lock:
+            if not self.raft.is_leader or self.raft.state.epoch != epoch:
+                return
+            applied = 0
+            try:  # the whole log commits with us: the image takes all of it
+                while self.image.last_offset + 1 < self.log.end_offset:
+                    end = self.log.end_offset
+                    applied += await asyncio.to_thread(apply_batches, self.image,
+                                                       read_tail(self.log, self.image, end), end)
+            except Exception as exc:
+                self._halt(f"cannot replay the log as the new leader: {type(exc).__name__}: {exc}")
+                return
+            if not self.raft.is_leader or self.raft.state.epoch != epoch:
+                return  # lost it meanwhile: _resign rebuilds
+            self.image.drain_changes()
+            self.state = state_api.make_state(self.image, self.cfg, self.cluster_id, self.clock.monotonic_ms(),
+                                             on_problem=lambda text: self._log_line(text))
+            self._last_written = self.log.end_offset - 1
+            try:
+                self._write([NoOpRecord()], "leader_change")
+            except FatalError:
+                return
+            self.events.emit("controller_active", epoch=epoch, end_offset=self.log.end_offset, replayed=applied)
+            self._log_line(f"active controller in epoch {epoch} (log end {self.log.end_offset})")
 
     def _resign(self) -> None:
+        was_active = self.state is not None
         self.state = None
         self._pending_events.clear()
         self._fail_waiters()
         hw = self.raft.state.high_watermark
-        self.events.emit("controller_inactive", epoch=self.raft.state.epoch, high_watermark=hw)
-        if self.image.last_offset >= hw:  # uncommitted records in the image: back to committed
+        if was_active:
+            self.events.emit("controller_inactive", epoch=self.raft.state.epoch, high_watermark=hw)
+        self._spawn(self._rebuild_committed())
+
+    async def _rebuild_committed(self) -> None:
+        """Back to the committed image after losing the leadership with records pending
+        (waits for a request still being computed: it may add more)."""
+        async with self._sm_lock:
+            hw = self.raft.state.high_watermark
+            if self.raft.is_leader or self.image.last_offset < hw:
+                return
             try:
-                self.image = load_image(self.log, self.snapshots, upto=hw)
+                self.image = await asyncio.to_thread(load_image, self.log, self.snapshots, None)
+                while self.image.last_offset + 1 < hw:
+                    await asyncio.to_thread(apply_batches, self.image, read_tail(self.log, self.image, hw), hw)
+                self.image.drain_changes()
             except Exception as exc:
                 self._halt(f"cannot rebuild the committed image: {type(exc).__name__}: {exc}")
+                return
+            self._log_line(f"image rebuilt to the high watermark {hw}")
+        if self._apply_upto > hw:
+            self.on_commit(self._apply_upto)
 
     def _fail_waiters(self) -> None:
         while self._waiters:
@@ -338,7 +427,7 @@ class ControllerRuntime:
 
     # -- state changes ----------------------------------------------------------------
     def _write(self, records: list[Any], reason: str) -> int:
-        """Append + replay at once (leader); returns the last offset. Fatal on failure."""
+        """Append + replay at once, on the loop (small writes); returns the last offset."""
         try:
             first, last = self.raft.append(records)
         except OSError as exc:
@@ -359,11 +448,29 @@ class ControllerRuntime:
             raise FatalError("controller halted")
         if not self.active:
             raise NotActive()
-        now = self.clock.monotonic_ms()
-        fn = getattr(self.state, fn_name)
-        result = fn(request, now) if request is not None else fn(now)
-        records = list(result.records)
-        last = self._write(records, reason) if records else self._last_written
+        async with self._sm_lock:
+            state, epoch, base = self.state, self.raft.state.epoch, self.log.end_offset
+            if not self.active or state is None:
+                raise NotActive()
+            try:
+                result, data, changes = await asyncio.to_thread(
+                    compute, state, self.image, fn_name, request, self.clock.monotonic_ms(), base, epoch)
+            except ReplayFailed as exc:
+                self._halt(str(exc))
+                raise FatalError(str(exc)) from None
+            records = list(result.records)
+            if records:
+                if not self.active or self.raft.state.epoch != epoch or self.log.end_offset != base:
+                    raise NotActive()  # the image ran ahead of a log we no longer write: _resign rebuilds it
+                try:
+                    _, last = self.raft.append_encoded(data)
+                except OSError as exc:
+                    self._halt(f"cannot write the metadata log: {exc}")
+                    raise FatalError(str(exc)) from None
+                self._pending_events.append((last, records, reason, changes))
+                self._last_written = last
+            else:
+                last = self._last_written
         if last >= self.raft.state.high_watermark:
             fut = asyncio.get_running_loop().create_future()
             self._waiters.append((last, fut))

@@ -247,6 +247,17 @@ class RaftNode:
         st = self.state
         assert st is not None and st.role == LEADER
         first, last = self.log.write_batch(records, leader_epoch=st.epoch, timestamp_ms=time.time_ns() // 1_000_000)
+        return self._appended(first, last)
+
+    def append_encoded(self, data: bytes) -> tuple[int, int]:
+        """Write one batch encoded elsewhere (at ``log.end_offset``, this epoch; leader only)."""
+        st = self.state
+        assert st is not None and st.role == LEADER
+        first, last = self.log.append_batch(data, sync=False)
+        return self._appended(first, last)
+
+    def _appended(self, first: int, last: int) -> tuple[int, int]:
+        st = self.state
         st.on_log_appended(first, last, st.epoch)
         self.stats["batches"] += 1
         self._data_event.set()

@@ -151,12 +151,33 @@ class ControllerProcess(ProcessHandle):
             if self.proc.poll() is not None:
                 raise RuntimeError(f"kraft-controller exited with {self.proc.returncode}: {self.stderr()}")
             try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
-                    return
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2) as sock:
+                    if self.voters or self._leads(sock):
+                        return  # a lone voter is ready once it leads with its epoch committed
             except OSError:
-                time.sleep(0.05)
+                pass
+            time.sleep(0.05)
         self.kill()
         raise RuntimeError(f"kraft-controller did not listen within {timeout_s}s: {self.stderr()}")
+
+
+    def _leads(self, sock: socket.socket) -> bool:
+        """DescribeQuorum (v0) over a plain socket: leader with a high watermark > 0?"""
+        mod = wire.request_module(55, 0)
+        req = wire.request_class(55, 0)(topics=(mod.TopicData(
+            topic_name=ids.METADATA_TOPIC, partitions=(mod.PartitionData(partition_index=0),)),))
+        payload = wire.encode_request(req, 1, "sim")
+        sock.settimeout(2.0)
+        sock.sendall(len(payload).to_bytes(4, "big") + payload)
+        buf = b""
+        while len(buf) < 4 or len(buf) < 4 + int.from_bytes(buf[:4], "big"):
+            chunk = sock.recv(65536)
+            if not chunk:
+                return False
+            buf += chunk
+        _, resp = wire.decode_response(buf[4:4 + int.from_bytes(buf[:4], "big")], 55, 0)
+        part = resp.topics[0].partitions[0]
+        return part.error_code == wire.ErrorCode.none and part.high_watermark > 0
 
 
 class SimBroker:

@@ -77,11 +77,15 @@ def dirs_offline(view: WorkingView, broker_id: int, newly_offline: set[uuid.UUID
         fence(view, broker_id)
 
 
+def _key_order(key: tuple[uuid.UUID, int]) -> tuple[int, int]:
+    return key[0].int, key[1]  # the order of sorted(keys), without UUID.__lt__ per comparison
+
+
 def leave_isrs_in_dirs(view: WorkingView, broker_id: int, dirs: set[uuid.UUID]) -> None:
     """ISR shrink + leader move for the partitions whose replica on ``broker_id`` lives in
     one of ``dirs`` — found through the image's dir index, O(replicas in those dirs)."""
     for dir_id in sorted(dirs, key=lambda d: d.int):
-        for key in sorted(view.image.partitions_in_dir(dir_id)):
+        for key in sorted(view.image.partitions_in_dir(dir_id), key=_key_order):
             part = view.partition(*key)
             if part is None or broker_id not in part.replicas or part.directory(broker_id) != dir_id:
                 continue

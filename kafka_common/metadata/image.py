@@ -392,9 +392,24 @@ class MetadataImage:
         if old is None:
             raise ImageError(f"PartitionChangeRecord {rec.topic_id}:{rec.partition_id}: unknown partition")
         new = merge_partition_change(old, rec)
-        self._unindex(old)
         self._partitions[tid][rec.partition_id] = new
-        self._index(new)
+        if new.replicas == old.replicas and new.directories == old.directories:
+            # the common case (ISR/leader moves): only the ISR index can change
+            if new.isr != old.isr:
+                key = (tid, rec.partition_id)
+                for b in old.isr:
+                    if b not in new.isr:
+                        members = self._by_isr.get(b)
+                        if members is not None:
+                            members.discard(key)
+                            if not members:
+                                del self._by_isr[b]
+                for b in new.isr:
+                    if b not in old.isr:
+                        self._by_isr.setdefault(b, set()).add(key)
+        else:
+            self._unindex(old)
+            self._index(new)
         self._note_partition(old, new)
 
     def _feature(self, rec: r.FeatureLevelRecord, offset: int) -> None:
@@ -446,10 +461,9 @@ class MetadataImage:
 def merge_partition_change(old: PartitionRegistration, rec: r.PartitionChangeRecord) -> PartitionRegistration:
     """The registration ``rec`` turns ``old`` into (Kafka's ``PartitionRegistration.merge``);
     raises :class:`ImageError` if the result breaks an invariant."""
-    where = f"PartitionChangeRecord {rec.topic_id}:{rec.partition_id}"
     replicas = old.replicas if rec.replicas is None else tuple(rec.replicas)
     if rec.directories is not None:
-        dirs = _directories(rec.directories, replicas, where)
+        dirs = _directories(rec.directories, replicas, f"PartitionChangeRecord {rec.topic_id}:{rec.partition_id}")
     elif replicas != old.replicas:
         # Keep each retained replica's dir; added replicas: MIGRATING (KAFKA-16583).
         by_broker = dict(zip(old.replicas, old.directories))
@@ -459,18 +473,24 @@ def merge_partition_change(old: PartitionRegistration, rec: r.PartitionChangeRec
     leader, leader_epoch = old.leader, old.leader_epoch
     if rec.leader != r.NO_LEADER_CHANGE:
         leader, leader_epoch = rec.leader, old.leader_epoch + 1
-    new = _checked(PartitionRegistration, where,
-                   topic_id=old.topic_id, partition_id=old.partition_id, replicas=replicas,
-                   isr=old.isr if rec.isr is None else tuple(rec.isr),
-                   leader=leader, leader_epoch=leader_epoch,
-                   partition_epoch=old.partition_epoch + 1, directories=dirs,
-                   removing_replicas=old.removing_replicas if rec.removing_replicas is None
-                   else tuple(rec.removing_replicas),
-                   adding_replicas=old.adding_replicas if rec.adding_replicas is None
-                   else tuple(rec.adding_replicas),
-                   leader_recovery_state=old.leader_recovery_state
-                   if rec.leader_recovery_state == r.NO_LRS_CHANGE else rec.leader_recovery_state)
-    _validate(new)
+    try:
+        new = PartitionRegistration(
+            old.topic_id, old.partition_id, replicas, old.isr if rec.isr is None else tuple(rec.isr),
+            leader, leader_epoch, old.partition_epoch + 1, dirs,
+            old.removing_replicas if rec.removing_replicas is None else tuple(rec.removing_replicas),
+            old.adding_replicas if rec.adding_replicas is None else tuple(rec.adding_replicas),
+            old.leader_recovery_state if rec.leader_recovery_state == r.NO_LRS_CHANGE
+            else rec.leader_recovery_state)
+    except ValueError as exc:
+        raise ImageError(f"PartitionChangeRecord {rec.topic_id}:{rec.partition_id}: {exc}") from None
+    if replicas is old.replicas and not new.adding_replicas and not new.removing_replicas:
+        # the common case (ISR/leader moves over the same replicas): the ISR rules only
+        isr = new.isr
+        if (len(isr) > 1 and len(set(isr)) != len(isr)) or any(b not in replicas for b in isr) \
+                or (leader != NO_LEADER and leader not in isr):
+            _validate(new)
+    else:
+        _validate(new)
     return new
 
 

@@ -91,7 +91,11 @@ def test_three_voters_elect_one_leader_and_answer_describe_quorum(quorum):
 
     async def body():
         leader = await q.leader()
-        answers = {n: await describe_quorum("127.0.0.1", q.port(n)) for n in q.procs}
+        for _ in range(100):  # the followers learn the leader from BeginQuorumEpoch
+            answers = {n: await describe_quorum("127.0.0.1", q.port(n)) for n in q.procs}
+            if all(d["leader_id"] == leader for d in answers.values()):
+                break
+            await asyncio.sleep(0.05)
         assert answers[leader]["error"] == "none"
         assert sorted(v["id"] for v in answers[leader]["voters"]) == [1, 2, 3]
         for n, d in answers.items():
