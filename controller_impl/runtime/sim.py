@@ -152,8 +152,10 @@ class ControllerProcess(ProcessHandle):
                 raise RuntimeError(f"kraft-controller exited with {self.proc.returncode}: {self.stderr()}")
             try:
                 with socket.create_connection(("127.0.0.1", self.port), timeout=0.2) as sock:
-                    if self.voters or self._leads(sock):
-                        return  # a lone voter is ready once it leads with its epoch committed
+                    # a lone voter is ready once it leads (asked without SASL: where the
+                    # listener demands it, listening is all this can see)
+                    if self.voters or self.extra.get("authorizer.enabled") == "true" or self._leads(sock):
+                        return
             except OSError:
                 pass
             time.sleep(0.05)
