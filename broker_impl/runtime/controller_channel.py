@@ -121,13 +121,9 @@ class ControllerConnection:
             if self.client is not None and (self.client.closed or self._node != node):
                 await self.close()
             if self.client is None:
-                try:
-                    self.client = await KafkaClient.connect(host, port, client_id=self.client_id,
-                                                            sasl=self.sasl, timeout_s=timeout_s,
-                                                            max_frame_bytes=self.max_frame_bytes)
-                except ClientError:
-                    self.locator.failed(node)
-                    raise
+                self.client = await KafkaClient.connect(host, port, client_id=self.client_id,
+                                                        sasl=self.sasl, timeout_s=timeout_s,
+                                                        max_frame_bytes=self.max_frame_bytes)
                 self._node = node
             return node, self.client
 

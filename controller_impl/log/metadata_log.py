@@ -348,3 +348,29 @@ class MetadataLog:
             except OSError:
                 pass
         self._segments = []
+
+
+def scan_batches(metadata_log_dir: str) -> list[tuple[int, int, int, int]]:
+    """Read-only: (base offset, last offset, leader epoch, CRC) of every good batch of a
+    metadata log, in order, stopping at the first bad one (what :meth:`MetadataLog.open`
+    would keep) — for checkers that compare controllers' logs after a run."""
+    directory = os.path.join(metadata_log_dir, DIR_NAME)
+    out: list[tuple[int, int, int, int]] = []
+    names = sorted(n for n in os.listdir(directory) if n.endswith(SUFFIX) and n[:-len(SUFFIX)].isdigit())
+    expected = None
+    for name in names:
+        with open(os.path.join(directory, name), "rb") as f:
+            data = f.read()
+        pos = 0
+        while pos < len(data):
+            try:
+                header = read_header(data, pos)
+            except CorruptBatch:
+                return out
+            if pos + header.size_bytes > len(data) or not crc_ok(data, pos, header) \
+                    or (expected is not None and header.base_offset != expected):
+                return out
+            out.append((header.base_offset, header.last_offset, header.partition_leader_epoch, header.crc))
+            expected = header.last_offset + 1
+            pos += header.size_bytes
+    return out
