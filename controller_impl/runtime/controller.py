@@ -405,17 +405,27 @@ class ControllerRuntime:
             if not self.raft.is_leader or self.raft.state.epoch != epoch:
                 return
             applied = 0
+            end = self.log.end_offset
+            hw = self.raft.state.high_watermark
+            tail_changes = None
             try:  # the whole log commits with us: the image takes all of it
-                while self.image.last_offset + 1 < self.log.end_offset:
-                    end = self.log.end_offset
-                    applied += await asyncio.to_thread(apply_batches, self.image,
-                                                       read_tail(self.log, self.image, end), end)
+                for upto in (min(hw, end), end):
+                    while self.image.last_offset + 1 < upto:
+                        applied += await asyncio.to_thread(apply_batches, self.image,
+                                                           read_tail(self.log, self.image, upto), upto)
+                    if upto == min(hw, end):
+                        self.image.drain_changes()       # committed before us: already reported
+                    else:
+                        tail_changes = self.image.drain_changes()
             except Exception as exc:
                 self._halt(f"cannot replay the log as the new leader: {type(exc).__name__}: {exc}")
                 return
             if not self.raft.is_leader or self.raft.state.epoch != epoch:
                 return  # lost it meanwhile: _resign rebuilds
-            self.image.drain_changes()
+            if tail_changes is not None and not tail_changes.is_empty():
+                # the previous leader's uncommitted tail commits with our first record: its
+                # changes are reported then (a dir failure written just before a failover)
+                self._pending_events.append((end - 1, [], "previous_leader", tail_changes))
             self.state = state_api.make_state(self.image, self.cfg, self.cluster_id, self.clock.monotonic_ms(),
                                              on_problem=lambda text: self._log_line(text))
             self._last_written = self.log.end_offset - 1
