@@ -21,7 +21,7 @@ from typing import Mapping, Sequence
 
 from harness.checkers.base import UNKNOWN, CheckResult
 
-__all__ = ["check_committed_prefixes"]
+__all__ = ["check_committed_prefixes", "check_quorum_logs"]
 
 Batch = tuple[int, int, int, int]  # base offset, last offset, epoch, crc
 
@@ -84,3 +84,22 @@ def _covered(batches: Sequence[Batch], snapshot_end: int, committed: int) -> lis
         else:
             ranges.append((base, last + 1))
     return ranges
+
+
+def check_quorum_logs(scenario, history) -> CheckResult:
+    """The check over a run: the ``quorum_logs`` action the runner records after the heal."""
+    found = history.events("quorum_logs", source="harness")
+    if not found:
+        return CheckResult("quorum_logs", UNKNOWN, "the controllers' logs were not collected")
+    e = found[-1]
+    committed = e.get("committed")
+    logs = {int(k): [tuple(b) for b in v] for k, v in (e.get("logs") or {}).items()}
+    if committed is None:
+        return CheckResult("quorum_logs", UNKNOWN, "no active controller at the end: committed offset unknown",
+                           {"errors": e.get("errors")})
+    ends = {int(k): int(v) for k, v in (e.get("snapshot_ends") or {}).items()}
+    result = check_committed_prefixes(logs, ends, int(committed))
+    if e.get("errors"):
+        result = CheckResult(result.name, result.valid, result.summary,
+                             {**result.details, "unreadable": e.get("errors")})
+    return result
