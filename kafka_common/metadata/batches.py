@@ -101,6 +101,51 @@ def encode_batch_kio(base_offset: int, records: Sequence[Any], *, leader_epoch: 
     return buf.getvalue()
 
 
+_RECORDS_AT = 61  # a v2 batch's records follow its 61-byte header
+
+
+def _read_zz(data: bytes, pos: int) -> tuple[int, int]:
+    result = shift = 0
+    while True:
+        byte = data[pos]
+        pos += 1
+        result |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return (result >> 1) ^ -(result & 1), pos
+        shift += 7
+        if shift > 63:
+            raise ValueError("varint too long")
+
+
+def _fast_values(data: bytes, pos: int, header: BatchHeader) -> list[bytes] | None:
+    """The record values of one uncompressed batch, parsed by hand (kio's reader costs
+    ~15 µs a record); None if anything is unusual (headers, keys, gaps) — kio decides then."""
+    end = pos + header.size_bytes
+    p = pos + _RECORDS_AT
+    values = []
+    try:
+        for i in range(header.record_count):
+            length, p = _read_zz(data, p)
+            stop = p + length
+            if data[p] != 0:             # attributes
+                return None
+            _, q = _read_zz(data, p + 1)   # timestamp delta
+            delta, q = _read_zz(data, q)
+            if delta != i:
+                return None
+            key_len, q = _read_zz(data, q)
+            if key_len != -1:
+                return None
+            value_len, q = _read_zz(data, q)
+            if value_len < 0 or q + value_len + 1 != stop or data[stop - 1] != 0:  # no headers
+                return None
+            values.append(data[q:q + value_len])
+            p = stop
+    except (IndexError, ValueError):
+        return None
+    return values if p == end else None
+
+
 def decode_batches(data: bytes | bytearray | memoryview) -> list[tuple[BatchHeader, list[Any]]]:
     """Every batch in ``data`` with its decoded records (control batches: no records)."""
     if not isinstance(data, bytes):
@@ -114,6 +159,10 @@ def decode_batches(data: bytes | bytearray | memoryview) -> list[tuple[BatchHead
             raise BatchDecodeError(
                 f"batch at offset {header.base_offset}: compressed metadata batches are not supported "
                 f"(codec {header.compression})")
+        values = _fast_values(data, pos, header)
+        if values is not None:
+            out.append((header, [decode_record(v) for v in values]))
+            continue
         try:
             batch, _ = read_batch(data, pos)
         except Exception as exc:  # kio raises ValueError / BufferUnderflow / struct errors

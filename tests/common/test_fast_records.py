@@ -51,3 +51,16 @@ def test_hand_written_batch_is_kios(recs, base, epoch, ts):
     assert fast == encode_batch_kio(base, recs, leader_epoch=epoch, timestamp_ms=ts)
     [(header, back)] = decode_batches(fast)
     assert back == recs and header.base_offset == base
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(changes, min_size=1, max_size=30))
+def test_hand_parsed_batches_match_kios_reader(recs):
+    from kio.records.readers import read_batch
+    from kafka_common.metadata.batches import _fast_values, decode_batches, encode_batch_kio
+    from kafka_common.batch_header import read_header
+    data = encode_batch_kio(7, recs, leader_epoch=3, timestamp_ms=123)
+    header = read_header(data, 0)
+    batch, _ = read_batch(data, 0)
+    assert _fast_values(data, 0, header) == [r_.value for r_ in batch.records]
+    assert decode_batches(data)[0][1] == recs
