@@ -100,8 +100,13 @@ class ServerConfigs:
         return props
 
     def controller_properties(self) -> dict[str, str]:
+        # the quorum's timings shrunk like the others (Kafka: 1000 / 2000 / 1000 ms), so an
+        # election after a controller fault takes ~1 s, well inside the brokers' session timeout
         props = {"broker.session.timeout.ms": str(self.session_timeout_ms),
-                 "broker.heartbeat.interval.ms": str(self.heartbeat_interval_ms)}
+                 "broker.heartbeat.interval.ms": str(self.heartbeat_interval_ms),
+                 "controller.quorum.election.timeout.ms": "500",
+                 "controller.quorum.fetch.timeout.ms": "1000",
+                 "controller.quorum.election.backoff.max.ms": "500"}
         props.update(self.controller_overrides)
         return props
 

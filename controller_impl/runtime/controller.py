@@ -249,6 +249,7 @@ class ControllerRuntime:
         self._waiters: deque[tuple[int, asyncio.Future]] = deque()
         self._pending_events: deque[tuple[int, list, str, Any]] = deque()
         self._last_written = -1
+        self._last_write_ms = 0
         self._last_snapshot_end = 0
         self._last_snapshot_ms = 0
         self.stats = {"commits": 0, "records": 0, "snapshots": 0}
@@ -487,6 +488,7 @@ class ControllerRuntime:
             raise FatalError(str(exc)) from None
         self._pending_events.append((last, records, reason, self.image.drain_changes()))
         self._last_written = last
+        self._last_write_ms = self.clock.monotonic_ms()
         return last
 
     async def _run(self, fn_name: str, request: Any, reason: str) -> Any:
@@ -518,6 +520,7 @@ class ControllerRuntime:
                     raise FatalError(str(exc)) from None
                 self._pending_events.append((last, records, reason, changes))
                 self._last_written = last
+                self._last_write_ms = self.clock.monotonic_ms()
             else:
                 last = self._last_written
         if last >= self.raft.state.high_watermark:
@@ -534,6 +537,12 @@ class ControllerRuntime:
                 continue
             try:
                 await self._run("tick", None, "session_timeout")
+                idle_ms = self.cfg.metadata_max_idle_interval_ms
+                if idle_ms and self.active and not self._sm_lock.locked() \
+                        and self.clock.monotonic_ms() - self._last_write_ms >= idle_ms:
+                    # Kafka's NoOpRecord every metadata.max.idle.interval.ms: the quorum's
+                    # liveness shows in the log, and a failed metadata disk is seen at once
+                    self._write([NoOpRecord()], "idle")
             except (FatalError, NotActive):
                 continue
             except Exception as exc:

@@ -124,6 +124,8 @@ class ControllerProcess(ProcessHandle):
             "listeners": f"CONTROLLER://127.0.0.1:{self.port}",
             "controller.listener.names": "CONTROLLER",
             "metadata.log.dir": self.metadata_dir, "events.file": self.events_path,
+            # no idle NoOpRecords unless a test asks: tests count the records they cause
+            "metadata.max.idle.interval.ms": "0",
         }
         props.update(self.extra)
         os.makedirs(self.workdir, exist_ok=True)

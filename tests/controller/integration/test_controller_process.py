@@ -479,3 +479,20 @@ def test_alter_partition_shrinks_the_isr_over_the_wire(controller):
     changes = [e for e in read_events(controller.events_path)
                if e["event"] == "partition_change" and e["reason"] == "alter_partition"]
     assert len(changes) == 1 and changes[0]["partition"] == 0
+
+
+def test_an_idle_active_controller_writes_noop_records(make_controller):
+    proc = make_controller(metadata_max_idle_interval_ms="100")
+
+    async def body():
+        admin = await KafkaClient.connect("127.0.0.1", proc.port)
+        reader = MetadataReader(admin)
+        await reader.catch_up()
+        first = reader.next_offset
+        await asyncio.sleep(1.0)
+        await reader.catch_up()
+        await admin.close()
+        return first, reader
+    first, reader = run(body())
+    idle = [r for o, r in reader.records if o >= first]
+    assert len(idle) >= 3 and all(type(r).__name__ == "NoOpRecord" for r in idle)
