@@ -360,6 +360,12 @@ class Services:
         from controller_impl.log.snapshots import SnapshotStore
         from controller_impl.runtime.quorum_sim import describe_quorum
         logs, snapshot_ends, errors = {}, {}, {}
+        committed = None
+        try:  # first: the logs only grow (idle NoOps), so everything below it is on the disks read next
+            active = self.active_controller(timeout_s=15.0)
+            committed = asyncio.run(describe_quorum(self.ip(active), CONTROLLER_PORT, 2.0))["high_watermark"]
+        except Exception as exc:  # noqa: BLE001
+            errors["active"] = str(exc)
         for c in self.controllers():
             path = self.lab.disk(self.nodes[c].name, META_DIR).data_path
             try:
@@ -368,12 +374,6 @@ class Services:
                 snapshot_ends[str(c)] = latest[0] if latest else 0
             except OSError as exc:   # a failed metadata disk: that controller's log is not readable
                 errors[str(c)] = str(exc)
-        committed = None
-        try:
-            active = self.active_controller(timeout_s=15.0)
-            committed = asyncio.run(describe_quorum(self.ip(active), CONTROLLER_PORT, 2.0))["high_watermark"]
-        except Exception as exc:  # noqa: BLE001
-            errors["active"] = str(exc)
         self._action("quorum_logs", None, logs=logs, snapshot_ends=snapshot_ends, committed=committed,
                      errors=errors)
 
