@@ -33,6 +33,9 @@ LEADER = "leader:t1/0"
 FOLLOWER = "follower:t1/0"
 REPLICA_DIR = "replica:t1/0"
 ONE_PARTITION = Workload(topics=(TopicSpec(name="t1", partitions=1),))
+# S4/S5 cut a broker off from "the controller" with one network partition: with a quorum the
+# broker would still reach the others (and rightly report there), so they keep one controller
+ONE_CONTROLLER = Topology(controllers=1)
 
 # scenario names whose broker stays alive after the fault, so a bounce variant means something
 BOUNCE_APPLIES = ("leader-dir-fails", "follower-dir-fails", "flaky-and-slow")
@@ -89,7 +92,7 @@ def failure_timeout_shutdown(*, seed: int = 0) -> Scenario:
     """S4: broker cut off from the controller, then a dir it leads on fails → exits at the
     failure timeout (D5), fenced after the session timeout."""
     return Scenario(
-        id="S4", name="failure-timeout-shutdown", seed=seed, workload=ONE_PARTITION,
+        id="S4", name="failure-timeout-shutdown", seed=seed, workload=ONE_PARTITION, topology=ONE_CONTROLLER,
         description="partition t1-0's leader from the controller, then fail the dir it leads t1-0 on",
         faults=(NetworkFault(at_ms=FAULT_AT_MS, action="partition", node=LEADER, peer=CONTROLLER),
                 DiskFault(at_ms=FAULT_AT_MS + 500, node=LEADER, dir=REPLICA_DIR, mode="error")),
@@ -102,7 +105,7 @@ def failure_timeout_shutdown(*, seed: int = 0) -> Scenario:
 def timeout_not_leader(*, seed: int = 0) -> Scenario:
     """S5: as S4 but the broker only follows partitions in that dir → no shutdown (D5)."""
     return Scenario(
-        id="S5", name="timeout-not-leader", seed=seed, workload=ONE_PARTITION,
+        id="S5", name="timeout-not-leader", seed=seed, workload=ONE_PARTITION, topology=ONE_CONTROLLER,
         description="partition a follower of t1-0 (leading nothing) from the controller, then fail its dir",
         faults=(NetworkFault(at_ms=FAULT_AT_MS, action="partition", node=FOLLOWER, peer=CONTROLLER),
                 DiskFault(at_ms=FAULT_AT_MS + 500, node=FOLLOWER, dir=REPLICA_DIR, mode="error")),
