@@ -78,6 +78,7 @@ class RaftState:
         self.voted_for = election.voted_for
         self.leader_id = election.leader_id
         self._persisted = (self.epoch, self.voted_for, self.leader_id)
+        self._announced_epoch, self._announced_leader = self.epoch, self.leader_id
         self.high_watermark = log.snapshot[0] if log.snapshot else 0
         self.flushed_end = log.end_offset   # what is on disk at start is durable
         self._leader_hw = -1
@@ -356,10 +357,13 @@ class RaftState:
 
     def _set_role(self, role: str, fx: list[m.Effect]) -> None:
         previous = self.role
+        changed = (role, self.epoch, self.leader_id) != (previous, self._announced_epoch, self._announced_leader)
         self.role = role
         self._asked_ms = {}
         self._persist(fx)
-        fx.append(m.RoleChange(role, self.epoch, self.leader_id, previous))
+        if changed:  # a new pre-vote round in the same epoch is no news
+            self._announced_epoch, self._announced_leader = self.epoch, self.leader_id
+            fx.append(m.RoleChange(role, self.epoch, self.leader_id, previous))
 
     def _persist(self, fx: list[m.Effect]) -> None:
         key = (self.epoch, self.voted_for, self.leader_id)

@@ -26,7 +26,6 @@ import random
 import time
 from typing import Any, Callable
 
-from kafka_common import wire
 from kafka_common.batch_header import iter_batches
 from kafka_common.config import ServerConfig
 from kafka_common.wire import ErrorCode
