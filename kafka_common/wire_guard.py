@@ -53,6 +53,7 @@ _OP_FIXED, _OP_VAR, _OP_ENTITY, _OP_ARRAY_FIXED, _OP_ARRAY_VAR, _OP_ARRAY_ENTITY
 # length encodings of variable-size values
 _LEN16, _LEN32, _COMPACT = 0, 1, 2
 
+_ENC_NAMES = {_LEN16: "i16", _LEN32: "i32", _COMPACT: "uvarint"}
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 
@@ -144,8 +145,8 @@ def _var_encoding(ktype: str, flexible: bool, name: str) -> int:
 # -- the walk ---------------------------------------------------------------------------------
 # Every function takes the buffer, the position and the end of the region it may read and
 # returns the new position. ``edits`` collects (start, end, replacement) for tagged-field
-# sections that lose unknown fields, in increasing position order; ``budget`` is a one-item
-# list holding the array elements still allowed.
+# sections that lose unknown fields, in increasing position order; ``budget`` is
+# [array elements still allowed, trace list or None] (see :func:`length_fields`).
 
 def _uvarint(buf: bytes, pos: int, end: int, what: str) -> tuple[int, int]:
     value = 0
@@ -166,7 +167,10 @@ def _uvarint(buf: bytes, pos: int, end: int, what: str) -> tuple[int, int]:
     return value, pos
 
 
-def _var(enc: int, nullable: bool, buf: bytes, pos: int, end: int, what: str) -> int:
+def _var(enc: int, nullable: bool, buf: bytes, pos: int, end: int, what: str,
+         budget: list) -> int:
+    if budget[1] is not None:
+        budget[1].append((pos, _ENC_NAMES[enc], "length"))
     if enc == _COMPACT:
         n, pos = _uvarint(buf, pos, end, what)
         length = n - 1
@@ -191,8 +195,10 @@ def _var(enc: int, nullable: bool, buf: bytes, pos: int, end: int, what: str) ->
 
 
 def _array_count(flexible: bool, nullable: bool, buf: bytes, pos: int, end: int,
-                 what: str) -> tuple[int, int]:
+                 what: str, budget: list) -> tuple[int, int]:
     """(count or -1 for null, position after the count)."""
+    if budget[1] is not None:
+        budget[1].append((pos, "uvarint" if flexible else "i32", "array"))
     if flexible:
         n, pos = _uvarint(buf, pos, end, what)
         count = n - 1
@@ -218,7 +224,7 @@ def _field(op: tuple[int, Any, bool, str], flexible: bool, buf: bytes, pos: int,
             raise FrameError(f"{owner}.{name}: runs past the end of the frame")
         return pos
     if kind == _OP_VAR:
-        return _var(arg, nullable, buf, pos, end, f"{owner}.{name}")
+        return _var(arg, nullable, buf, pos, end, f"{owner}.{name}", budget)
     if kind == _OP_ENTITY:
         if nullable:
             if pos >= end:
@@ -231,7 +237,7 @@ def _field(op: tuple[int, Any, bool, str], flexible: bool, buf: bytes, pos: int,
                 raise FrameError(f"{owner}.{name}: nullable struct marker {marker} (not -1/1)")
         return _entity(arg, buf, pos, end, edits, budget)
     what = f"{owner}.{name}"
-    count, pos = _array_count(flexible, nullable, buf, pos, end, what)
+    count, pos = _array_count(flexible, nullable, buf, pos, end, what, budget)
     if count <= 0:
         return pos
     if kind == _OP_ARRAY_FIXED:
@@ -246,7 +252,7 @@ def _field(op: tuple[int, Any, bool, str], flexible: bool, buf: bytes, pos: int,
         return pos + count * arg
     if kind == _OP_ARRAY_VAR:
         for _ in range(count):
-            pos = _var(arg, False, buf, pos, end, what)
+            pos = _var(arg, False, buf, pos, end, what, budget)
         return pos
     size = arg.fixed_size
     if size is not None:
@@ -260,13 +266,14 @@ def _field(op: tuple[int, Any, bool, str], flexible: bool, buf: bytes, pos: int,
 
 def _entity(plan: _Plan, buf: bytes, pos: int, end: int, edits: list, budget: list[int]) -> int:
     flexible = plan.flexible
+    fast = budget[1] is None  # the inline paths record no trace
     for op in plan.fields:
         kind = op[0]
         if kind == _OP_FIXED:  # inline: the common cases
             pos += op[1]
             if pos > end:
                 raise FrameError(f"{plan.name}.{op[3]}: runs past the end of the frame")
-        elif kind == _OP_VAR and op[1] == _COMPACT and pos < end and 0 < buf[pos] < 0x80:
+        elif kind == _OP_VAR and fast and op[1] == _COMPACT and pos < end and 0 < buf[pos] < 0x80:
             n = buf[pos]  # a one-byte compact length N: N-1 bytes of value follow
             pos += n
             if pos > end:
@@ -274,7 +281,7 @@ def _entity(plan: _Plan, buf: bytes, pos: int, end: int, edits: list, budget: li
         else:
             pos = _field(op, flexible, buf, pos, end, edits, budget, plan.name)
     if flexible:
-        if pos < end and buf[pos] == 0:  # no tagged fields: the common case
+        if fast and pos < end and buf[pos] == 0:  # no tagged fields: the common case
             return pos + 1
         pos = _tags(plan, buf, pos, end, edits, budget)
     return pos
@@ -283,6 +290,8 @@ def _entity(plan: _Plan, buf: bytes, pos: int, end: int, edits: list, budget: li
 def _tags(plan: _Plan, buf: bytes, pos: int, end: int, edits: list, budget: list[int]) -> int:
     start = pos
     what = f"{plan.name} tagged fields"
+    if budget[1] is not None:
+        budget[1].append((pos, "uvarint", "tags"))
     count, pos = _uvarint(buf, pos, end, what)
     if count == 0:
         return pos
@@ -292,6 +301,8 @@ def _tags(plan: _Plan, buf: bytes, pos: int, end: int, edits: list, budget: list
     kept: list[tuple[int, bytes | None, int, int]] = []  # (tag, new value or None, start, end)
     for _ in range(count):
         tag, pos = _uvarint(buf, pos, end, what)
+        if budget[1] is not None:
+            budget[1].append((pos, "uvarint", "tag_size"))
         size, pos = _uvarint(buf, pos, end, what)
         if size > end - pos:
             raise FrameError(f"{what}: tag {tag} of {size} bytes but {end - pos} bytes left")
@@ -350,7 +361,7 @@ def check(buf: bytes, classes: tuple[type, ...], offset: int = 0,
     —, the end of the entities in them, the end of the entities in ``buf``). Raises
     :class:`FrameError`."""
     edits: list = []
-    budget = [max_items]
+    budget: list = [max_items, None]
     pos = offset
     end = len(buf)
     for cls in classes:
@@ -359,3 +370,15 @@ def check(buf: bytes, classes: tuple[type, ...], offset: int = 0,
         return buf, pos, pos
     cut = sum((e - s) - len(replacement) for s, e, replacement in edits)
     return bytes(buf[:offset]) + splice(buf, offset, end, edits), pos - cut, pos
+
+
+def length_fields(buf: bytes, classes: tuple[type, ...], offset: int = 0) -> list[tuple[int, str, str]]:
+    """Where the lengths are in a valid encoding: (position, "i16" | "i32" | "uvarint",
+    "length" | "array" | "tags" | "tag_size") for every string/bytes/records length, array
+    count, tagged-field count and tagged-field size — what a fuzzer mutates."""
+    trace: list[tuple[int, str, str]] = []
+    budget: list = [DEFAULT_MAX_ITEMS, trace]
+    pos = offset
+    for cls in classes:
+        pos = _entity(plan_for(cls), buf, pos, len(buf), [], budget)
+    return trace
