@@ -49,6 +49,7 @@ full, then one line with the count.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import sys
 import time
@@ -139,7 +140,7 @@ class KafkaServer:
         self.security = security or SecurityConfig()
         limits = limits or ListenerLimits()
         if max_frame_bytes is not None:
-            limits = ListenerLimits(**{**limits.__dict__, "max_frame_bytes": max_frame_bytes})
+            limits = dataclasses.replace(limits, max_frame_bytes=max_frame_bytes)
         self.limits = limits
         self.max_frame_bytes = limits.max_frame_bytes
         self.events = events
@@ -171,12 +172,12 @@ class KafkaServer:
 
     def api_rules(self) -> dict[int, authz.ApiRule]:
         """The handler's ``api_rules`` (if any) merged over the server's own."""
-        declared = getattr(self.handler, "api_rules", None)
+        declared = getattr(self.handler, "api_rules", None) or {}
         cached = self._rules_cache
-        if cached is not None and cached[0] is declared:
+        if cached is not None and cached[0] == declared:  # read each time: a handler may add rules
             return cached[1]
         rules = authz.merged_rules(declared)
-        self._rules_cache = (declared, rules)
+        self._rules_cache = (dict(declared), rules)
         return rules
 
     @property
