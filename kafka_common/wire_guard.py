@@ -14,7 +14,8 @@ BEFORE kio allocates anything:
 * array counts, classic (int32) and compact (unsigned varint, N+1): a count larger than the
   bytes left (every element takes at least one byte; fixed-size elements their size) is
   refused, and so is a frame whose arrays hold more than ``max_items`` elements in all (kio
-  builds one Python object per element: about 60 bytes each, so 1M elements ≈ 60 MB);
+  builds one Python object per element: about 60 bytes each, so 1M elements ≈ 60 MB;
+  tagged fields count too, as each is a step of the walk);
 * strings (int16 / compact), bytes and records (int32 / compact), nullable-struct markers,
   tagged-field counts and sizes, varints (at most 5 bytes, below 2^32).
 
@@ -297,6 +298,9 @@ def _tags(plan: _Plan, buf: bytes, pos: int, end: int, edits: list, budget: list
         return pos
     if count > (end - pos) // 2:  # a tag and a size: at least 2 bytes each
         raise FrameError(f"{what}: {count} fields but {end - pos} bytes left")
+    budget[0] -= count  # each costs a step of the walk: they count like array elements
+    if budget[0] < 0:
+        raise FrameError(f"{what}: more array elements and tagged fields in the frame than the limit allows")
     rewrite = False
     kept: list[tuple[int, bytes | None, int, int]] = []  # (tag, new value or None, start, end)
     for _ in range(count):

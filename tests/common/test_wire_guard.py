@@ -238,3 +238,14 @@ def test_differential_fuzz_against_kio_in_a_child_process():
                                  f"through): {out.stdout[-2000:]} {out.stderr[-2000:]}")
     accepted, refused, mismatched = map(int, out.stdout.split()[-3:])
     assert accepted > 1000 and refused > 1000 and mismatched == 0
+
+
+def test_tagged_fields_count_against_the_budget():
+    """A frame of nothing but (unknown) tagged fields is walked in bounded steps too."""
+    n = 3000
+    section = fuzz._uvarint(n) + b"".join(fuzz._uvarint(1000 + i) + b"\x00" for i in range(n))
+    frame = struct.pack(">hhih", 18, 3, 1, -1) + b"\x00" + b"\x01\x01" + section  # ApiVersions v3
+    header, request = wire.decode_request(frame)
+    assert request.client_software_name == "" and header.correlation_id == 1
+    with pytest.raises(wire.DecodeError, match="limit"):
+        wire.decode_request(frame, max_items=n - 1)
