@@ -238,6 +238,46 @@ def test_unknown_tagged_fields_in_header_and_body_are_ignored(target):
     assert target.proc.alive()
 
 
+def test_every_api_version_with_each_length_prefix_made_hostile(target):
+    """A sweep, not a sample: every advertised API × version of the corpus, each of its length
+    prefixes (array counts, string/bytes/records lengths, tagged-field counts and sizes;
+    classic and compact) replaced by a hostile value in turn — after logging in where the
+    listener requires it, so the frames reach the decoder."""
+    corpus = _corpus(target)
+    hostile = {"i16": [b"\x7f\xff", b"\xff\xfe", b"\xff\xff"],
+               "i32": [b"\x7f\xff\xff\xff", b"\xff\xff\xff\xfe", b"\x80\x00\x00\x00"],
+               "uvarint": [b"\xfe\xff\xff\xff\x0f", b"\xff\xff\xff\xff\x07", b"\x80\x80\x80\x80\x80\x01"]}
+    cases, seen = [], set()
+    versions = {(e.api_key, e.version) for e in corpus.entries}
+    for e in corpus.entries:
+        for i, (pos, enc, role) in enumerate(e.lengths):
+            width = fuzz._width(e.payload, pos, enc)
+            value = hostile[enc][i % 3]
+            cases.append(fuzz.Case("length", fuzz._frame(e.payload[:pos] + value + e.payload[pos + width:]), True,
+                                   f"api_key={e.api_key} v{e.version} {role} {enc}@{pos}"))
+            seen.add((enc, role))
+    assert {("i32", "array"), ("uvarint", "array"), ("i16", "length"), ("uvarint", "length"),
+            ("uvarint", "tags")} <= seen, seen
+    advertised = {(k, v) for k, (lo, hi) in corpus.table.items() for v in range(lo, hi + 1)}
+    decodable = {(k, v) for k, v in advertised if wire.schema_exists(k, v) or (k == 0 and v <= 2)}
+    assert versions == decodable and len(versions) > 30, decodable - versions  # every one of them
+
+    async def sweep():
+        thrower = fuzz.Thrower("127.0.0.1", target.port, sasl=target.sasl, timeout_s=5)
+        try:
+            for case in cases:
+                await thrower.throw(case)
+                if thrower.stats.frames % 100 == 0:
+                    assert target.proc.alive(), f"{target.name} died at {case.note}: {target.proc.stderr()}"
+        finally:
+            await thrower.close()
+        return thrower.stats
+    stats = asyncio.run(sweep())
+    assert stats.frames == len(cases) and stats.refused == 0, stats
+    assert target.proc.alive(), target.proc.stderr()
+    asyncio.run(target.serves())
+
+
 def test_fuzzed_frames_leave_the_listener_serving(target):
     """Before logging in (every listener) and, on SASL listeners, after."""
     corpus = _corpus(target)
