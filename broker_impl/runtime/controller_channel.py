@@ -184,13 +184,6 @@ def controller_locator(cfg: ServerConfig) -> ControllerLocator:
     return ControllerLocator([(v.node_id, v.host, v.port) for v in cfg.controller_quorum_voters])
 
 
-def controller_address(cfg: ServerConfig) -> tuple[str, int]:
-    if not cfg.controller_quorum_voters:
-        raise ValueError("controller.quorum.voters: a broker needs the controller's address")
-    v = cfg.controller_quorum_voters[0]
-    return v.host, v.port
-
-
 def controller_sasl(cfg: ServerConfig) -> tuple[str, str] | None:
     name = cfg.controller_listener_names[0] if cfg.controller_listener_names else "CONTROLLER"
     if cfg.security_protocol(name) == "SASL_PLAINTEXT":

@@ -170,8 +170,8 @@ class RaftState:
     # ------------------------------------------------------------------ Vote
     def handle_vote(self, req: m.VoteRequest, now_ms: int) -> tuple[m.VoteResponse, list[m.Effect]]:
         fx: list[m.Effect] = []
-        if req.candidate_id not in self.cfg.voters:
-            return self._vote_answer(False, m.INCONSISTENT_VOTER_SET), fx
+        if req.candidate_id not in self.cfg.voters or req.candidate_id == self.cfg.node_id:
+            return self._vote_answer(False, m.INCONSISTENT_VOTER_SET), fx  # we never ask ourselves
         up_to_date = (req.last_epoch, req.last_epoch_end_offset) >= self.log.up_to_date_key()
         if req.pre_vote:
             if req.candidate_epoch <= self.epoch:
@@ -217,7 +217,7 @@ class RaftState:
     # ------------------------------------------------------------------ Begin/EndQuorumEpoch
     def handle_begin_epoch(self, req: m.BeginEpochRequest, now_ms: int) -> tuple[m.EpochResponse, list[m.Effect]]:
         fx: list[m.Effect] = []
-        if req.leader_id not in self.cfg.voters:
+        if req.leader_id not in self.cfg.voters or req.leader_id == self.cfg.node_id:
             return self._epoch_answer(m.INCONSISTENT_VOTER_SET), fx
         if req.leader_epoch < self.epoch:
             return self._epoch_answer(m.FENCED_LEADER_EPOCH), fx
@@ -237,7 +237,7 @@ class RaftState:
 
     def handle_end_epoch(self, req: m.EndEpochRequest, now_ms: int) -> tuple[m.EpochResponse, list[m.Effect]]:
         fx: list[m.Effect] = []
-        if req.leader_id not in self.cfg.voters:
+        if req.leader_id not in self.cfg.voters or req.leader_id == self.cfg.node_id:
             return self._epoch_answer(m.INCONSISTENT_VOTER_SET), fx
         if req.leader_epoch < self.epoch:
             return self._epoch_answer(m.FENCED_LEADER_EPOCH), fx

@@ -46,6 +46,7 @@ from kafka_common.metadata.image import MetadataImage
 from kafka_common.metadata.records import NoOpRecord
 from kafka_common.wire import ErrorCode
 from kafka_runtime.events import EventLog
+from kafka_runtime.limits import ListenerLimits
 from kafka_runtime.server import KafkaServer, RequestContext, SecurityConfig
 
 from controller_impl.log import MetadataLog
@@ -59,10 +60,9 @@ from controller_impl.runtime.metadata_fetch import serve_fetch
 from controller_impl.runtime.image_io import (FatalError, ReplayFailed, apply_batches, compute, compute_without_gc,
                                               load_image, read_tail)
 from controller_impl.runtime.raft_node import RaftNode
+from controller_impl.state.authz import API_RULES
 
 FETCH = 1
-# broker-only RPCs and the Raft RPCs between voters need CLUSTER_ACTION on CLUSTER
-CLUSTER_ACTION_APIS = frozenset({62, 63, 73, 56, 64, rw.VOTE, rw.BEGIN, rw.END, rw.FETCH_SNAPSHOT})
 # api_key -> (state handler name, reason written on partition_change events)
 HANDLERS: dict[int, tuple[str, str]] = {
     62: ("handle_broker_registration", "broker_registration"),
@@ -135,6 +135,7 @@ class ControllerRuntime:
         self._snapshot_task: asyncio.Task | None = None
         self.fatal: asyncio.Future | None = None
         self.supported_apis: dict[int, tuple[int, int]] = dict(DEFAULT_VERSIONS)
+        self.api_rules = dict(API_RULES)  # the listener enforces them (permission, before auth)
         # one holder at a time of the image and the state machine: a leader's request (its
         # pure handler, encoding and optimistic replay run in a worker thread, so a
         # 100k-record change never stalls Raft on the loop), a follower's apply of committed
@@ -196,7 +197,7 @@ class ControllerRuntime:
         self.server = KafkaServer(self, host=listener.host or "0.0.0.0", port=listener.port,
                                   listener_name=listener_name,
                                   security=SecurityConfig.for_listener(cfg, listener_name),
-                                  max_frame_bytes=cfg.socket_request_max_bytes,
+                                  limits=ListenerLimits.from_config(cfg),
                                   events=self.events, log=self._log_line)
         await self.server.start()
         self.events.emit("controller_started", port=self.server.port, end_offset=self.log.end_offset,
@@ -483,9 +484,6 @@ class ControllerRuntime:
     # -- the listener's handler -------------------------------------------------------
     async def handle(self, ctx: RequestContext, header: Any, request: Any) -> Any:
         key, version = ctx.api_key, ctx.api_version
-        if key in CLUSTER_ACTION_APIS and not ctx.cluster_action_allowed:
-            return wire.error_response(key, version, ErrorCode.cluster_authorization_failed,
-                                       f"{ctx.principal} lacks CLUSTER_ACTION on CLUSTER")
         raft = self.raft
         if key == FETCH:
             return await serve_fetch(self, request, version)

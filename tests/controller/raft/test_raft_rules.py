@@ -132,6 +132,15 @@ def test_vote_refused_from_an_older_epoch_and_from_strangers():
     assert not resp.vote_granted and resp.error == m.FENCED_LEADER_EPOCH and resp.epoch == 5 and not fx
     resp, _ = st.handle_vote(m.VoteRequest(7, 6, 9, 9), 0)
     assert resp.error == m.INCONSISTENT_VOTER_SET and not resp.vote_granted
+    # nor from ourselves (a forged frame must not depose a lone leader)
+    lone = node(voters=(1,))
+    lone.start(0)
+    resp, fx = lone.handle_vote(m.VoteRequest(1, 99, 9, 9), 0)
+    assert resp.error == m.INCONSISTENT_VOTER_SET and lone.role == "leader" and not fx
+    resp, fx = lone.handle_begin_epoch(m.BeginEpochRequest(1, 99), 0)
+    assert resp.error == m.INCONSISTENT_VOTER_SET and lone.role == "leader" and not fx
+    resp, fx = lone.handle_end_epoch(m.EndEpochRequest(1, 99), 0)
+    assert resp.error == m.INCONSISTENT_VOTER_SET and lone.role == "leader" and not fx
 
 
 def test_no_vote_while_a_leader_of_the_epoch_is_known():
