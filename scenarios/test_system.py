@@ -47,6 +47,9 @@ SUITE = [
     "flaky-and-slow",
     "flaky-and-slow-bounce",
     "soak",
+    "active-controller-killed-during-report",
+    "active-controller-metadata-disk-fails",
+    "active-controller-partitioned-during-report",
 ]
 SOAK_DURATION_MS = 40000
 

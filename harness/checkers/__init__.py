@@ -15,6 +15,7 @@ from harness.checkers.failover import check_failover
 from harness.checkers.fencing import check_fencing
 from harness.checkers.liveness import check_liveness
 from harness.checkers.metadata import check_metadata_invariants
+from harness.checkers.quorum_logs import check_quorum_logs
 from harness.checkers.timeout import check_timeout_accuracy
 
 __all__ = ["CHECKERS", "CheckReport", "CheckResult", "UNKNOWN", "Valid", "run_checks", "merge_valid",
@@ -27,6 +28,7 @@ CHECKERS: dict[str, Callable[..., CheckResult]] = {
     "timeout_accuracy": check_timeout_accuracy,
     "fencing": check_fencing,
     "metadata_invariants": check_metadata_invariants,
+    "quorum_logs": check_quorum_logs,
 }
 
 
