@@ -10,7 +10,11 @@ The server does the rest, the same way for every listener:
 
 * framing (``kafka_common.framing``): a negative or oversized size
   (``socket.request.max.bytes``) closes the connection;
-* requests of one connection are handled strictly in order (librdkafka pipelines);
+* requests of one connection are handled strictly in order (librdkafka pipelines), and
+  answered in that order; a handler whose work is done but whose answer must wait (Produce
+  acks=all waiting for replication) returns a :class:`DeferredResponse`: the connection
+  goes on with its next request meanwhile (at most ``MAX_DEFERRED`` outstanding), and the
+  responses still leave in request order;
 * ApiVersions (v0–v4) is answered from the handler's table (plus ApiVersions itself and
   the SASL APIs when the listener uses SASL); an unsupported ApiVersions version gets the
   v0 fallback reply (wire-notes "ApiVersions fallback");
@@ -31,6 +35,7 @@ The server does the rest, the same way for every listener:
 from __future__ import annotations
 
 import asyncio
+import collections
 import itertools
 import sys
 from dataclasses import dataclass, field
@@ -49,6 +54,18 @@ API_VERSIONS_RANGE = (0, 4)
 SASL_APIS = {SASL_HANDSHAKE: (1, 1), SASL_AUTHENTICATE: (0, 2)}
 ANONYMOUS = "User:ANONYMOUS"
 _QUEUE_PAUSE = 64  # frames queued on one connection before reading pauses
+MAX_DEFERRED = 64  # deferred responses outstanding on one connection before it stops reading requests
+
+
+class DeferredResponse:
+    """A handler's result when the request's work is done but its response is not ready yet:
+    ``awaitable`` yields the response (or ``None``: nothing to send). The server handles the
+    connection's next requests meanwhile and sends the responses in request order."""
+
+    __slots__ = ("awaitable",)
+
+    def __init__(self, awaitable: Any) -> None:
+        self.awaitable = awaitable
 
 
 @dataclass(frozen=True)
@@ -174,6 +191,11 @@ class _Connection(asyncio.Protocol):
         self._write_ok = asyncio.Event()
         self._write_ok.set()
         self._handshake_done = False
+        # responses not sent yet, in request order: (future of the response or None, api key,
+        # version, correlation id); only used while a deferred response is outstanding
+        self._outbox: collections.deque = collections.deque()
+        self._outbox_ready = asyncio.Event()
+        self._sender: asyncio.Task | None = None
 
     # -- asyncio.Protocol -------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -203,6 +225,7 @@ class _Connection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         self._write_ok.set()
+        self._outbox_ready.set()
         self.server._connections.discard(self)
         self.queue.put_nowait(None)
 
@@ -219,6 +242,15 @@ class _Connection(asyncio.Protocol):
             self.transport.abort()
         if self.task is not None:
             self.task.cancel()
+        self._drop_outbox()
+
+    def _drop_outbox(self) -> None:
+        if self._sender is not None:
+            self._sender.cancel()
+        while self._outbox:
+            fut = self._outbox.popleft()[0]
+            if isinstance(fut, asyncio.Future) and not fut.done():
+                fut.cancel()
 
     def _bad(self, reason: str) -> None:
         self.server.stats["closed_bad"] += 1
@@ -252,6 +284,61 @@ class _Connection(asyncio.Protocol):
             pass
         except Exception as exc:  # a bug here must not take the process down
             self._bad(f"internal error: {type(exc).__name__}: {exc}")
+        finally:
+            if self.closed:
+                self._drop_outbox()
+
+    def _defer(self, awaitable: Any, api_key: int, version: int, correlation_id: int) -> None:
+        fut = asyncio.ensure_future(awaitable)
+        self._outbox.append((fut, api_key, version, correlation_id))
+        self._outbox_ready.set()
+        if self._sender is None or self._sender.done():
+            self._sender = asyncio.get_running_loop().create_task(self._send_outbox())
+
+    async def _send_outbox(self) -> None:
+        """Send the queued responses in request order, each once it is ready."""
+        server = self.server
+        while self._outbox and not self.closed:
+            fut, api_key, version, correlation_id = self._outbox[0]
+            response = fut
+            if isinstance(fut, asyncio.Future):
+                try:
+                    response = await asyncio.shield(fut)
+                except asyncio.CancelledError:
+                    if not fut.cancelled():
+                        raise  # the sender itself was cancelled (connection closing)
+                    response = None
+                except Exception as exc:
+                    server.stats["handler_errors"] += 1
+                    assert self.ctx is not None
+                    server._event("handler_error", peer=self.ctx.peer, api_key=api_key, version=version,
+                                  error=f"{type(exc).__name__}: {exc}")
+                    response = wire.error_response(api_key, version, ErrorCode.unknown_server_error,
+                                                   f"{type(exc).__name__}")
+            self._outbox.popleft()
+            self._outbox_ready.set()
+            if response is not None:
+                await self._send(wire.encode_response(response, correlation_id))
+
+    async def _drain_outbox(self) -> None:
+        """Wait until every queued response is sent (before a raw write)."""
+        while self._outbox and not self.closed:
+            self._outbox_ready.clear()
+            await self._outbox_ready.wait()
+
+    async def _reply(self, response: Any, api_key: int, version: int, correlation_id: int) -> None:
+        """Send now, or queue behind the deferred responses still outstanding."""
+        if isinstance(response, DeferredResponse):
+            while len(self._outbox) >= MAX_DEFERRED and not self.closed:
+                self._outbox_ready.clear()
+                await self._outbox_ready.wait()
+            self._defer(response.awaitable, api_key, version, correlation_id)
+        elif self._outbox:
+            self._outbox.append((response, api_key, version, correlation_id))
+            if self._sender is None or self._sender.done():
+                self._sender = asyncio.get_running_loop().create_task(self._send_outbox())
+        elif response is not None:
+            await self._send(wire.encode_response(response, correlation_id))
 
     async def _process(self, frame: bytes) -> None:
         server = self.server
@@ -265,6 +352,7 @@ class _Connection(asyncio.Protocol):
         table = server.api_table()
         if api_key == API_VERSIONS and not (API_VERSIONS_RANGE[0] <= version <= API_VERSIONS_RANGE[1]
                                             and wire.schema_exists(api_key, version)):
+            await self._drain_outbox()
             await self._send(wire.api_versions_fallback(correlation_id, table))
             return
         try:
@@ -292,6 +380,7 @@ class _Connection(asyncio.Protocol):
         elif api_key == SASL_AUTHENTICATE:
             response = self._authenticate(request, version)
             if response.error_code != ErrorCode.none:
+                await self._drain_outbox()
                 await self._send(wire.encode_response(response, correlation_id))
                 raise _Close(f"SASL authentication failed: {response.error_message}")
         else:
@@ -305,9 +394,9 @@ class _Connection(asyncio.Protocol):
                               error=f"{type(exc).__name__}: {exc}")
                 response = wire.error_response(api_key, version, ErrorCode.unknown_server_error,
                                                f"{type(exc).__name__}")
-            if response is None:
-                return
-        await self._send(wire.encode_response(response, correlation_id))
+            await self._reply(response, api_key, version, correlation_id)
+            return
+        await self._reply(response, api_key, version, correlation_id)
 
     def _handshake(self, request: Any, version: int) -> Any:
         cls = wire.response_class(SASL_HANDSHAKE, version)

@@ -11,7 +11,12 @@ duplicates answer NONE with their original offsets; see ``PartitionLog.append_as
 
 acks=all waits (purgatory) until the high watermark passes the last appended offset, or
 the request timeout (REQUEST_TIMED_OUT); if the ISR shrank below min.insync.replicas by
-then: NOT_ENOUGH_REPLICAS_AFTER_APPEND. acks=0 returns ``None``: no response is sent.
+then: NOT_ENOUGH_REPLICAS_AFTER_APPEND. That wait is returned as a
+:class:`kafka_runtime.server.DeferredResponse`: the appends are done, so the listener goes
+on with the connection's next requests (librdkafka pipelines one Produce per batch) while
+this one waits, and the answers still leave in request order — a connection's acks=all
+throughput is not one request per replication round trip. acks=0 returns ``None``: no
+response is sent.
 
 The append runs off the event loop (``BrokerView.replica_io``: the partition's log-dir
 worker in the broker), the partitions of one request concurrently, each under its
@@ -29,6 +34,7 @@ from kio.schema.errors import ErrorCode
 
 from broker_impl.api.entities import NO_THROTTLE, build, ms, replica_error, replica_io, response_type
 from kafka_common import batch_header as bh
+from kafka_runtime.server import DeferredResponse
 
 if TYPE_CHECKING:
     from broker_impl.api.handlers import BrokerApi
@@ -153,8 +159,14 @@ async def handle_produce(api: BrokerApi, ctx: Any, req: Any) -> Any | None:
 
     if acks == 0:
         return None
-    if acks == -1:
-        await _await_replication(api, [r for _, rs in per_topic for r in rs], ms(req.timeout))
+    if acks == -1 and any(r.error is ErrorCode.none and r.wait_offset >= 0 for _, rs in per_topic for r in rs):
+        return DeferredResponse(_replicated_response(api, version, per_topic, ms(req.timeout)))
+    return _response(version, per_topic)
+
+
+async def _replicated_response(api: BrokerApi, version: int, per_topic: list[tuple[Any, list[_PartitionResult]]],
+                               timeout_ms: int) -> Any:
+    await _await_replication(api, [r for _, rs in per_topic for r in rs], timeout_ms)
     return _response(version, per_topic)
 
 

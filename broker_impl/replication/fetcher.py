@@ -22,16 +22,33 @@ Per partition in the answer:
 A local storage error (the follower's dir failed) drops the partition from the fetcher:
 the DirFailureChannel has already reported the dir and the core stops the fetcher anyway.
 
-The storage step of each partition (:func:`_storage_step`) runs on that log's dir worker
-(``FetcherHost.run_io``, under ``partition_lock``), not on the event loop; the partition
-sits out of the next rounds until its step is done, so its appends stay in order and a
-slow dir holds up only its own partitions (other partitions of the same leader keep
-being fetched).
+One pipeline per leader (issue 10): a partition with new data never waits behind a
+long-poll for idle ones. Each round
+
+1. waits for the previous round's storage steps, at most ``step_wait_ms`` (50 ms);
+2. sends ONE Fetch with every partition followed from that leader except those whose step
+   is still running (a slow or hung dir: they sit out, so that dir holds up only its own
+   partitions) and those backing off;
+3. long-polls for ``replica.fetch.wait.max.ms`` only when no partition sits out; while one
+   does, ``max_wait`` is the age of its step (at least 10 ms, at most the configured
+   wait), so it rejoins soon after its step ends, and a hung dir costs only a slowly
+   growing poll;
+4. applies the answer: a partition without records, divergence or error only takes the
+   leader's HW (``min(leader HW, local LEO)``, lock-free, on the loop); the others' storage
+   steps (:func:`_storage_step`) run on their log dir's worker (``FetcherHost.run_io``), one
+   job per dir per round for all that dir's partitions, under each partition's
+   ``partition_lock`` (a partition whose lock is held — a move's swap — gets a job of its
+   own, so it cannot hold up the rest of its dir).
+
+The leader answers a Fetch as soon as any partition in it has data (min_bytes=1), so the
+next fetch of a busy partition — the one that moves the leader's HW and completes acks=all
+— is always in flight right after its append.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime
 import logging
 import uuid
@@ -50,13 +67,40 @@ RESPONSE_MAX_BYTES = 10 * 1024 * 1024
 BACKOFF_S = 0.2
 
 
+STEP_WAIT_MS = 50          # a round waits this long for the previous round's storage steps
+MIN_STRAGGLER_POLL_MS = 10  # max_wait while a partition sits out: its step's age, at least this
+
+
 @dataclass(slots=True)
 class FollowState:
     tp: TopicPartition
     topic_id: uuid.UUID
     leader_epoch: int
     backoff_until: float = 0.0
-    applying: "asyncio.Task | None" = None  # its storage step, while running
+    applying: "asyncio.Future | None" = None  # its storage step, while running
+    applying_since: float = 0.0                # loop time the step started
+
+
+def plan_round(states: "list[FollowState]", now: float, wait_max_ms: int) -> tuple[list[FollowState], int]:
+    """Which partitions the next Fetch carries and its ``max_wait`` (ms): every partition not
+    backing off and not in a storage step; the full long-poll only when none sits out in a
+    step, else the age of the oldest running step (≥ MIN_STRAGGLER_POLL_MS, ≤ wait_max_ms),
+    so a partition whose step ends rejoins soon without busy-polling a hung dir."""
+    ready = [st for st in states if st.applying is None and st.backoff_until <= now]
+    running = [st.applying_since for st in states if st.applying is not None]
+    if not running:
+        return ready, wait_max_ms
+    age_ms = int((now - min(running)) * 1000)
+    return ready, min(wait_max_ms, max(MIN_STRAGGLER_POLL_MS, age_ms))
+
+
+def needs_storage(p: Any) -> bool:
+    """Whether a partition's answer needs its dir (records, divergence, out-of-range): the
+    rest only carry the leader's HW, taken on the loop."""
+    if p.error_code == ErrorCode.none:
+        div = p.diverging_epoch
+        return bool(p.records) or (div is not None and div.epoch >= 0 and div.end_offset >= 0)
+    return p.error_code == ErrorCode.offset_out_of_range
 
 
 class FetcherHost:
@@ -135,7 +179,7 @@ class LeaderFetcher:
         except asyncio.TimeoutError:
             pass
 
-    def _request(self, client: KafkaClient, states: list[FollowState]) -> tuple[Any, int]:
+    def _request(self, client: KafkaClient, states: list[FollowState], wait_ms: int) -> tuple[Any, int]:
         host, cfg = self.mgr.host, self.mgr
         version = client.pick_version(FETCH, 12, 16)
         mod = wire.request_module(FETCH, version)
@@ -154,7 +198,7 @@ class LeaderFetcher:
         fetch_topics = tuple(wire.make(mod.FetchTopic, topic=names[t], topic_id=t, partitions=tuple(ps))
                              for t, ps in topics.items())
         fields: dict[str, Any] = dict(
-            replica_id=host.node_id, max_wait=datetime.timedelta(milliseconds=cfg.wait_max_ms), min_bytes=1,
+            replica_id=host.node_id, max_wait=datetime.timedelta(milliseconds=wait_ms), min_bytes=1,
             max_bytes=RESPONSE_MAX_BYTES, isolation_level=0, session_id=0, session_epoch=-1, topics=fetch_topics,
             forgotten_topics_data=(), rack_id="", cluster_id=None)
         if version >= 15:
@@ -162,43 +206,90 @@ class LeaderFetcher:
         return wire.make(wire.request_class(FETCH, version), **fields), version
 
     async def _round(self, client: KafkaClient) -> bool:
-        now = asyncio.get_running_loop().time()
-        states = [st for st in self.partitions.values() if st.backoff_until <= now and st.applying is None]
+        loop = asyncio.get_running_loop()
+        running = {st.applying for st in self.partitions.values() if st.applying is not None}
+        if running:  # the previous round's steps: wait for them, bounded (a slow dir sits out)
+            await asyncio.wait(running, timeout=self.mgr.step_wait_ms / 1000)
+        now = loop.time()
+        states, wait_ms = plan_round(list(self.partitions.values()), now, self.mgr.wait_max_ms)
         if not states:
             idle = [st.backoff_until for st in self.partitions.values() if st.applying is None]
             await self._sleep(min(idle) - now if idle else BACKOFF_S)  # an applied step wakes it
             return False
-        req, version = self._request(client, states)
+        req, version = self._request(client, states, wait_ms)
         if not req.topics:
             await self._sleep(BACKOFF_S)
             return False
-        resp = await client.request(req, timeout_s=self.mgr.wait_max_ms / 1000 + 10)
+        resp = await client.request(req, timeout_s=wait_ms / 1000 + 10)
         self.rounds += 1
         if resp.error_code != ErrorCode.none:
             raise ClientError(f"fetch: {resp.error_code.name}")
         by_key = {(st.topic_id if version >= 13 else st.tp.topic, st.tp.partition): st for st in states}
         got = False
+        by_dir: dict[str, list[tuple[FollowState, Any, Any]]] = {}
         for topic in resp.responses:
             key_t = ids.from_wire(topic.topic_id) if version >= 13 else topic.topic
             for p in topic.partitions:
                 st = by_key.get((key_t, p.partition_index))
                 if st is None or self.partitions.get(st.tp) is not st:
                     continue  # removed or re-added while the fetch was in flight
-                # each partition's storage step runs on its own dir's worker; a partition
-                # stays out of the next rounds until its step is done (one at a time, in
-                # order), so a slow dir holds up only its own partitions
-                st.applying = asyncio.create_task(self._apply_done(st, p))
-                got |= bool(p.records) or p.diverging_epoch is not None
+                plog = self.mgr.host.get_log(st.tp)
+                if plog is None:
+                    continue
+                if not needs_storage(p):
+                    if p.error_code == ErrorCode.none:  # only the HW: lock-free, on the loop
+                        plog.high_watermark = min(p.high_watermark, plog.log_end_offset)
+                    else:
+                        self._settle(st, p, ("error", None))
+                    continue
+                got = True
+                by_dir.setdefault(getattr(plog, "log_dir", ""), []).append((st, plog, p))
+        for items in by_dir.values():
+            self._start_steps(items, now)
         return got
 
-    async def _apply_done(self, st: FollowState, p: Any) -> None:
+    def _start_steps(self, items: list[tuple[FollowState, Any, Any]], now: float) -> None:
+        """One job on the dir's worker for the partitions whose locks are free; a partition
+        whose lock is held (a move's swap) gets a job of its own."""
+        lock_of = getattr(self.mgr.host, "partition_lock", None)
+        free, busy = [], []
+        for item in items:
+            (free if lock_of is None or not lock_of(item[0].tp).locked() else busy).append(item)
+        for batch in ([free] if free else []) + [[item] for item in busy]:
+            task = asyncio.ensure_future(self._apply_batch(batch))
+            for st, _plog, _p in batch:
+                st.applying, st.applying_since = task, now
+
+    async def _apply_batch(self, items: list[tuple[FollowState, Any, Any]]) -> None:
         try:
-            await self._apply_async(st, p)
+            await self._apply_batch_async(items)
         except Exception:  # a bug must not kill replication silently
-            log.exception("follower %s", st.tp)
+            log.exception("follower %s", [st.tp for st, _plog, _p in items])
         finally:
-            st.applying = None
+            for st, _plog, _p in items:
+                st.applying = None
             self.changed.set()
+
+    async def _apply_batch_async(self, items: list[tuple[FollowState, Any, Any]]) -> None:
+        """The storage steps of one dir's partitions, in one job on that dir's worker, each
+        partition's lock held across it; outcomes settled on the loop."""
+        host = self.mgr.host
+        run_io = getattr(host, "run_io", None)
+        lock_of = getattr(host, "partition_lock", None)
+        async with contextlib.AsyncExitStack() as stack:
+            if lock_of is not None:
+                for st, _plog, _p in sorted(items, key=lambda it: (it[0].tp.topic, it[0].tp.partition)):
+                    await stack.enter_async_context(lock_of(st.tp))
+            live = [(st, plog, p) for st, plog, p in items if host.get_log(st.tp) is plog]  # not swapped meanwhile
+            if not live:
+                return
+            if run_io is None:
+                outcomes = _storage_steps([(plog, p) for _st, plog, p in live])
+            else:
+                outcomes = await run_io(live[0][1], _storage_steps, [(plog, p) for _st, plog, p in live])
+        for (st, _plog, p), outcome in zip(live, outcomes):
+            if self.partitions.get(st.tp) is st:
+                self._settle(st, p, outcome)
 
     def _apply(self, st: FollowState, p: Any) -> bool:
         """Apply one partition's answer synchronously (the storage step inline)."""
@@ -207,29 +298,6 @@ class LeaderFetcher:
             return False
         try:
             outcome = _storage_step(plog, p)
-        except (StorageError, OSError) as exc:
-            outcome = exc
-        return self._settle(st, p, outcome)
-
-    async def _apply_async(self, st: FollowState, p: Any) -> bool:
-        """Apply one partition's answer with the storage step on the log's dir worker, under
-        the partition's lock (never on the event loop)."""
-        host = self.mgr.host
-        plog = host.get_log(st.tp)
-        if plog is None:
-            return False
-        run_io = getattr(host, "run_io", None)
-        lock_of = getattr(host, "partition_lock", None)
-        try:
-            if run_io is None:
-                outcome: Any = _storage_step(plog, p)
-            elif lock_of is None:
-                outcome = await run_io(plog, _storage_step, plog, p)
-            else:
-                async with lock_of(st.tp):
-                    if host.get_log(st.tp) is not plog:  # swapped or gone meanwhile: next round
-                        return False
-                    outcome = await run_io(plog, _storage_step, plog, p)
         except (StorageError, OSError) as exc:
             outcome = exc
         return self._settle(st, p, outcome)
@@ -289,11 +357,25 @@ def _storage_step(plog: Any, p: Any) -> tuple[str, Any]:
     return "error", None
 
 
+def _storage_steps(items: list[tuple[Any, Any]]) -> list[Any]:
+    """Several partitions' storage steps in one job (one dir's worker): each one's result,
+    or the storage exception it raised (the others still run)."""
+    out: list[Any] = []
+    for plog, p in items:
+        try:
+            out.append(_storage_step(plog, p))
+        except (StorageError, OSError) as exc:
+            out.append(exc)
+    return out
+
+
 class FetcherManager:
     def __init__(self, host: FetcherHost, *, wait_max_ms: int, max_bytes: int,
-                 on_truncated: Callable[[TopicPartition, int], None] | None = None) -> None:
+                 on_truncated: Callable[[TopicPartition, int], None] | None = None,
+                 step_wait_ms: int = STEP_WAIT_MS) -> None:
         self.host = host
         self.wait_max_ms = wait_max_ms
+        self.step_wait_ms = step_wait_ms
         self.max_bytes = max_bytes
         self.fetchers: dict[int, LeaderFetcher] = {}
         self.leader_of: dict[TopicPartition, int] = {}
