@@ -41,7 +41,7 @@ import time
 from pathlib import Path
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path[:0] = [ROOT, os.path.join(ROOT, "tests", "broker", "dataplane")]
+sys.path[:0] = [ROOT, os.path.join(ROOT, "tests", "broker", "dataplane"), os.path.join(ROOT, "bench")]
 
 from dp_cluster import Cluster, LoopFs, loop_skip_reason, wait_until  # noqa: E402
 from kafka_common.ids import UNASSIGNED  # noqa: E402
@@ -120,6 +120,11 @@ def scale_row(c: Cluster, topic: str, partitions: int, producers: int, args) -> 
     for p in ps:
         p.thread.start()
     time.sleep(1.0)  # ramp: connections busy, windows full
+    samplers = []
+    if partitions in args.profile_at and producers == 1:
+        from broker_bench import Sampler
+        samplers = [(role, Sampler(b.proc.pid, f"/tmp/jbodlab-repl-bench-{role}-{partitions}.txt"))
+                    for role, b in (("leader", c.brokers[0]), ("follower", c.brokers[1]))]
     pids = [b.proc.pid for b in c.brokers]
     cpu0 = [cpu_s(pid) for pid in pids]
     for p in ps:
@@ -131,6 +136,7 @@ def scale_row(c: Cluster, topic: str, partitions: int, producers: int, args) -> 
     elapsed = time.perf_counter() - t0
     cpu = [cpu_s(pid) - c0 for pid, c0 in zip(pids, cpu0)]
     delivered = sum(p.delivered for p in ps)
+    profiles = {role: smp.stop() for role, smp in samplers}
     for p in ps:
         p.stop.set()
     for p in ps:
@@ -143,7 +149,7 @@ def scale_row(c: Cluster, topic: str, partitions: int, producers: int, args) -> 
             "p50_ms": round(pct(lat, 0.5) * 1000, 1), "p99_ms": round(pct(lat, 0.99) * 1000, 1),
             "brokers_cpu_s_per_mb": round(sum(cpu) / mb, 4) if mb else None,
             "leader_cpu_s_per_mb": round(cpu[0] / mb, 4) if mb else None,
-            "errors": len(errors), "first_errors": errors[:3]}
+            "errors": len(errors), "first_errors": errors[:3], **({"profile": profiles} if profiles else {})}
 
 
 def run_scale(args, work: Path) -> dict:
@@ -162,7 +168,13 @@ def run_scale(args, work: Path) -> dict:
                          300, f"{topic}: {n} partitions with full ISRs")
             for pc in (producer_counts if n in (1, 100) else [1]):
                 row = scale_row(c, topic, n, pc, args)
-                print(f"  scale: {json.dumps(row)}", flush=True)
+                print(f"  scale: {json.dumps({k: v for k, v in row.items() if k != 'profile'})}", flush=True)
+                for role, prof in (row.get("profile") or {}).items():
+                    if prof:
+                        print(f"    profile {role} ({prof['samples']} samples, py-spy; figures of this row are"
+                              f" slowed by it): {prof['share_by_package']}")
+                        for r in prof["top_own"][:12]:
+                            print(f"      {r['share']:6.1%} {r['frame']}")
                 rows.append(row)
     finally:
         c.kill()
@@ -343,8 +355,10 @@ def main() -> int:
     ap.add_argument("--before-s", type=float, default=10.0)
     ap.add_argument("--after-s", type=float, default=20.0)
     ap.add_argument("--failover-runs", type=int, default=1)
+    ap.add_argument("--profile-at", default="", help="partition counts whose 1-producer row runs under py-spy")
     ap.add_argument("--out", default=os.path.join(ROOT, "results", "bench", "replication.json"))
     args = ap.parse_args()
+    args.profile_at = {int(x) for x in args.profile_at.split(",") if x}
     result: dict = {"host": {"machine": platform.machine(), "cpus": os.cpu_count(), "python": platform.python_version(),
                              "loadavg_at_start": os.getloadavg()},
                     "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "args": vars(args)}
@@ -361,7 +375,7 @@ def main() -> int:
                   f"{r['brokers_cpu_s_per_mb']!s:>17} {r['leader_cpu_s_per_mb']!s:>16} {r['errors']:>7}")
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out, "w") as f:
-        json.dump(result, f, indent=2)
+        json.dump(result, f, indent=2, default=sorted)
     print(f"wrote {args.out}")
     return 0
 

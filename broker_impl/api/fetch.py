@@ -24,9 +24,13 @@
 - No incremental fetch sessions: ``session_id`` is always 0 (full responses).
 
 Reads run off the event loop (``BrokerView.replica_io``: the replica's log-dir worker in the
-broker); a partition with nothing to read (fetch offset at the HW/LEO) is answered from
-its offsets without a disk trip. The long poll waits, without I/O, until a target's
-leadership, offline state or offsets change (:func:`_signature`), then reads again.
+broker), one job per log dir for all that dir's partitions with data; a partition with
+nothing to read (fetch offset at the HW/LEO) is answered from its offsets without a disk
+trip. The long poll (fetch.min.bytes semantics) holds a purgatory ``Watch`` on its
+partitions: it answers as soon as the accumulated bytes reach ``min_bytes``, or on
+``max_wait``; each wake-up (append, HW move, leadership or offline change) re-checks and
+re-reads only the partitions that changed, so a long poll over many idle partitions costs
+nothing when another partition gets an append.
 """
 
 from __future__ import annotations
@@ -89,12 +93,42 @@ def _targets(api: BrokerApi, req: Any) -> list[_Target]:
     return out
 
 
-def _read_replica(replica: Any, t: _Target, upper: int, budget: int, first: bool) -> bytes:
-    """The blocking part of one partition's read (on the replica's dir worker)."""
-    return replica.read(t.fetch_offset, max(1, min(t.max_bytes, budget)), upper, first)
+@dataclass(slots=True)
+class _Plan:
+    """A read that needs the replica's dir (decided on the loop, done on its worker)."""
+    index: int
+    replica: Any
+    target: _Target
+    upper: int
+    high_watermark: int
+    log_start_offset: int
 
 
-async def _read_one(api: BrokerApi, t: _Target, follower: bool, budget: int, first: bool, by_id: bool) -> _Read:
+def _read_group(plans: list[_Plan], budget: int, first: bool) -> list[Any]:
+    """The blocking reads of one dir's partitions, in request order, on that dir's worker:
+    each one's bytes or the exception it raised. The first partition with data gets at
+    least one whole batch; after it, the response budget holds."""
+    out: list[Any] = []
+    for plan in plans:
+        t = plan.target
+        if budget <= 0 and not first:
+            out.append(b"")
+            continue
+        try:
+            data = plan.replica.read(t.fetch_offset, max(1, min(t.max_bytes, budget)), plan.upper, first)
+        except Exception as exc:
+            out.append(exc)
+            continue
+        if data:
+            first = False
+            budget -= len(data)
+        out.append(data)
+    return out
+
+
+def _check_one(api: BrokerApi, i: int, t: _Target, follower: bool, by_id: bool) -> "_Read | _Plan":
+    """Everything about one partition that needs no I/O (on the loop): its answer, or the
+    read to do."""
     view = api.view
     if t.topic_id is None:
         return _Read(ErrorCode.unknown_topic_id if by_id else ErrorCode.unknown_topic_or_partition)
@@ -124,10 +158,9 @@ async def _read_one(api: BrokerApi, t: _Target, follower: bool, budget: int, fir
         if t.fetch_offset < start or t.fetch_offset > leo:
             return _Read(ErrorCode.offset_out_of_range, hw, start)
         upper = leo if follower else hw
-        data = b""
-        if t.fetch_offset < upper and (budget > 0 or first):
-            data = await replica_io(view, replica, _read_replica, replica, t, upper, budget, first)
-        return _Read(ErrorCode.none, hw, start, data)
+        if t.fetch_offset < upper:
+            return _Plan(i, replica, t, upper, hw, start)
+        return _Read(ErrorCode.none, hw, start, b"")
     except Exception as exc:
         mapped = replica_error(view, t.topic_id, t.partition, "read", exc)
         if mapped is None:
@@ -135,39 +168,44 @@ async def _read_one(api: BrokerApi, t: _Target, follower: bool, budget: int, fir
         return _Read(mapped[0])
 
 
-async def _read_all(api: BrokerApi, targets: list[_Target], follower: bool, max_bytes: int, by_id: bool,
-                    strangers: set[int] = frozenset()) -> list[_Read]:  # type: ignore[assignment]
-    budget = max_bytes
-    reads = []
-    any_data = False
-    for i, t in enumerate(targets):
-        if i in strangers:
-            reads.append(_Read(ErrorCode.not_leader_or_follower))
-            continue
-        r = await _read_one(api, t, follower, budget, not any_data, by_id)
-        if r.records:
-            any_data = True
-            budget -= len(r.records)
-        reads.append(r)
-    return reads
-
-
-def _signature(api: BrokerApi, targets: list[_Target]) -> tuple:
-    """What a long-polling fetch waits to change (read without I/O): leadership, offline
-    state and the offsets of each target's replica."""
+async def _read_some(api: BrokerApi, targets: list[_Target], indexes: list[int], reads: "list[_Read | None]",
+                     follower: bool, max_bytes: int, by_id: bool, strangers: set[int]) -> None:
+    """(Re-)read ``indexes`` into ``reads``: the checks on the loop, then the reads that
+    have data to get, one job per log dir (dirs in the order they first appear), within
+    the response budget the other partitions' answers left."""
     view = api.view
-    out = []
-    for t in targets:
-        reg = view.image.partition(t.topic_id, t.partition) if t.topic_id is not None else None
-        if reg is None:
-            out.append(None)
+    chosen = set(indexes)
+    others = [r for j, r in enumerate(reads) if r is not None and j not in chosen]
+    budget = max_bytes - sum(len(r.records) for r in others)
+    have_data = any(r.records for r in others)
+    groups: dict[Any, list[_Plan]] = {}
+    for i in indexes:
+        if i in strangers:
+            reads[i] = _Read(ErrorCode.not_leader_or_follower)
             continue
-        offline = view.is_partition_offline(t.topic_id, t.partition)
-        replica = view.local_replica(t.topic_id, t.partition) if reg.leader == view.node_id and not offline else None
-        out.append((reg.leader, reg.leader_epoch, offline, id(replica),
-                    None if replica is None else (replica.log_start_offset, replica.log_end_offset,
-                                                  replica.high_watermark)))
-    return tuple(out)
+        got = _check_one(api, i, targets[i], follower, by_id)
+        if isinstance(got, _Read):
+            reads[i] = got
+        else:
+            groups.setdefault(getattr(got.replica, "log_dir", id(got.replica)), []).append(got)
+    for plans in groups.values():
+        if budget <= 0 and have_data:
+            for plan in plans:
+                reads[plan.index] = _Read(ErrorCode.none, plan.high_watermark, plan.log_start_offset)
+            continue
+        results = await replica_io(view, plans[0].replica, _read_group, plans, budget, not have_data)
+        for plan, res in zip(plans, results):
+            t = plan.target
+            if isinstance(res, Exception):
+                mapped = replica_error(view, t.topic_id, t.partition, "read", res)
+                if mapped is None:
+                    raise res
+                reads[plan.index] = _Read(mapped[0])
+                continue
+            reads[plan.index] = _Read(ErrorCode.none, plan.high_watermark, plan.log_start_offset, res)
+            if res:
+                have_data = True
+                budget -= len(res)
 
 
 async def handle_fetch(api: BrokerApi, ctx: Any, req: Any) -> Any:
@@ -196,18 +234,25 @@ async def handle_fetch(api: BrokerApi, ctx: Any, req: Any) -> Any:
     wait_ms = min(max(ms(req.max_wait), 0), MAX_WAIT_CAP_MS)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + wait_ms / 1000
-    keys = [(t.topic_id, t.partition) for t in targets if t.topic_id is not None]
-    while True:
-        before = _signature(api, targets)
-        reads = await _read_all(api, targets, follower, max_bytes, by_id, strangers)
-        if (sum(len(r.records) for r in reads) >= max(req.min_bytes, 1)
-                or any(r.error is not ErrorCode.none for r in reads) or not targets or wait_ms <= 0):
-            break
-        remaining = deadline - loop.time()
-        if remaining <= 0:
-            break
-        if not await api.purgatory.wait_until(keys, lambda: _signature(api, targets) != before, remaining):
-            break
+    keys = [(t.topic_id, t.partition) if t.topic_id is not None else None for t in targets]
+    reads: list[_Read | None] = [None] * len(targets)
+    min_bytes = max(req.min_bytes, 1)
+    # watching from before the first read: an append while it reads is not missed
+    with api.purgatory.watch(k for k in keys if k is not None) as watch:
+        await _read_some(api, targets, list(range(len(targets))), reads, follower, max_bytes, by_id, strangers)
+        while targets and wait_ms > 0:
+            if (sum(len(r.records) for r in reads if r is not None) >= min_bytes
+                    or any(r is not None and r.error is not ErrorCode.none for r in reads)):
+                break
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                break
+            changed = await watch.wait(remaining)
+            if not changed:
+                break   # max_wait passed
+            # only the partitions that changed (append, HW, leadership, offline) are re-read
+            await _read_some(api, targets, [i for i, k in enumerate(keys) if k in changed], reads, follower,
+                             max_bytes, by_id, strangers)
     return _response(version, targets, reads)
 
 
