@@ -123,18 +123,20 @@ class LeaderFetcher:
         self.task = asyncio.create_task(self._run(), name=f"fetcher-{leader_id}")
         self.rounds = 0
 
-    async def close(self) -> None:
+    async def close(self, timeout_s: float = 1.0) -> None:
+        """Cancel the fetch loop and close its connection, each bounded: Python 3.11's
+        ``wait_for`` may swallow a cancel that races a completing request, so the task is
+        never awaited without a limit."""
         self.task.cancel()
-        try:
-            await self.task
-        except (asyncio.CancelledError, Exception):
-            pass
-        if self.client is not None:
-            try:
-                await self.client.close()
-            except Exception:
-                pass
-            self.client = None
+        await asyncio.wait({self.task}, timeout=timeout_s)
+        if not self.task.done():
+            log.warning("fetcher for leader %s did not stop within %.1f s", self.leader_id, timeout_s)
+        client, self.client = self.client, None
+        if client is not None:
+            closing = asyncio.ensure_future(client.close())
+            await asyncio.wait({closing}, timeout=timeout_s)
+            if not closing.done():
+                closing.cancel()
 
     async def _connect(self) -> KafkaClient:
         if self.client is not None and not self.client.closed:
@@ -404,7 +406,8 @@ class FetcherManager:
     def following(self) -> dict[TopicPartition, int]:
         return dict(self.leader_of)
 
-    async def close(self) -> None:
+    async def close(self, timeout_s: float = 1.0) -> None:
+        """Every fetcher at once, bounded (see :meth:`LeaderFetcher.close`)."""
         fetchers, self.fetchers = list(self.fetchers.values()), {}
-        for f in fetchers:
-            await f.close()
+        if fetchers:
+            await asyncio.wait([asyncio.ensure_future(f.close(timeout_s)) for f in fetchers], timeout=2 * timeout_s)
