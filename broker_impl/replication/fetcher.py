@@ -32,7 +32,10 @@ long-poll for idle ones. Each round
 3. long-polls for ``replica.fetch.wait.max.ms`` only when no partition sits out; while one
    does, ``max_wait`` is the age of its step (at least 10 ms, at most the configured
    wait), so it rejoins soon after its step ends, and a hung dir costs only a slowly
-   growing poll;
+   growing poll; a partition backing off (an error from the leader) likewise limits
+   ``max_wait`` to the end of its back-off; a partition that starts being followed while a long poll (> 100 ms) is
+   in flight drops that fetch's connection (the leader answers a connection in order, so
+   a second fetch would wait behind it) and the next round, reconnected, carries it;
 4. applies the answer: a partition without records, divergence or error only takes the
    leader's HW (``min(leader HW, local LEO)``, lock-free, on the loop); the others' storage
    steps (:func:`_storage_step`) run on their log dir's worker (``FetcherHost.run_io``), one
@@ -69,6 +72,7 @@ BACKOFF_S = 0.2
 
 STEP_WAIT_MS = 50          # a round waits this long for the previous round's storage steps
 MIN_STRAGGLER_POLL_MS = 10  # max_wait while a partition sits out: its step's age, at least this
+INTERRUPT_POLL_MS = 100     # a joining partition drops a fetch in flight that may poll longer than this
 
 
 @dataclass(slots=True)
@@ -83,15 +87,19 @@ class FollowState:
 
 def plan_round(states: "list[FollowState]", now: float, wait_max_ms: int) -> tuple[list[FollowState], int]:
     """Which partitions the next Fetch carries and its ``max_wait`` (ms): every partition not
-    backing off and not in a storage step; the full long-poll only when none sits out in a
-    step, else the age of the oldest running step (≥ MIN_STRAGGLER_POLL_MS, ≤ wait_max_ms),
-    so a partition whose step ends rejoins soon without busy-polling a hung dir."""
+    backing off and not in a storage step. The full long poll only when none sits out;
+    otherwise no longer than until the first back-off ends, nor than the age of the oldest
+    running step (≥ MIN_STRAGGLER_POLL_MS), so a partition that sits out rejoins soon after
+    its step or back-off ends, without busy-polling a hung dir."""
     ready = [st for st in states if st.applying is None and st.backoff_until <= now]
+    wait_ms = wait_max_ms
     running = [st.applying_since for st in states if st.applying is not None]
-    if not running:
-        return ready, wait_max_ms
-    age_ms = int((now - min(running)) * 1000)
-    return ready, min(wait_max_ms, max(MIN_STRAGGLER_POLL_MS, age_ms))
+    if running:
+        wait_ms = min(wait_ms, max(MIN_STRAGGLER_POLL_MS, int((now - min(running)) * 1000)))
+    backing_off = [st.backoff_until for st in states if st.applying is None and st.backoff_until > now]
+    if backing_off:
+        wait_ms = min(wait_ms, max(MIN_STRAGGLER_POLL_MS, int((min(backing_off) - now) * 1000) + 1))
+    return ready, wait_ms
 
 
 def needs_storage(p: Any) -> bool:
@@ -120,8 +128,19 @@ class LeaderFetcher:
         self.partitions: dict[TopicPartition, FollowState] = {}
         self.client: KafkaClient | None = None
         self.changed = asyncio.Event()
+        self._interrupt = asyncio.Event()
+        self.polling_ms = 0  # max_wait of the fetch in flight (0: none)
+        self.interrupts = 0
         self.task = asyncio.create_task(self._run(), name=f"fetcher-{leader_id}")
         self.rounds = 0
+
+    def wake(self) -> None:
+        """A partition joined: it must not wait for the long poll in flight to end. The leader
+        answers a connection in order, so a second fetch would queue behind the first: the
+        connection is dropped instead and the next round (reconnected) carries every partition."""
+        self.changed.set()
+        if self.polling_ms > INTERRUPT_POLL_MS:
+            self._interrupt.set()
 
     async def close(self, timeout_s: float = 1.0) -> None:
         """Cancel the fetch loop and close its connection, each bounded: Python 3.11's
@@ -222,7 +241,23 @@ class LeaderFetcher:
         if not req.topics:
             await self._sleep(BACKOFF_S)
             return False
-        resp = await client.request(req, timeout_s=wait_ms / 1000 + 10)
+        self._interrupt.clear()
+        self.polling_ms = wait_ms
+        fetch = asyncio.ensure_future(client.request(req, timeout_s=wait_ms / 1000 + 10))
+        interrupted = asyncio.ensure_future(self._interrupt.wait())
+        try:
+            await asyncio.wait({fetch, interrupted}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            self.polling_ms = 0
+            interrupted.cancel()
+            if not fetch.done():
+                fetch.cancel()
+        if not fetch.done() or fetch.cancelled():  # a partition joined during a long poll
+            self.interrupts += 1
+            self.client = None
+            await client.close()
+            return False
+        resp = fetch.result()
         self.rounds += 1
         if resp.error_code != ErrorCode.none:
             raise ClientError(f"fetch: {resp.error_code.name}")
@@ -395,7 +430,7 @@ class FetcherManager:
             f = self.fetchers[leader_id] = LeaderFetcher(self, leader_id)
         f.partitions[tp] = FollowState(tp, topic_id, leader_epoch)
         self.leader_of[tp] = leader_id
-        f.changed.set()
+        f.wake()
 
     def remove(self, tps) -> None:
         for tp in tps:
