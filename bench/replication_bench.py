@@ -66,9 +66,10 @@ def pct(values: list[float], q: float) -> float:
 class ClosedLoopProducer:
     """One confluent-kafka producer thread with at most ``window`` records outstanding."""
 
-    def __init__(self, bootstrap: str, topic: str, partitions: int, value: bytes, window: int, offset: int) -> None:
+    def __init__(self, bootstrap: str, topic: str, partitions: int, value: bytes, window: int, offset: int,
+                 idempotent: bool) -> None:
         from confluent_kafka import Producer
-        self.p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
+        self.p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": idempotent,
                            "linger.ms": 5, "message.timeout.ms": 120000})
         self.topic, self.partitions, self.value, self.window = topic, partitions, value, window
         self.next = offset
@@ -109,12 +110,13 @@ class ClosedLoopProducer:
             self.outstanding += 1
             self.next += 1
             p.poll(0)
-        p.flush(120)
+        p.flush(30)
 
 
 def scale_row(c: Cluster, topic: str, partitions: int, producers: int, args) -> dict:
     value = os.urandom(args.value_bytes // 2).hex().encode()[:args.value_bytes]
-    ps = [ClosedLoopProducer(c.bootstrap, topic, partitions, value, args.window, i * 7919) for i in range(producers)]
+    ps = [ClosedLoopProducer(c.bootstrap, topic, partitions, value, args.window, i * 7919, args.idempotent)
+          for i in range(producers)]
     for p in ps:
         p.warm()
     for p in ps:
@@ -351,6 +353,9 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=8.0)
     ap.add_argument("--value-bytes", type=int, default=1024)
     ap.add_argument("--window", type=int, default=1000)
+    ap.add_argument("--no-idempotence", dest="idempotent", action="store_false",
+                    help="enable.idempotence=false (librdkafka then keeps up to 1M requests in flight per broker;"
+                         " default: idempotent, at most 5)")
     ap.add_argument("--rate", type=int, default=300)
     ap.add_argument("--before-s", type=float, default=10.0)
     ap.add_argument("--after-s", type=float, default=20.0)

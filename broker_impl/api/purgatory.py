@@ -26,6 +26,27 @@ class Watch:
         for key in self._keys:
             purgatory._watches.setdefault(key, set()).add(self)
 
+    def add(self, key: Hashable) -> None:
+        if key not in self._keys:
+            self._keys.add(key)
+            self._purgatory._watches.setdefault(key, set()).add(self)
+
+    def discard(self, key: Hashable) -> None:
+        if key in self._keys:
+            self._keys.discard(key)
+            self.changed.discard(key)
+            watches = self._purgatory._watches.get(key)
+            if watches is not None:
+                watches.discard(self)
+                if not watches:
+                    del self._purgatory._watches[key]
+
+    def drain(self) -> set[Hashable]:
+        """The keys notified so far (cleared), without waiting."""
+        out, self.changed = self.changed, set()
+        self._event.clear()
+        return out
+
     def hit(self, key: Hashable) -> None:
         self.changed.add(key)
         self._event.set()

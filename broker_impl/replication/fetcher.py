@@ -131,6 +131,9 @@ class LeaderFetcher:
         self._interrupt = asyncio.Event()
         self.polling_ms = 0  # max_wait of the fetch in flight (0: none)
         self.interrupts = 0
+        self.session_resets = 0
+        self.session_id, self.session_epoch = 0, 0
+        self.sent: dict[TopicPartition, tuple] = {}  # what the leader's session holds per partition
         self.task = asyncio.create_task(self._run(), name=f"fetcher-{leader_id}")
         self.rounds = 0
 
@@ -184,12 +187,14 @@ class LeaderFetcher:
                 raise
             except (ClientError, OSError, asyncio.TimeoutError) as exc:
                 failures += 1
+                self.reset_session()
                 log.info("fetch from leader %s failed: %s", self.leader_id, exc)
                 if self.client is not None:
                     await self.client.close()
                     self.client = None
                 await self._sleep(min(BACKOFF_S * failures, 2.0))
             except Exception:  # a bug must not kill replication silently
+                self.reset_session()
                 log.exception("fetcher for leader %s", self.leader_id)
                 await self._sleep(1.0)
 
@@ -200,31 +205,57 @@ class LeaderFetcher:
         except asyncio.TimeoutError:
             pass
 
-    def _request(self, client: KafkaClient, states: list[FollowState], wait_ms: int) -> tuple[Any, int]:
+    def reset_session(self) -> None:
+        """Forget the fetch session (the next request is a full one asking for a new one)."""
+        self.session_id, self.session_epoch, self.sent = 0, 0, {}
+
+    def _request(self, client: KafkaClient, states: list[FollowState], wait_ms: int
+                 ) -> tuple[Any, int, dict[TopicPartition, tuple], int]:
+        """The Fetch for ``states``: full (asking for a session) when there is none, else
+        incremental — only the partitions whose fetch state changed since the last request,
+        and ``forgotten_topics_data`` for those that left (or sit out this round). Returns
+        (request, version, the session's partitions once answered, partitions covered)."""
         host, cfg = self.mgr.host, self.mgr
         version = client.pick_version(FETCH, 12, 16)
         mod = wire.request_module(FETCH, version)
+        use_session = version >= 13
+        incremental = use_session and self.session_id != 0
         topics: dict[uuid.UUID, list] = {}
         names: dict[uuid.UUID, str] = {}
+        sent: dict[TopicPartition, tuple] = {}
         for st in states:
             plog = host.get_log(st.tp)
             if plog is None:
                 continue
             epoch = plog.latest_epoch
+            state = (st.topic_id, st.leader_epoch, plog.log_end_offset, epoch if epoch is not None else -1,
+                     plog.log_start_offset)
+            sent[st.tp] = state
+            if incremental and self.sent.get(st.tp) == state:
+                continue   # unchanged: the leader's session has it
             topics.setdefault(st.topic_id, []).append(wire.make(
                 mod.FetchPartition, partition=st.tp.partition, current_leader_epoch=st.leader_epoch,
-                fetch_offset=plog.log_end_offset, last_fetched_epoch=epoch if epoch is not None else -1,
-                log_start_offset=plog.log_start_offset, partition_max_bytes=cfg.max_bytes))
+                fetch_offset=state[2], last_fetched_epoch=state[3], log_start_offset=state[4],
+                partition_max_bytes=cfg.max_bytes))
             names[st.topic_id] = st.tp.topic
+        forgotten: dict[uuid.UUID, list[int]] = {}
+        if incremental:
+            for tp, state in self.sent.items():
+                if tp not in sent:
+                    forgotten.setdefault(state[0], []).append(tp.partition)
         fetch_topics = tuple(wire.make(mod.FetchTopic, topic=names[t], topic_id=t, partitions=tuple(ps))
                              for t, ps in topics.items())
+        forgotten_topics = tuple(wire.make(mod.ForgottenTopic, topic_id=t, partitions=tuple(ps))
+                                 for t, ps in forgotten.items())
         fields: dict[str, Any] = dict(
             replica_id=host.node_id, max_wait=datetime.timedelta(milliseconds=wait_ms), min_bytes=1,
-            max_bytes=RESPONSE_MAX_BYTES, isolation_level=0, session_id=0, session_epoch=-1, topics=fetch_topics,
-            forgotten_topics_data=(), rack_id="", cluster_id=None)
+            max_bytes=RESPONSE_MAX_BYTES, isolation_level=0,
+            session_id=self.session_id if incremental else 0,
+            session_epoch=self.session_epoch if incremental else (0 if use_session else -1),
+            topics=fetch_topics, forgotten_topics_data=forgotten_topics, rack_id="", cluster_id=None)
         if version >= 15:
             fields["replica_state"] = mod.ReplicaState(replica_id=host.node_id, replica_epoch=host.broker_epoch())
-        return wire.make(wire.request_class(FETCH, version), **fields), version
+        return wire.make(wire.request_class(FETCH, version), **fields), version, sent, len(sent)
 
     async def _round(self, client: KafkaClient) -> bool:
         loop = asyncio.get_running_loop()
@@ -237,8 +268,8 @@ class LeaderFetcher:
             idle = [st.backoff_until for st in self.partitions.values() if st.applying is None]
             await self._sleep(min(idle) - now if idle else BACKOFF_S)  # an applied step wakes it
             return False
-        req, version = self._request(client, states, wait_ms)
-        if not req.topics:
+        req, version, sent, covered = self._request(client, states, wait_ms)
+        if not covered:
             await self._sleep(BACKOFF_S)
             return False
         self._interrupt.clear()
@@ -255,12 +286,28 @@ class LeaderFetcher:
         if not fetch.done() or fetch.cancelled():  # a partition joined during a long poll
             self.interrupts += 1
             self.client = None
+            self.reset_session()
             await client.close()
             return False
-        resp = fetch.result()
+        try:
+            resp = fetch.result()
+        except BaseException:
+            self.reset_session()
+            raise
         self.rounds += 1
+        if resp.error_code in (ErrorCode.fetch_session_id_not_found, ErrorCode.invalid_fetch_session_epoch):
+            self.session_resets += 1
+            self.reset_session()   # the leader lost or refused the session: a full fetch next
+            return False
         if resp.error_code != ErrorCode.none:
+            self.reset_session()
             raise ClientError(f"fetch: {resp.error_code.name}")
+        if version >= 13:
+            if req.session_id == 0:          # full request: the leader's new session, if it made one
+                self.session_id, self.session_epoch = resp.session_id or 0, 1
+            else:
+                self.session_epoch = 1 if self.session_epoch >= 2**31 - 1 else self.session_epoch + 1
+            self.sent = sent if self.session_id else {}
         by_key = {(st.topic_id if version >= 13 else st.tp.topic, st.tp.partition): st for st in states}
         got = False
         by_dir: dict[str, list[tuple[FollowState, Any, Any]]] = {}
