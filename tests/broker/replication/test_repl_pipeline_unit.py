@@ -88,3 +88,49 @@ def test_watch_reports_which_keys_changed_and_unregisters():
         assert pg.waiting == 0
         pg.notify(("a", 1))                              # after close: harmless
     asyncio.run(go())
+
+
+class _NoLeader:
+    node_id = 2
+
+    def broker_epoch(self):
+        return 1
+
+    def leader_address(self, leader_id):
+        return None   # the fetch loop just backs off
+
+    def get_log(self, tp):
+        return None
+
+    def sasl(self):
+        return None
+
+
+def test_fetcher_close_is_bounded_even_when_its_task_swallows_the_cancel():
+    """Python 3.11's ``wait_for`` returns a result instead of raising when a cancel races a
+    completing request, so a fetch loop can survive its cancel; closing the fetchers (part of
+    the broker's stop) must not wait for it forever (it once did, and a controlled shutdown
+    ran into the test's 20 s kill)."""
+    from broker_impl.replication.fetcher import FetcherManager
+
+    async def go():
+        mgr = FetcherManager(_NoLeader(), wait_max_ms=100, max_bytes=1)
+        mgr.add(TopicPartition("t", 0), TID, 1, 5)
+        f = mgr.fetchers[1]
+        f.task.cancel()
+        swallowed = []
+
+        async def stubborn():
+            while True:
+                try:
+                    await asyncio.sleep(3600)
+                except asyncio.CancelledError:
+                    if len(swallowed) >= 1:
+                        raise
+                    swallowed.append(1)   # the first cancel is lost, as with 3.11's wait_for
+        f.task = asyncio.ensure_future(stubborn())
+        await asyncio.sleep(0)
+        await asyncio.wait_for(mgr.close(), 20)
+        assert swallowed == [1] and not f.task.done()
+        f.task.cancel()
+    asyncio.run(go())
