@@ -25,7 +25,10 @@
   :mod:`broker_impl.api.fetch_session`; consumers get ``session_id`` 0 (full responses).
 
 Reads run off the event loop (``BrokerView.replica_io``: the replica's log-dir worker in the
-broker), one job per log dir for all that dir's partitions with data; a partition with
+broker), one job per log dir for all that dir's partitions with data — unless the data
+asked for is among the newest appended batches, which the log keeps in memory
+(``PartitionLog.read_tail``, 64 KiB per partition: a follower at the tail needs no disk
+trip); a partition with
 nothing to read (fetch offset at the HW/LEO) is answered from its offsets without a disk
 trip. The long poll (fetch.min.bytes semantics) holds a purgatory ``Watch`` on its
 partitions: it answers as soon as the accumulated bytes reach ``min_bytes``, or on
@@ -190,8 +193,19 @@ async def _read_some(api: BrokerApi, targets: list[_Target], indexes: list[int],
         got = _check_one(api, i, targets[i], follower, by_id)
         if isinstance(got, _Read):
             reads[i] = got
-        else:
-            groups.setdefault(getattr(got.replica, "log_dir", id(got.replica)), []).append(got)
+            continue
+        t = got.target
+        tail = getattr(got.replica, "read_tail", None)
+        if tail is not None and (budget > 0 or not have_data):
+            # the newest batches are kept in memory: no trip to the dir's worker
+            data = tail(t.fetch_offset, max(1, min(t.max_bytes, budget)), got.upper, not have_data)
+            if data is not None:
+                reads[i] = _Read(ErrorCode.none, got.high_watermark, got.log_start_offset, data)
+                if data:
+                    have_data = True
+                    budget -= len(data)
+                continue
+        groups.setdefault(getattr(got.replica, "log_dir", id(got.replica)), []).append(got)
     for plans in groups.values():
         if budget <= 0 and have_data:
             for plan in plans:
