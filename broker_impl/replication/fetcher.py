@@ -25,7 +25,8 @@ the DirFailureChannel has already reported the dir and the core stops the fetche
 One pipeline per leader (issue 10): a partition with new data never waits behind a
 long-poll for idle ones. Each round
 
-1. waits for the previous round's storage steps, at most ``step_wait_ms`` (50 ms);
+1. waits for the previous round's storage steps until they are ``step_wait_ms`` (50 ms)
+   old (a step already older — a slow or hung dir — is not waited for again);
 2. sends ONE Fetch with every partition followed from that leader except those whose step
    is still running (a slow or hung dir: they sit out, so that dir holds up only its own
    partitions) and those backing off;
@@ -259,9 +260,14 @@ class LeaderFetcher:
 
     async def _round(self, client: KafkaClient) -> bool:
         loop = asyncio.get_running_loop()
-        running = {st.applying for st in self.partitions.values() if st.applying is not None}
-        if running:  # the previous round's steps: wait for them, bounded (a slow dir sits out)
-            await asyncio.wait(running, timeout=self.mgr.step_wait_ms / 1000)
+        # the steps younger than step_wait_ms (the previous round's): wait for them, until the
+        # oldest of them reaches that age; older ones (a slow or hung dir) are not waited for
+        now = loop.time()
+        bound = self.mgr.step_wait_ms / 1000
+        young = [st for st in self.partitions.values() if st.applying is not None and now - st.applying_since < bound]
+        if young:
+            await asyncio.wait({st.applying for st in young},
+                               timeout=min(st.applying_since for st in young) + bound - now)
         now = loop.time()
         states, wait_ms = plan_round(list(self.partitions.values()), now, self.mgr.wait_max_ms)
         if not states:
