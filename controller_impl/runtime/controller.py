@@ -57,8 +57,8 @@ from controller_impl.runtime import raft_wire as rw
 from controller_impl.runtime import state_api
 from controller_impl.runtime.change_events import emit_broker_changes, partition_change_lines
 from controller_impl.runtime.metadata_fetch import serve_fetch
-from controller_impl.runtime.image_io import (FatalError, ReplayFailed, apply_batches, compute, load_image,
-                                              log_big_change, read_tail, replay_records, without_gc)
+from controller_impl.runtime.image_io import (BIG_CHANGE_RECORDS, FatalError, ReplayFailed, apply_batches, compute,
+                                              load_image, log_big_change, read_tail, replay_records, without_gc)
 from controller_impl.runtime.raft_node import RaftNode
 from controller_impl.state.authz import API_RULES
 
@@ -446,7 +446,9 @@ class ControllerRuntime:
             raise FatalError("controller halted")
         if not self.active:
             raise NotActive()
-        async with self._sm_lock:
+        await self._sm_lock.acquire()
+        handed_over = False  # the lock passes to the install task of a deferred install
+        try:
             state, epoch, base = self.state, self.raft.state.epoch, self.log.end_offset
             if not self.active or state is None:
                 raise NotActive()
@@ -454,22 +456,98 @@ class ControllerRuntime:
             atomic = fn_name in ATOMIC_HANDLERS
             if fn_name in INLINE_HANDLERS and not getattr(request, "offline_log_dirs", None):
                 # small: a thread hop would cost more than the work
-                result, chunks, datas, timings = compute(state, fn_name, request, now, base, epoch, atomic)
+                result, chunks, datas, timings, plan = compute(state, fn_name, request, now, base, epoch, atomic)
                 inline = True
             else:
-                result, chunks, datas, timings = await asyncio.to_thread(
+                result, chunks, datas, timings, plan = await asyncio.to_thread(
                     without_gc, compute, state, fn_name, request, now, base, epoch, atomic)
                 inline = False
-            if chunks:
+            if chunks and plan is not None:
+                last = self._append_then_install(chunks, datas, plan, epoch, base, reason, timings)
+                handed_over = True
+                log_big_change(fn_name, last - base + 1, len(chunks), timings)
+            elif chunks:
                 last = await self._append_chunks(chunks, datas, epoch, base, inline, reason, timings)
                 log_big_change(fn_name, last - base + 1, len(chunks), timings)
             else:
                 last = self._last_written
+        finally:
+            if not handed_over:
+                self._sm_lock.release()
         if last >= self.raft.state.high_watermark:
             fut = asyncio.get_running_loop().create_future()
             self._waiters.append((last, fut))
             await fut
         return result.response
+
+    def _append_then_install(self, chunks: list[tuple[list[Any], Any]], datas: list[bytes], first: list[int],
+                             epoch: int, base: int, reason: str, timings: dict) -> int:
+        """A big result of partition changes merged from this image
+        (:func:`~controller_impl.runtime.image_io.plan_deferred_install`): its broker
+        records replayed (``first``: a refusal still writes nothing), every batch appended,
+        and the merges installed by a task that holds the state-machine lock until done —
+        the answer waits for the commit only, while the image takes the change. Called with
+        the lock held; returns the last offset written."""
+        records = [rec for chunk, _ in chunks for rec in chunk]
+        pairs = [m for _, merged in chunks for m in merged if m is not None]
+        try:
+            for i in first:
+                self.image.replay(records[i], base + i)
+        except Exception as exc:
+            self._image_ahead = True
+            self._halt(f"replay of a record just produced failed at offset {base + i}: {exc}")
+            raise FatalError(str(exc)) from None
+        offset = base
+        try:
+            for data in datas:
+                if not self.active or self.raft.state.epoch != epoch or self.log.end_offset != offset:
+                    raise NotActive()
+                try:
+                    _, last = self.raft.append_encoded(data)
+                except OSError as exc:
+                    self._halt(f"cannot write the metadata log: {exc}")
+                    raise FatalError(str(exc)) from None
+                offset = last + 1
+                self._last_written = last
+                self._last_write_ms = self.clock.monotonic_ms()
+        except BaseException:
+            self._image_ahead = True  # the broker records are in the image, maybe not in the log
+            if offset > base and self.active and self.raft.state.epoch == epoch:
+                # what was written is reported if it commits (the image is rebuilt anyway)
+                self._pending_events.append((offset - 1, records[:offset - base], reason,
+                                             self.image.drain_changes()))
+            raise
+        self._spawn(self._install(pairs, offset - 1, records, reason, epoch, timings))
+        return offset - 1
+
+    async def _install(self, pairs: list[Any], last: int, records: list[Any], reason: str, epoch: int,
+                       timings: dict) -> None:
+        """The deferred half of :meth:`_append_then_install` (owns the state-machine lock)."""
+        t0 = time.perf_counter()
+        try:
+            await asyncio.to_thread(without_gc, self.image.install_merged, pairs, last)
+            changes = self.image.drain_changes()
+            if self.active and self.raft.state.epoch == epoch:
+                self._queue_events(last, records, reason, changes)
+            else:
+                self._image_ahead = True  # uncommitted records of a lost leadership: rebuilt
+        except Exception as exc:
+            self._image_ahead = True
+            self._halt(f"cannot install a change just written at offset {last}: {type(exc).__name__}: {exc}")
+        finally:
+            self._sm_lock.release()
+        if len(records) >= BIG_CHANGE_RECORDS:
+            self._log_line(f"installed {len(pairs)} merged partition changes in "
+                           f"{(time.perf_counter() - t0) * 1000:.0f} ms after the append")
+
+    def _queue_events(self, last: int, records: list[Any], reason: str, changes: Any) -> None:
+        """A change's node events: written once ``last`` is committed (now if it is)."""
+        if last < self.raft.state.high_watermark:
+            self._committed_events.append((last, records, reason, changes))
+            if self._emit_task is None or self._emit_task.done():
+                self._emit_task = self._spawn(self._emit_committed())
+        else:
+            self._pending_events.append((last, records, reason, changes))
 
     async def _append_chunks(self, chunks: list[tuple[list[Any], Any]], datas: list[bytes], epoch: int, base: int,
                              inline: bool, reason: str, timings: dict) -> int:

@@ -12,6 +12,7 @@ from typing import Any
 
 from kafka_common.metadata import snapshot as snapshot_format
 from kafka_common.metadata.batches import decode_batches, encode_batch
+from kafka_common.metadata import records as r
 from kafka_common.metadata.image import MetadataImage
 
 from controller_impl.log import MetadataLog
@@ -23,6 +24,12 @@ BIG_CHANGE_RECORDS = 10_000  # a change this big logs where its time went
 # (QuorumController's maxRecordsPerBatch): followers copy and sync the first batches while
 # the leader still replays the next ones
 MAX_RECORDS_PER_BATCH = 10_000
+# a result this big whose records are all partition changes merged by the handler (or
+# broker records) is answered once committed while the image installs the merges
+DEFERRED_INSTALL_MIN_RECORDS = 1000
+# records whose replay reads and writes only the broker side of the image (registrations,
+# dir owners), never a partition: replayed ahead of the partition changes before them
+BROKER_RECORDS = frozenset({r.BrokerRegistrationChangeRecord, r.FenceBrokerRecord, r.UnfenceBrokerRecord})
 
 
 class FatalError(Exception):
@@ -106,17 +113,18 @@ def split_records(records: list[Any], atomic: bool) -> list[list[Any]]:
 
 
 def compute(state: Any, fn_name: str, request: Any, now_ms: int, base: int, epoch: int,
-            atomic: bool = False) -> tuple[Any, list[tuple[list[Any], Any]], list[bytes], dict]:
+            atomic: bool = False) -> tuple[Any, list[tuple[list[Any], Any]], list[bytes], dict, list[int] | None]:
     """A leader's request, off the loop: the pure handler, then its records split into
     batches and encoded at ``base`` (an encoding error shows before anything is written).
-    Returns (result, chunks, batch bytes, timings in ms); a chunk is (records, the
-    handler's merges aligned with them or None: ``ControllerResult.merged``)."""
+    Returns (result, chunks, batch bytes, timings in ms, deferred plan); a chunk is
+    (records, the handler's merges aligned with them or None: ``ControllerResult.merged``);
+    the plan: see :func:`plan_deferred_install`."""
     t0 = time.perf_counter()
     result = run_handler(state, fn_name, request, now_ms)
     records = list(result.records)
     t1 = time.perf_counter()
     if not records:
-        return result, [], [], {}
+        return result, [], [], {}, None
     split = split_records(records, atomic)
     merged = result.merged
     ts = time.time_ns() // 1_000_000
@@ -129,7 +137,31 @@ def compute(state: Any, fn_name: str, request: Any, now_ms: int, base: int, epoc
         chunks.append((chunk, None if merged is None else merged[start:start + len(chunk)]))
         offset += len(chunk)
     t2 = time.perf_counter()
-    return result, chunks, datas, {"handler": (t1 - t0) * 1000, "encode": (t2 - t1) * 1000}
+    plan = None if atomic else plan_deferred_install(state.image, records, merged)
+    t3 = time.perf_counter()
+    return result, chunks, datas, {"handler": (t1 - t0) * 1000, "encode": (t2 - t1) * 1000,
+                                   "plan": (t3 - t2) * 1000}, plan
+
+
+def plan_deferred_install(image: MetadataImage, records: list[Any], merged: Any) -> list[int] | None:
+    """Whether a big result may be written before the image installs it: every record is
+    either a partition change whose merge the handler made from this very image (checked:
+    :meth:`MetadataImage.merges_apply`; installing it cannot fail) or a broker record
+    (:data:`BROKER_RECORDS`, independent of partitions). Returns the indexes of the broker
+    records — replayed first, so that a record the image refuses is still never written —
+    or None (replay every record before its batch is appended, as for any other result)."""
+    if merged is None or len(records) < DEFERRED_INSTALL_MIN_RECORDS:
+        return None
+    first = []
+    pairs = []
+    for i, m in enumerate(merged):
+        if m is not None:
+            pairs.append(m)
+        elif type(records[i]) in BROKER_RECORDS:
+            first.append(i)
+        else:
+            return None
+    return first if image.merges_apply(pairs) else None
 
 
 def replay_records(image: MetadataImage, records: list[Any], base: int, merged: Any = None) -> None:

@@ -431,6 +431,48 @@ class MetadataImage:
         self._install(parts, old, new)
         self.last_offset = offset
 
+    def merges_apply(self, merged: Iterable[tuple[PartitionRegistration, PartitionRegistration]]) -> bool:
+        """Whether :meth:`install_merged` of ``merged`` (in order) is exactly the replay of
+        their records: each ``old`` is its partition's registration at that point (the
+        image's own object, or the ``new`` of an earlier pair), i.e. the merges were made
+        from this image, with :func:`merge_isr_leader`'s checks."""
+        partitions = self._partitions
+        pending: dict[tuple[int, int], PartitionRegistration] = {}
+        last_tid = parts = None
+        for old, new in merged:
+            tid = old.topic_id
+            if tid is not last_tid:
+                parts = partitions.get(tid)
+                if parts is None:
+                    return False
+                last_tid = tid
+            pid = old.partition_id
+            if new.partition_id != pid or (new.topic_id is not tid and new.topic_id != tid):
+                return False
+            k = (id(parts), pid)
+            current = pending.get(k)
+            if current is None:
+                current = parts.get(pid)
+            if current is not old:
+                return False
+            pending[k] = new
+        return True
+
+    def install_merged(self, merged: Iterable[tuple[PartitionRegistration, PartitionRegistration]],
+                       last_offset: int) -> None:
+        """Install the pairs :meth:`merges_apply` approved (the replay of their records,
+        the last at ``last_offset``)."""
+        partitions = self._partitions
+        install = self._install
+        last_tid = parts = None
+        for old, new in merged:
+            tid = old.topic_id
+            if tid is not last_tid:
+                parts = partitions[tid]
+                last_tid = tid
+            install(parts, old, new)
+        self.last_offset = max(self.last_offset, last_offset)
+
     def _install(self, parts: dict[int, PartitionRegistration], old: PartitionRegistration,
                  new: PartitionRegistration) -> None:
         tid, pid = new.topic_id, new.partition_id

@@ -7,7 +7,8 @@ import copy
 import pytest
 from kio.schema.broker_heartbeat.v1 import request as hb1
 
-from controller_impl.runtime.image_io import MAX_RECORDS_PER_BATCH, replay_records, split_records
+from controller_impl.runtime.image_io import (DEFERRED_INSTALL_MIN_RECORDS, MAX_RECORDS_PER_BATCH, plan_deferred_install,
+                                              replay_records, split_records)
 from kafka_common.metadata import records as r
 
 from controller_harness import Harness, dir_id as d
@@ -109,3 +110,53 @@ def test_non_atomic_results_split_into_batches_of_at_most_the_limit():
     assert [len(c) for c in chunks] == [n, n, 3] and sum(chunks, []) == recs
     assert split_records(recs, atomic=True) == [recs]
     assert split_records(recs[:n], atomic=False) == [recs[:n]]
+
+
+def deferred_both_ways(h: Harness, result) -> None:
+    """The deferred install (broker records replayed first, then every merge installed)
+    ends where the plain replay of the records in order ends."""
+    plain = copy.deepcopy(h.image)
+    base = h.image.last_offset + 1
+    for i, rec in enumerate(result.records):
+        plain.replay(r.decode_record(r.encode_record(rec)), base + i)
+    records = list(result.records)
+    first = plan_deferred_install(h.image, records, result.merged)
+    assert first == [i for i, rec in enumerate(records) if not isinstance(rec, r.PartitionChangeRecord)]
+    for i in first:
+        h.image.replay(records[i], base + i)
+    h.image.install_merged([m for m in result.merged if m is not None], base + len(records) - 1)
+    assert h.image.snapshot_state() == plain.snapshot_state()
+    assert h.image.last_offset == plain.last_offset
+    assert h.image.drain_changes() == plain.drain_changes()
+    for b in (1, 2, 3):
+        assert h.image.partitions_with_isr_member(b) == plain.partitions_with_isr_member(b)
+
+
+def test_deferred_install_of_a_dir_failure_and_of_two_fences():
+    h, _ = cluster(2 * DEFERRED_INSTALL_MIN_RECORDS + 10)
+    h.image.drain_changes()
+    deferred_both_ways(h, heartbeat(h, 1, offline=[d(1, 2)]))
+    h = Harness()
+    for b in (1, 2, 3):
+        h.start_broker(b, [d(b, 1)])
+    h.create_topic("t", assignments=[[1 + (p + i) % 3 for i in range(3)] for p in range(DEFERRED_INSTALL_MIN_RECORDS)])
+    h.image.drain_changes()
+    h.advance(5000)
+    h.heartbeat(1)
+    h.advance(5000)
+    res = h.state.tick(h.now)
+    assert sum(not isinstance(x, r.PartitionChangeRecord) for x in res.records) == 2  # both fences, in between
+    deferred_both_ways(h, res)
+
+
+def test_no_deferred_install_for_small_stale_or_unmerged_results():
+    h, _ = cluster(2 * DEFERRED_INSTALL_MIN_RECORDS + 10)
+    res = heartbeat(h, 1, offline=[d(1, 2)])
+    records = list(res.records)
+    assert plan_deferred_install(h.image, records, res.merged) is not None
+    assert plan_deferred_install(h.image, records, None) is None
+    assert plan_deferred_install(h.image, records[:10], res.merged[:10]) is None  # small
+    noop = records + [r.NoOpRecord()]
+    assert plan_deferred_install(h.image, noop, res.merged + (None,)) is None  # not a broker record
+    h.apply(res)  # the image moved on: the merges no longer start from its registrations
+    assert plan_deferred_install(h.image, records, res.merged) is None
