@@ -7,7 +7,9 @@ scan of all partitions), unfencing O(ISR memberships).
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
+from operator import itemgetter
 from typing import Any
 
 from kafka_common import wire
@@ -73,21 +75,62 @@ def dirs_offline(view: WorkingView, broker_id: int, newly_offline: set[uuid.UUID
 
 
 def sorted_keys(keys) -> list[tuple[uuid.UUID, int]]:
-    """``sorted(keys)`` of (topic id, partition) keys, grouped by topic first: ints compare
-    far faster than tuples of UUIDs (100k keys: ~20 ms instead of ~200), and the groups are
-    keyed by the topic id's int (a UUID's own hash is a Python call)."""
-    by_topic: dict[int, tuple[uuid.UUID, list[int]]] = {}
-    for tid, pid in keys:
-        group = by_topic.get(tid.int)
-        if group is None:
-            group = by_topic[tid.int] = (tid, [])
-        group[1].append(pid)
-    out: list[tuple[uuid.UUID, int]] = []
-    for ti in sorted(by_topic):
-        tid, pids = by_topic[ti]
-        pids.sort()
-        out.extend([(tid, pid) for pid in pids])
+    """``sorted(keys)`` of (topic id, partition) keys without comparing UUIDs (a Python
+    call each): by partition, then (stable) by the topic id's int when there are several
+    topics (100k keys of one topic: ~30 ms instead of ~200)."""
+    out = sorted(keys, key=itemgetter(1))
+    if len({key[0].int for key in out}) > 1:
+        out.sort(key=lambda key: key[0].int)
     return out
+
+
+def _slot_maker(cls: type, names: tuple[str, ...]) -> Any:
+    """``cls(**dict(zip(names, values)))`` for a frozen slotted dataclass whose fields are
+    exactly ``names``, each slot set through its descriptor (about half the cost of the
+    generated ``__init__``); ``__post_init__`` does not run, so callers pass only values it
+    would accept. None if the class's fields are not ``names`` (then: the constructor)."""
+    if tuple(f.name for f in dataclasses.fields(cls)) != names or getattr(cls, "__slots__", None) is None:
+        return None
+    setters = [getattr(cls, name).__set__ for name in names]
+    new = object.__new__
+
+    def make(*values: Any) -> Any:
+        obj = new(cls)
+        for set_, value in zip(setters, values):
+            set_(obj, value)
+        return obj
+    return make
+
+
+# a partition's ISR/leader change and the registration it makes, on the hot path of a dir
+# failure or a fence (the slow, checked constructors when the classes change shape)
+_make_change = _slot_maker(r.PartitionChangeRecord, (
+    "partition_id", "topic_id", "isr", "leader", "replicas", "removing_replicas", "adding_replicas",
+    "leader_recovery_state", "directories"))
+_make_registration = _slot_maker(PartitionRegistration, (
+    "topic_id", "partition_id", "replicas", "isr", "leader", "leader_epoch", "partition_epoch", "directories",
+    "removing_replicas", "adding_replicas", "leader_recovery_state"))
+
+
+def isr_leader_change(topic_id: uuid.UUID, partition_id: int, isr: tuple[int, ...] | None,
+                      leader: int) -> r.PartitionChangeRecord:
+    """``PartitionChangeRecord(topic_id=…, partition_id=…, isr=…, leader=…)``, fast."""
+    if _make_change is None:
+        return r.PartitionChangeRecord(topic_id=topic_id, partition_id=partition_id, isr=isr, leader=leader)
+    return _make_change(partition_id, topic_id, isr, leader, None, None, None, r.NO_LRS_CHANGE, None)
+
+
+def with_isr_leader(old: PartitionRegistration, isr: tuple[int, ...], leader: int,
+                    leader_epoch: int) -> PartitionRegistration:
+    """``old`` with a new ISR, leader and leader epoch, partition epoch + 1 (replicas and
+    directories kept: still aligned), fast."""
+    if _make_registration is None:
+        return PartitionRegistration(old.topic_id, old.partition_id, old.replicas, isr, leader, leader_epoch,
+                                     old.partition_epoch + 1, old.directories, old.removing_replicas,
+                                     old.adding_replicas, old.leader_recovery_state)
+    return _make_registration(old.topic_id, old.partition_id, old.replicas, isr, leader, leader_epoch,
+                              old.partition_epoch + 1, old.directories, old.removing_replicas,
+                              old.adding_replicas, old.leader_recovery_state)
 
 
 def leave_isrs_in_dirs(view: WorkingView, broker_id: int, dirs: set[uuid.UUID]) -> None:
@@ -111,8 +154,8 @@ def _remove_replica_from(view: WorkingView, broker_id: int, keys, dir_id: uuid.U
     out = []
     append = out.append
     memo: dict[tuple, Any] = {}
-    change = r.PartitionChangeRecord
-    registration = PartitionRegistration
+    change = isr_leader_change
+    registration = with_isr_leader
     for key in sorted_keys(keys):
         tid, pid = key
         if in_view:
@@ -150,10 +193,8 @@ def _remove_replica_from(view: WorkingView, broker_id: int, keys, dir_id: uuid.U
         if outcome is False:
             continue
         isr_field, leader_field, isr, leader, bump = outcome
-        append((key, part, change(topic_id=part.topic_id, partition_id=pid, isr=isr_field, leader=leader_field),
-                registration(part.topic_id, pid, replicas, isr, leader, part.leader_epoch + bump,
-                             part.partition_epoch + 1, dirs, part.removing_replicas, part.adding_replicas,
-                             part.leader_recovery_state)))
+        append((key, part, change(part.topic_id, pid, isr_field, leader_field),
+                registration(part, isr, leader, part.leader_epoch + bump)))
     view.emit_merged_changes(out)
 
 

@@ -160,3 +160,19 @@ def test_no_deferred_install_for_small_stale_or_unmerged_results():
     assert plan_deferred_install(h.image, noop, res.merged + (None,)) is None  # not a broker record
     h.apply(res)  # the image moved on: the merges no longer start from its registrations
     assert plan_deferred_install(h.image, records, res.merged) is None
+
+
+def test_fast_constructors_make_what_the_constructors_make():
+    from controller_impl.state.replication_control import isr_leader_change, sorted_keys, with_isr_leader
+    h, tid = cluster()
+    part = h.part(tid, 1)
+    for isr, leader in (((2,), 2), (None, r.NO_LEADER_CHANGE), ((1, 2), -1)):
+        fast = isr_leader_change(tid, 1, isr, leader)
+        assert fast == r.PartitionChangeRecord(topic_id=tid, partition_id=1, isr=isr, leader=leader)
+        assert r.decode_record(r.encode_record(fast)) == fast
+    new = with_isr_leader(part, (part.replicas[0],), part.replicas[0], part.leader_epoch + 1)
+    assert new == type(part)(part.topic_id, 1, part.replicas, (part.replicas[0],), part.replicas[0],
+                             part.leader_epoch + 1, part.partition_epoch + 1, part.directories)
+    keys = {(t, p) for t in (tid, h.create_topic("u", assignments=[[1, 2]] * 5)[1].topic_id) for p in range(5)}
+    assert sorted_keys(keys) == sorted(keys)
+    assert sorted_keys({k for k in keys if k[0] == tid}) == sorted(k for k in keys if k[0] == tid)
