@@ -20,16 +20,24 @@ from harness.scenario import CHECK_NAMES, Expect, Scenario, Topology, TopicSpec,
 __all__ = [
     "leader_dir_fails", "follower_dir_fails", "bounce_after_failure", "failure_timeout_shutdown",
     "timeout_not_leader", "last_dir_fails", "metadata_dir_fails", "restart_fenced_until_assigned",
-    "replace_disk", "move_replica", "flaky_and_slow", "soak", "all_scenarios", "by_name", "BOUNCE_APPLIES",
+    "replace_disk", "move_replica", "flaky_and_slow", "many_partitions", "soak", "all_scenarios", "by_name",
+    "BOUNCE_APPLIES",
 ]
 
 FAULT_AT_MS = 5000
+MANY_PARTITIONS = 300
+MANY_FAULT_AT_MS = 10000
 BOUNCE_AFTER_MS = 1000
 CONTROLLER = "controller:3001"
 LEADER = "leader:t1/0"
 FOLLOWER = "follower:t1/0"
 REPLICA_DIR = "replica:t1/0"
 ONE_PARTITION = Workload(topics=(TopicSpec(name="t1", partitions=1),))
+# service recovery bounds (expect.service_recovery_within_ms) where the KIP makes clients wait on
+# purpose: a broker that stops heartbeating is fenced only after the session timeout (3 s), a
+# follower that stops fetching leaves the ISR after replica.lag.time.max.ms (5 s)
+AFTER_FENCING_MS = 10000
+SOAK_RECOVERY_MS = 15000
 
 # scenario names whose broker stays alive after the fault, so a bounce variant means something
 BOUNCE_APPLIES = ("leader-dir-fails", "follower-dir-fails", "flaky-and-slow")
@@ -48,7 +56,7 @@ def leader_dir_fails(*, bounce: bool = False, seed: int = 0) -> Scenario:
         id="S1", name="leader-dir-fails", seed=seed,
         description="fail the dir holding t1-0's leader replica under acks=all load",
         faults=(DiskFault(at_ms=FAULT_AT_MS, node=LEADER, dir=REPLICA_DIR, mode="error"),),
-        checks=("durability", "failover", "liveness", "metadata_invariants", "fencing"),
+        checks=("durability", "failover", "liveness", "metadata_invariants", "fencing", "service"),
         expect=Expect(outcomes={LEADER: "alive"}, leader_moves=True, failover_within_ms=15000,
                       must_show="leader moves off the broker; ISR loses it; broker stays alive and keeps "
                                 "serving its other dirs; no acked record lost"))
@@ -61,7 +69,7 @@ def follower_dir_fails(*, bounce: bool = False, seed: int = 0) -> Scenario:
         id="S2", name="follower-dir-fails", seed=seed,
         description="fail the dir holding a follower replica of t1-0 under acks=all load",
         faults=(DiskFault(at_ms=FAULT_AT_MS, node=FOLLOWER, dir=REPLICA_DIR, mode="error"),),
-        checks=("durability", "failover", "liveness", "metadata_invariants", "fencing"),
+        checks=("durability", "failover", "liveness", "metadata_invariants", "fencing", "service"),
         expect=Expect(outcomes={FOLLOWER: "alive"}, leader_moves=False, failover_within_ms=15000,
                       must_show="ISR shrinks; leader unchanged; no loss"))
     return _bounced(s, FOLLOWER, bounce)
@@ -75,7 +83,7 @@ def bounce_after_failure(*, role: str = "leader", seed: int = 0) -> Scenario:
         description=f"fail the {role} replica's dir of t1-0, then restart that broker with the dir still failed",
         faults=(DiskFault(at_ms=FAULT_AT_MS, node=node, dir=REPLICA_DIR, mode="error"),
                 ProcessFault(at_ms=FAULT_AT_MS + 8000, action="restart", node=node, clean=True)),
-        checks=("durability", "failover", "liveness", "metadata_invariants", "fencing"),
+        checks=("durability", "failover", "liveness", "metadata_invariants", "fencing", "service"),
         workload=Workload(duration_ms=40000),
         expect=Expect(outcomes={node: "alive"}, leader_moves=(role == "leader"), isr_recovers=True,
                       must_show="broker starts with the dir offline, registers, partitions on it stay "
@@ -90,8 +98,9 @@ def failure_timeout_shutdown(*, seed: int = 0) -> Scenario:
         description="partition t1-0's leader from the controller, then fail the dir it leads t1-0 on",
         faults=(NetworkFault(at_ms=FAULT_AT_MS, action="partition", node=LEADER, peer=CONTROLLER),
                 DiskFault(at_ms=FAULT_AT_MS + 500, node=LEADER, dir=REPLICA_DIR, mode="error")),
-        checks=("durability", "liveness", "timeout_accuracy", "metadata_invariants"),
+        checks=("durability", "liveness", "timeout_accuracy", "metadata_invariants", "service"),
         expect=Expect(outcomes={LEADER: "shutdown"}, timeout_shutdown=True, leader_moves=True,
+                      service_recovery_within_ms=AFTER_FENCING_MS,
                       must_show="broker exits after log.dir.failure.timeout.ms (± one heartbeat); controller "
                                 "fences it after the session timeout; no loss"))
 
@@ -103,8 +112,9 @@ def timeout_not_leader(*, seed: int = 0) -> Scenario:
         description="partition a follower of t1-0 (leading nothing) from the controller, then fail its dir",
         faults=(NetworkFault(at_ms=FAULT_AT_MS, action="partition", node=FOLLOWER, peer=CONTROLLER),
                 DiskFault(at_ms=FAULT_AT_MS + 500, node=FOLLOWER, dir=REPLICA_DIR, mode="error")),
-        checks=("durability", "liveness", "timeout_accuracy", "metadata_invariants"),
+        checks=("durability", "liveness", "timeout_accuracy", "metadata_invariants", "service"),
         expect=Expect(outcomes={FOLLOWER: "alive"}, timeout_shutdown=False, leader_moves=False,
+                      service_recovery_within_ms=AFTER_FENCING_MS,
                       must_show="broker does NOT shut down (decision D5)"))
 
 
@@ -114,8 +124,9 @@ def last_dir_fails(*, seed: int = 0) -> Scenario:
         id="S6", name="last-dir-fails", seed=seed,
         description="fail every data dir of t1-0's leader",
         faults=(DiskFault(at_ms=FAULT_AT_MS, node=LEADER, dir="all", mode="error"),),
-        checks=("durability", "failover", "liveness", "metadata_invariants"),
+        checks=("durability", "failover", "liveness", "metadata_invariants", "service"),
         expect=Expect(outcomes={LEADER: "halted"}, leader_moves=True, failover_within_ms=15000,
+                      service_recovery_within_ms=AFTER_FENCING_MS,
                       must_show="broker halts; controller fences it after session timeout; leaders move"))
 
 
@@ -125,8 +136,8 @@ def metadata_dir_fails(*, seed: int = 0) -> Scenario:
         id="S6", name="metadata-dir-fails", seed=seed,
         description="fail the metadata.log.dir of t1-0's leader",
         faults=(DiskFault(at_ms=FAULT_AT_MS, node=LEADER, dir="metadata", mode="error"),),
-        checks=("durability", "liveness", "metadata_invariants"),
-        expect=Expect(outcomes={LEADER: "halted"}, leader_moves=True,
+        checks=("durability", "liveness", "metadata_invariants", "service"),
+        expect=Expect(outcomes={LEADER: "halted"}, leader_moves=True, service_recovery_within_ms=AFTER_FENCING_MS,
                       must_show="broker halts; controller fences it after session timeout; leaders move"))
 
 
@@ -138,8 +149,8 @@ def restart_fenced_until_assigned(*, seed: int = 0) -> Scenario:
         description="kill broker 3, create t2 (6 partitions, RF 3) while it is down, start it again",
         workload=Workload(topics=(TopicSpec(name="t1"), TopicSpec(name="t2", partitions=6, create_at_ms=8000))),
         faults=(ProcessFault(at_ms=FAULT_AT_MS, action="kill", node="broker:3", signal="SIGKILL", duration_ms=8000),),
-        checks=("durability", "liveness", "fencing", "metadata_invariants"),
-        expect=Expect(outcomes={"broker:3": "alive"},
+        checks=("durability", "liveness", "fencing", "metadata_invariants", "service"),
+        expect=Expect(outcomes={"broker:3": "alive"}, service_recovery_within_ms=AFTER_FENCING_MS,
                       must_show="broker stays fenced until its assignments are persisted; fencing_ms measured"))
 
 
@@ -150,8 +161,9 @@ def replace_disk(*, seed: int = 0) -> Scenario:
         description="fail the dir of a follower replica of t1-0, then replace the disk",
         faults=(DiskFault(at_ms=FAULT_AT_MS, node=FOLLOWER, dir=REPLICA_DIR, mode="error"),
                 ReplaceDisk(at_ms=FAULT_AT_MS + 8000, node=FOLLOWER, dir=REPLICA_DIR)),
-        checks=("durability", "failover", "liveness", "metadata_invariants", "fencing"),
+        checks=("durability", "failover", "liveness", "metadata_invariants", "fencing", "service"),
         expect=Expect(outcomes={FOLLOWER: "alive"}, leader_moves=False, isr_recovers=True,
+                      service_recovery_within_ms=AFTER_FENCING_MS,
                       must_show="new directory id registered; replicas recreated there and re-replicated; "
                                 "ISR expands"))
 
@@ -167,7 +179,7 @@ def move_replica(*, fail: str = "source", seed: int = 0) -> Scenario:
         description=f"move t1-0 on a follower to another dir, fail the {fail} dir 300 ms later",
         faults=(MoveReplica(at_ms=FAULT_AT_MS, node=FOLLOWER, topic="t1", partition=0, to_dir="spare:t1/0"),
                 DiskFault(at_ms=FAULT_AT_MS + 300, node=FOLLOWER, dir=failed, mode="error")),
-        checks=("durability", "failover", "liveness", "metadata_invariants"),
+        checks=("durability", "failover", "liveness", "metadata_invariants", "service"),
         expect=Expect(outcomes={FOLLOWER: "alive"}, leader_moves=False,
                       moved_replica_survives=(fail == "target"),
                       must_show="KIP §4 outcomes, incl. LOST_DIR when the source fails"))
@@ -183,11 +195,28 @@ def flaky_and_slow(*, bounce: bool = False, seed: int = 0) -> Scenario:
                           duration_ms=10000),
                 DiskFault(at_ms=FAULT_AT_MS, node="broker:2", dir="d2", mode="delay", delay_ms=50,
                           duration_ms=10000)),
-        checks=("durability", "failover", "liveness", "metadata_invariants"),
+        checks=("durability", "failover", "liveness", "metadata_invariants", "service"),
         expect=Expect(outcomes={"broker:1": "alive", "broker:2": "alive"},
                       must_show="the broker marks the dir offline on the first error; slow dir measured, "
                                 "no false failover"))
     return _bounced(s, "broker:1", bounce)
+
+
+def many_partitions(*, seed: int = 0) -> Scenario:
+    """S12: S1 at a real shape — 300 partitions RF 3 (each broker leads 100 and follows 200,
+    100 replicas per dir), 1000 records/s from 4 producers (3.3/s per partition, so each
+    partition's baseline holds ~30 ops before the fault)."""
+    return Scenario(
+        id="S12", name="many-partitions-leader-dir-fails", seed=seed,
+        description="300 partitions RF 3; fail the dir holding t1-0's leader replica (100 replicas) under load",
+        workload=Workload(topics=(TopicSpec(name="t1", partitions=MANY_PARTITIONS),), rate_per_s=1000,
+                          duration_ms=30000, drain_timeout_ms=60000),
+        faults=(DiskFault(at_ms=MANY_FAULT_AT_MS, node=LEADER, dir=REPLICA_DIR, mode="error"),),
+        checks=("durability", "failover", "liveness", "metadata_invariants", "fencing", "service"),
+        expect=Expect(outcomes={LEADER: "alive"}, leader_moves=True, failover_within_ms=15000,
+                      service_recovery_within_ms=AFTER_FENCING_MS,
+                      must_show="~33 leaders move at once; every partition keeps or regains its service; "
+                                "no acked record lost"))
 
 
 def soak(*, minutes: int = 3, seed: int = 0) -> Scenario:
@@ -201,7 +230,8 @@ def soak(*, minutes: int = 3, seed: int = 0) -> Scenario:
         description=f"seeded random mix of disk, network and process faults for {minutes} min",
         workload=Workload(duration_ms=duration_ms, drain_timeout_ms=60000), faults=faults,
         checks=CHECK_NAMES,
-        expect=Expect(must_show="all checks hold across every fault window"))
+        expect=Expect(service_recovery_within_ms=SOAK_RECOVERY_MS,
+                      must_show="all checks hold across every fault window"))
 
 
 def all_scenarios(*, seed: int = 0) -> list[Scenario]:
@@ -213,7 +243,8 @@ def all_scenarios(*, seed: int = 0) -> list[Scenario]:
     out += [bounce_after_failure(role="leader", seed=seed), bounce_after_failure(role="follower", seed=seed),
             failure_timeout_shutdown(seed=seed), timeout_not_leader(seed=seed), last_dir_fails(seed=seed),
             metadata_dir_fails(seed=seed), restart_fenced_until_assigned(seed=seed), replace_disk(seed=seed),
-            move_replica(fail="source", seed=seed), move_replica(fail="target", seed=seed), soak(seed=seed)]
+            move_replica(fail="source", seed=seed), move_replica(fail="target", seed=seed),
+            many_partitions(seed=seed), soak(seed=seed)]
     return out
 
 
@@ -237,5 +268,5 @@ SCENARIO_FUNCTIONS: dict[str, Callable[..., Scenario]] = {
     "S1": leader_dir_fails, "S2": follower_dir_fails, "S3": bounce_after_failure,
     "S4": failure_timeout_shutdown, "S5": timeout_not_leader, "S6": last_dir_fails,
     "S7": restart_fenced_until_assigned, "S8": replace_disk, "S9": move_replica, "S10": flaky_and_slow,
-    "S11": soak,
+    "S11": soak, "S12": many_partitions,
 }
