@@ -4,7 +4,9 @@ block-level faults, and each of its "must show" checks is one test.
 A scenario runs once (cached per variant); its checks are then asserted one by one, so a
 broken failover shows as ``test_must_show[S1 leader-dir-fails/failover]`` even when another
 check of the same run fails. Timings are the catalog's shrunk ones; the suite shortens only
-the workload (``SUITE_DURATION_MS``) and the drain bound, and runs the librdkafka client.
+the workload (``SUITE_DURATION_MS``; S12 ``MANY_DURATION_MS``, its baseline needs the 10 s
+before its fault) and the drain bound, runs the librdkafka client, and heals S10's faults
+after 6 s instead of 10 s (so the service check sees 5 s after the heal).
 
 Checks that cannot pass because a broker feature is still missing are ``xfail(strict=True)``
 with the missing feature named (:data:`MISSING`), so they flip to failures once it lands.
@@ -26,7 +28,9 @@ import pytest
 pytestmark = pytest.mark.system
 
 SUITE_DURATION_MS = 16000
+MANY_DURATION_MS = 24000
 DRAIN_TIMEOUT_MS = 8000
+SLOW_FAULT_MS = 6000
 
 # (catalog variant, checks asserted). The checks are the scenario's own (its must-show).
 SUITE = [
@@ -46,13 +50,18 @@ SUITE = [
     "move-replica-target-fails",
     "flaky-and-slow",
     "flaky-and-slow-bounce",
+    "many-partitions-leader-dir-fails",
     "soak",
 ]
 SOAK_DURATION_MS = 40000
 
 # (variant, check) -> the missing broker feature; (variant, "schedule") for test_schedule_carried_out.
-# Empty: every must-show check of every variant is expected to pass.
-MISSING: dict[tuple[str, str], str] = {}
+REPLICATION = ("acks=all with several partitions per leader: the follower fetcher leaves out partitions with a "
+               "write in flight and long-polls for the idle ones, so every produce waits ~replica.fetch.wait.max.ms "
+               "(issue 10, items 1-2); the baseline p50 is seconds")
+# S4 and S5 have one partition, so no leader ever leads two: their service is judged for real
+MISSING: dict[tuple[str, str], str] = {(v, "service"): REPLICATION for v in SUITE
+                                       if v not in ("failure-timeout-shutdown", "timeout-not-leader")}
 
 
 def _capable() -> str | None:
@@ -82,7 +91,8 @@ def suite_scenario(variant: str):
     from scenarios.catalog import by_name, soak
     base = soak(minutes=1) if variant == "soak" else by_name(variant)
     data = base.to_dict()
-    duration = SOAK_DURATION_MS if variant == "soak" else SUITE_DURATION_MS
+    duration = SOAK_DURATION_MS if variant == "soak" else (
+        MANY_DURATION_MS if base.id == "S12" else SUITE_DURATION_MS)
     if variant == "soak":
         data["faults"] = [f for f in data["faults"] if f["at_ms"] < duration - 6000]
         from infra.netfaults import netem_available
@@ -93,7 +103,14 @@ def suite_scenario(variant: str):
         # finishes in ~170 ms (dir_move_done), so the fault would not be mid-move: fail it right
         # after the broker accepted the move (same at_ms; the plan keeps the schedule's order)
         data["faults"][1]["at_ms"] = data["faults"][0]["at_ms"]
-    for assignment in (f"workload.duration_ms={duration}", f"workload.drain_timeout_ms={DRAIN_TIMEOUT_MS}",
+    if base.id == "S10":
+        # the catalog's 10 s faults would heal 1 s before a 16 s workload ends: the service
+        # check could not see the slow dir's partitions recover after the heal
+        for f in data["faults"]:
+            if f.get("duration_ms"):
+                f["duration_ms"] = SLOW_FAULT_MS
+    drain = base.workload.drain_timeout_ms if base.id == "S12" else DRAIN_TIMEOUT_MS   # 300 partitions to read
+    for assignment in (f"workload.duration_ms={duration}", f"workload.drain_timeout_ms={drain}",
                        "workload.client=confluent-kafka"):
         apply_override(data, assignment)
     return Scenario.from_dict(data)
@@ -118,7 +135,7 @@ def _cases():
     out = []
     for v in SUITE:
         checks = by_name(v).checks if v != "soak" else ("durability", "failover", "liveness", "timeout_accuracy",
-                                                        "fencing", "metadata_invariants")
+                                                        "fencing", "metadata_invariants", "service")
         for c in checks:
             marks = [pytest.mark.xfail(reason=MISSING[(v, c)], strict=True)] if (v, c) in MISSING else []
             out.append(pytest.param(v, c, id=f"{by_name(v).id} {v}/{c}", marks=marks))
@@ -164,9 +181,14 @@ def test_s1_results_read_back_with_pandas() -> None:
     assert {"fault_injected", "fault_healed", "first_io_error_observed", "dir_offline"} <= set(events["event"])
     metrics = pd.read_parquet(o.run_dir / "metrics")
     assert {"detect_ms", "isr_shrink_ms", "leader_failover_ms"} <= set(metrics["metric"])
+    service = {"produce_before_p50_ms", "produce_before_p99_ms", "produce_during_p99_ms", "produce_during_per_s",
+               "latency_degradation_ratio"}
+    assert service <= set(metrics["metric"])
+    per_partition = metrics[(metrics.metric == "produce_before_p50_ms") & metrics.partition.notna()]
+    assert len(per_partition) == o.scenario.workload.topics[0].partitions
     assert (metrics[metrics.metric == "detect_ms"]["value"] >= 0).all()
     checks = pd.read_parquet(o.run_dir / "checks")
-    assert "all" in set(checks["checker"])
+    assert {"all", "service"} <= set(checks["checker"])
     for table in ("client_ops", "resources"):
         assert (o.run_dir / table).is_dir()
 

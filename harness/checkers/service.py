@@ -28,7 +28,8 @@ in a faulted dir (every replica of *b* for ``all``/``metadata``; a replica whose
 unknown or reserved counts as in it); a process fault, network fault or disk replacement on
 *b* — every partition with a replica on *b* (or on the network peer); a move — the moved
 partition. A partition is **outside** when no fault of the run has it in its domain (a
-partition that merely gets a new leader, or shares a leader with moved ones, is outside).
+partition that merely gets a new leader, or shares a leader with moved ones, is outside; one the
+metadata does not place at the fault counts as inside).
 
 **Bounds** (per partition, from its baseline, scenario values ``expect.service_*``):
 ``bound(q) = max(factor × baseline q, baseline q + floor_ms)``, factor 2 and floor 100 ms by
@@ -369,8 +370,10 @@ def analyse_service(scenario: Any, history: History) -> ServiceAnalysis:
     windows = service_windows([o for ops in ops_by.values() for o in ops], faults)
     if windows is None:
         return ServiceAnalysis(bounds, None, [], {}, faults, {}, UNKNOWN, "no produce ops: nothing to judge")
-    domains = {f.fault_id: fault_domain(f, view_at(history, f.ts_ns)) for f in faults}
+    views = {f.fault_id: view_at(history, f.ts_ns) for f in faults}
+    domains = {f.fault_id: fault_domain(f, views[f.fault_id]) for f in faults}
     touched = set().union(*domains.values()) if domains else set()
+    placed = set().union(*(v.partitions for v in views.values())) if views else set()
     pooled = {}
     everything = sorted((o for ops in ops_by.values() for o in ops), key=lambda o: o.invoke_ns)
     for w in WINDOW_NAMES:
@@ -381,7 +384,7 @@ def analyse_service(scenario: Any, history: History) -> ServiceAnalysis:
     not_judged: dict[str, str] = {}
     for tp in sorted(ops_by):
         ops = ops_by[tp]
-        p = PartitionService(tp[0], tp[1], outside=tp not in touched,
+        p = PartitionService(tp[0], tp[1], outside=tp not in touched and tp in placed,
                              faults=[f.fault_id for f in faults if tp in domains[f.fault_id]])
         for w in WINDOW_NAMES:
             s = _window_stats(ops, windows.span(w))

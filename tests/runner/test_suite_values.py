@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from scenarios.catalog import by_name
-from scenarios.test_system import MISSING, SUITE, SUITE_DURATION_MS, suite_scenario
+from scenarios.test_system import MANY_DURATION_MS, MISSING, SLOW_FAULT_MS, SUITE, SUITE_DURATION_MS, suite_scenario
 
 pytestmark = pytest.mark.unit
 
@@ -16,10 +16,15 @@ def test_suite_keeps_the_catalog_value_but_the_workload_length(variant: str) -> 
     base, s = by_name(variant), suite_scenario(variant)
     assert s.configs == base.configs and s.checks == base.checks and s.expect == base.expect
     assert s.topology == base.topology and s.workload.topics == base.workload.topics
-    assert s.workload.duration_ms == SUITE_DURATION_MS and s.workload.client == "confluent-kafka"
-    assert all(f.at_ms < SUITE_DURATION_MS for f in s.faults)
+    duration = MANY_DURATION_MS if base.id == "S12" else SUITE_DURATION_MS
+    assert s.workload.duration_ms == duration and s.workload.client == "confluent-kafka"
+    assert all(f.at_ms < duration for f in s.faults)
     if variant.startswith("move-replica"):
         assert s.faults[1].at_ms == s.faults[0].at_ms and s.faults[1:] != base.faults[1:]
+    elif base.id == "S10":
+        assert [getattr(f, "duration_ms", None) for f in s.faults if getattr(f, "duration_ms", None)] == \
+            [SLOW_FAULT_MS] * 2
+        assert all(f.at_ms + SLOW_FAULT_MS + 5000 <= duration for f in s.faults if getattr(f, "duration_ms", None))
     else:
         assert s.faults == base.faults
 
