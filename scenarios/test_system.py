@@ -62,6 +62,9 @@ REPLICATION = ("acks=all with several partitions per leader: the follower fetche
 # S4 and S5 have one partition, so no leader ever leads two: their service is judged for real
 MISSING: dict[tuple[str, str], str] = {(v, "service"): REPLICATION for v in SUITE
                                        if v not in ("failure-timeout-shutdown", "timeout-not-leader")}
+MISSING[("many-partitions-leader-dir-fails", "durability")] = (
+    "with 100 partitions per leader most acks=all produces time out (issue 10's replication) and the "
+    "idempotent producers' retried batches are appended twice: duplicates at two offsets of one partition")
 
 
 def _capable() -> str | None:
