@@ -62,9 +62,17 @@ REPLICATION = ("acks=all with several partitions per leader: the follower fetche
 # S4 and S5 have one partition, so no leader ever leads two: their service is judged for real
 MISSING: dict[tuple[str, str], str] = {(v, "service"): REPLICATION for v in SUITE
                                        if v not in ("failure-timeout-shutdown", "timeout-not-leader")}
-MISSING[("many-partitions-leader-dir-fails", "durability")] = (
-    "with 100 partitions per leader most acks=all produces time out (issue 10's replication) and the "
-    "idempotent producers' retried batches are appended twice: duplicates at two offsets of one partition")
+# (variant) -> a known broker bug whose ONLY signature is duplicates: the durability test is an xfail
+# when the check fails with duplicates and nothing else (a lost, reordered or phantom record still
+# fails it), and passes when the check passes. When acks take longer than the client's request
+# timeout (5 s: the replication above, under several partitions per leader), librdkafka retries
+# batches the leader had already appended, and the leader appends them again instead of answering
+# with the original offsets: the same value at two offsets of one partition, e.g. S12 21 of 5290
+# acked, the soak 28 of 7898 (never with one partition per leader: S4, S5)
+DUPLICATES = {v: "idempotent producer's retried batch appended twice after a request timeout (broker "
+                 "idempotence under retries; triggered by issue 10's slow acks)"
+              for v in SUITE if v not in ("failure-timeout-shutdown", "timeout-not-leader")}
+_DURABILITY_ERRORS = ("lost", "offset_mismatch", "inconsistent_offsets", "reordered", "phantom")
 
 
 def _capable() -> str | None:
@@ -155,6 +163,9 @@ def test_must_show(variant: str, check: str) -> None:
         assert not o.harness_errors, f"the move was not carried out: {o.harness_errors}"
     results = {r.name: r for r in o.report.results}
     r = results[check]
+    if check == "durability" and variant in DUPLICATES and r.valid is False and r.details.get("duplicates_count") \
+            and not any(r.details.get(f"{k}_count") for k in _DURABILITY_ERRORS):
+        pytest.xfail(f"{DUPLICATES[variant]}: {r.summary}")
     assert r.valid is True, f"{variant}: {check} is {r.valid}: {r.summary}\n{r.details}\nrun: {o.run_dir}"
 
 

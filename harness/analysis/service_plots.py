@@ -130,9 +130,10 @@ def plot_latency(run_dir: Path, out: Path) -> Path | None:
     panels = _panels(d)
     ncols = 1 if len(panels) <= 2 else (2 if len(panels) <= 4 else 3)
     nrows = math.ceil(len(panels) / ncols)
-    height = 2.3 * nrows + 0.8
+    height = 2.3 * nrows + 0.9
     fig, axes = plt.subplots(nrows, ncols, figsize=(5.2 * ncols if ncols > 1 else 12, height),
-                             dpi=110, sharex=True, sharey=True, squeeze=False)
+                             dpi=110, sharex=True, sharey=True, squeeze=False, layout="constrained")
+    x_lo, x_hi = float(ops["t"].min()) - 0.5, float(ops["t"].max()) + 0.5
     lat = ops["latency_ms"]
     top = float(np.nanmax(lat[lat > 0])) * 2 if (lat > 0).any() else 1000.0
     bottom = max(float(np.nanmin(lat[lat > 0])) / 2, 0.1) if (lat > 0).any() else 0.1
@@ -147,13 +148,15 @@ def plot_latency(run_dir: Path, out: Path) -> Path | None:
         for sub, marker, color, name in ((info, "^", "tab:orange", "info"), (fail, "x", "tab:red", "fail")):
             if len(sub):
                 y = sub["latency_ms"].where(sub["latency_ms"].notna() & (sub["latency_ms"] > 0), top / 1.3)
-                ax.scatter(sub["t"], y, s=14, marker=marker, color=color, lw=0.8, label=name, zorder=3)
+                ax.scatter(sub["t"], y, s=14 if len(sub) < 300 else 5, marker=marker, color=color, lw=0.8,
+                           alpha=0.8, label=name, zorder=3)
         p = d["service"].get("partitions", {}).get(members[0]) if len(members) == 1 else None
         if p and isinstance(p.get("bound_p99_ms"), (int, float)):
             ax.axhline(p["bound_p99_ms"], color="0.35", lw=0.8, ls="--", zorder=1)
         _shade(ax, d["faults"], label=k < ncols)
         ax.set_yscale("log")
         ax.set_ylim(bottom, top)
+        ax.set_xlim(x_lo, x_hi)
         ax.set_title(_panel_title(title, members, d), fontsize=7.5, loc="left")
         ax.grid(True, which="major", color="0.92", lw=0.6)
         if k % ncols == 0:
@@ -165,12 +168,11 @@ def plot_latency(run_dir: Path, out: Path) -> Path | None:
         ax.set_xlabel("s after the first fault (invoke time)" if d["has_fault"] else "s (invoke time)", fontsize=8)
     handles, labels = axes[0][0].get_legend_handles_labels()
     extra = [plt.Line2D([], [], color="0.35", ls="--", lw=0.8)]
-    fig.legend(handles + extra, labels + ["recovery bound (2× pre-fault p99, ≥ +floor)"], loc="upper right",
-               fontsize=7, ncol=4, markerscale=2)
+    fig.legend(handles + extra, labels + ["recovery bound (2× pre-fault p99, ≥ +floor)"],
+               loc="outside lower center", fontsize=7, ncol=4, markerscale=2)
     verdict = d["service"].get("summary", "")
-    fig.suptitle(f"produce latency, every op — {d['run_id']} ({d['backend']})\nservice: {verdict[:150]}",
+    fig.suptitle(f"produce latency, every op — {d['run_id']} ({d['backend']})\nservice: {verdict[:170]}",
                  fontsize=8.5, x=0.01, ha="left")
-    fig.tight_layout(rect=(0, 0, 1, 1 - 0.55 / height))
     path = out / f"latency_{d['run_id']}.png"
     fig.savefig(path)
     plt.close(fig)
@@ -206,7 +208,7 @@ def plot_throughput(run_dir: Path, out: Path) -> Path | None:
         ax.bar(centers, -h, width=0.9, color="tab:red", alpha=0.6, label="fail/info (below 0)")
     ax.axhline(0, color="0.4", lw=0.6)
     _shade(ax, d["faults"], label=True)
-    ax.set_xlim(lo, hi)
+    ax.set_xlim(lo, min(hi, math.ceil(float(ops["t"].max())) + 3))
     ax.set_xlabel("s after the first fault (completion time, 1 s bins)" if d["has_fault"] else "s", fontsize=8)
     ax.set_ylabel("acked produces / s", fontsize=8)
     ax.grid(True, color="0.92", lw=0.6)

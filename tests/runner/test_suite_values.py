@@ -35,6 +35,12 @@ def test_soak_is_short_and_heals_before_the_end() -> None:
     assert all(f.at_ms < s.workload.duration_ms - 6000 for f in s.faults)
 
 
+def test_known_duplicates_only_where_a_leader_leads_several_partitions() -> None:
+    from scenarios.test_system import DUPLICATES
+    assert set(DUPLICATES) <= set(SUITE)
+    assert all(by_name(v).workload.topics[0].partitions > 1 for v in DUPLICATES if v != "soak")
+
+
 def test_every_xfail_names_a_known_check() -> None:
     for (variant, check), reason in MISSING.items():
         assert variant in SUITE and len(reason) > 40
