@@ -24,7 +24,7 @@ acked_lost, duplicates      counts from :func:`harness.checkers.durability.analy
 produce_<w>_p50_ms / _p99_ms acks=all produce latency in window *w* ∈ before, during, after
                             (per partition, and pooled for the run: topic/partition null)
 produce_<w>_per_s           acked produces per second in window *w* (unit ``per_s``)
-latency_degradation_ratio   worst rolling p50 during the faults ÷ the pre-fault p50 (unit
+latency_degradation_ratio   worst 5 s p50 during the faults ÷ the pre-fault p50 (unit
                             ``ratio``; the run's row: the worst partition outside every fault)
 service_recovery_ms         per fault × partition: fault → rolling p99 back within the bound
                             (the run's row per fault: the slowest partition, when all recovered)

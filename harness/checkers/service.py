@@ -42,8 +42,10 @@ got no service. With ~10–20 ops per window the rolling p99 is close to the win
 
 **Metrics** (per partition and pooled for the run): ``produce_{before,during,after}_p50_ms`` /
 ``_p99_ms`` (acked ops only), ``produce_{before,during,after}_per_s``;
-``latency_degradation_ratio`` = the worst rolling p50 in ``during`` ÷ the baseline p50 (the
-run's row: the worst partition outside every domain); ``service_recovery_ms`` per fault ×
+``latency_degradation_ratio`` = the worst p50 over ``DEGRADATION_WINDOW_MS`` (5 s; the whole
+window when ``during`` is shorter) in ``during`` ÷ the baseline p50 (the run's row: the worst
+partition outside every domain) — a stall shorter than half of it (a shared host's scheduler,
+a pause) does not count, a partition that stays slow does; ``service_recovery_ms`` per fault ×
 partition = from the fault (for a ``delay``/``loss`` slowness in the partition's domain: from
 its heal, nothing routes around a slow disk) to the first op from which the rolling p99 is back
 within ``bound(p99)`` and stays there for one more window (0 = never left it; the run's row:
@@ -58,7 +60,7 @@ partition pairs that never recovered).
 - baseline p50 (a produce not acked counting as infinitely slow) above
   ``expect.service_baseline_p50_max_ms`` → false: the cluster did not serve before anything
   failed (a relative bound cannot see that); the bounds themselves come from the acked ops;
-- outside every domain and the worst rolling p50 in ``during`` above ``bound(p50)`` → false;
+- outside every domain and the worst 5 s p50 in ``during`` above ``bound(p50)`` → false;
 - not recovered within ``expect.service_recovery_within_ms`` of a fault → false; never
   recovered and the history ends before the bound (plus two windows) → unknown.
 No fault, or no produce, → unknown.
@@ -77,7 +79,7 @@ from harness.checkers.replay import LOST, MIGRATING, UNASSIGNED, MetadataView, v
 from harness.history import History
 
 __all__ = ["WARMUP_MS", "MIN_BASELINE_OPS", "WINDOW_MIN_MS", "WINDOW_OPS", "MIN_WINDOW_OPS",
-           "INSTANT_FAULT_KINDS", "SERVICE_METRICS", "ServiceBounds", "Windows", "PartitionService",
+           "DEGRADATION_WINDOW_MS", "INSTANT_FAULT_KINDS", "SERVICE_METRICS", "ServiceBounds", "Windows", "PartitionService",
            "ServiceAnalysis", "analyse_service", "check_service", "service_metric_rows", "percentile",
            "service_windows", "is_instant", "is_slow"]
 
@@ -86,6 +88,7 @@ MIN_BASELINE_OPS = 20       # fewer ops before the fault: the partition's verdic
 WINDOW_MIN_MS = 1000        # rolling windows are at least this wide …
 WINDOW_OPS = 10             # … and wide enough for this many ops at the baseline rate
 MIN_WINDOW_OPS = 5          # a rolling window with fewer ops never counts as recovered
+DEGRADATION_WINDOW_MS = 5000  # an outside partition degrades when its p50 over this long is beyond the bound
 INSTANT_FAULT_KINDS = ("restart", "replace-disk", "move-replica")   # fault_kind labels without a heal
 MS = 1_000_000
 WINDOW_NAMES = ("before", "during", "after")
@@ -448,9 +451,10 @@ def _judge(p: PartitionService, ops: list[ProduceOp], windows: Windows, faults, 
     during = windows.span("during")
     if during is not None:
         worst, worst_at = None, None
-        starts = roll.starts(*during) or [during[0]]
+        slow_roll = _Rolling(ops, int(max(width_ms, DEGRADATION_WINDOW_MS) * MS))
+        starts = slow_roll.starts(*during) or [during[0]]
         for s in starts:
-            v = roll.values(s) if s + roll.width <= during[1] else sorted(
+            v = slow_roll.values(s) if s + slow_roll.width <= during[1] else sorted(
                 o.judged_ms for o in ops if during[0] <= o.invoke_ns < during[1])
             if len(v) < MIN_WINDOW_OPS:
                 continue
