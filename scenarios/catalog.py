@@ -1,4 +1,5 @@
-"""S1–S11 of ``scenarios.md`` as functions returning :class:`~harness.scenario.Scenario` values.
+"""S1–S11 of ``scenarios.md`` (and S12: S1 at 300 partitions) as functions returning
+:class:`~harness.scenario.Scenario` values.
 
 Each function takes ``bounce`` (where kafkatest's ``bounce_broker`` matrix applies: the
 faulted broker gets a clean restart 1 s after the fault, with the dir still failed) and

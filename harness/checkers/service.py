@@ -79,7 +79,8 @@ from harness.checkers.replay import LOST, MIGRATING, UNASSIGNED, MetadataView, v
 from harness.history import History
 
 __all__ = ["WARMUP_MS", "MIN_BASELINE_OPS", "WINDOW_MIN_MS", "WINDOW_OPS", "MIN_WINDOW_OPS",
-           "DEGRADATION_WINDOW_MS", "INSTANT_FAULT_KINDS", "SERVICE_METRICS", "ServiceBounds", "Windows", "PartitionService",
+           "DEGRADATION_WINDOW_MS", "INSTANT_FAULT_KINDS", "SERVICE_METRICS", "ServiceBounds", "Windows",
+           "PartitionService",
            "ServiceAnalysis", "analyse_service", "check_service", "service_metric_rows", "percentile",
            "service_windows", "is_instant", "is_slow"]
 
