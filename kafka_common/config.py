@@ -44,6 +44,14 @@ def _int(lo: int | None = None, hi: int | None = None) -> Callable[[str, str], i
     return conv
 
 
+def _idle_ms(key: str, text: str) -> int:
+    """A positive number of milliseconds, or -1 for never (Kafka's connections.max.idle.ms)."""
+    value = _int(-1, 2**63 - 1)(key, text)
+    if value == 0:
+        raise ConfigError(f"{key}={text!r}: must be -1 (never) or a positive number of ms")
+    return value
+
+
 def _bool(key: str, text: str) -> bool:
     low = text.lower()
     if low not in ("true", "false"):
@@ -140,7 +148,15 @@ _DEFS: dict[str, tuple[str, Callable[[str, str], Any], str | None]] = {
     "replica.fetch.wait.max.ms": ("replica_fetch_wait_max_ms", _int(0), "500"),
     "replica.fetch.max.bytes": ("replica_fetch_max_bytes", _int(1), "1048576"),
     "metadata.fetch.max.wait.ms": ("metadata_fetch_max_wait_ms", _int(0), "500"),
-    "socket.request.max.bytes": ("socket_request_max_bytes", _int(1), "104857600"),
+    "socket.request.max.bytes": ("socket_request_max_bytes", _int(1, 2**31 - 1), "104857600"),
+    # before SASL authentication (a listener that requires it) frames are limited to this
+    "sasl.server.max.receive.size": ("sasl_server_max_receive_size", _int(1, 2**31 - 1), "524288"),
+    "max.connections": ("max_connections", _int(0, 2**31 - 1), "2147483647"),
+    "max.connections.per.ip": ("max_connections_per_ip", _int(0, 2**31 - 1), "2147483647"),
+    "connections.max.idle.ms": ("connections_max_idle_ms", _idle_ms, "600000"),
+    # bad input (undecodable frames, failed logins, refused connections) is logged in full
+    # once per interval and kind, then counted (not a line per frame)
+    "bad.request.log.interval.ms": ("bad_request_log_interval_ms", _int(1, 2**31 - 1), "10000"),
     "events.file": ("events_file", _str, ""),
     "authorizer.enabled": ("authorizer_enabled", _bool, "false"),
     "sasl.plain.users": ("sasl_plain_users", _users, ""),
@@ -180,6 +196,11 @@ class ServerConfig:
     replica_fetch_max_bytes: int
     metadata_fetch_max_wait_ms: int
     socket_request_max_bytes: int
+    sasl_server_max_receive_size: int
+    max_connections: int
+    max_connections_per_ip: int
+    connections_max_idle_ms: int
+    bad_request_log_interval_ms: int
     events_file: str
     authorizer_enabled: bool
     sasl_plain_users: dict[str, str]

@@ -25,7 +25,7 @@ class FrameTooLarge(Exception):
 class FrameDecoder:
     def __init__(self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
         self._buffer = bytearray()
-        self._max = max_frame_bytes
+        self.limit = max_frame_bytes  # may change between feeds (e.g. after authentication)
 
     def feed(self, data: bytes) -> list[bytes]:
         self._buffer += data
@@ -34,8 +34,8 @@ class FrameDecoder:
         buffered = len(self._buffer)
         while buffered - pos >= 4:
             (size,) = _SIZE.unpack_from(self._buffer, pos)
-            if size < 0 or size > self._max:
-                raise FrameTooLarge(size, self._max)
+            if size < 0 or size > self.limit:
+                raise FrameTooLarge(size, self.limit)
             if buffered - pos - 4 < size:
                 break
             frames.append(bytes(self._buffer[pos + 4 : pos + 4 + size]))

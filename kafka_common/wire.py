@@ -4,6 +4,11 @@ Schema look-ups are cached (kio's go through pkgutil each time). Readers want re
 buffers; this module hands them ``bytes``. kio reads zero uuids as ``None`` — callers use
 ``kafka_common.ids.from_wire``.
 
+Nothing reaches kio's native reader before :mod:`kafka_common.wire_guard` has walked it:
+every length bounded by the bytes left and a budget of array elements (kio would otherwise
+reserve memory for any claimed array length and abort the process), unknown tagged fields
+cut out (kio raises on them; the protocol says they are ignored).
+
 (The request/response helpers for servers and clients are built on these by
 ``kafka_runtime``; extend here, do not import kio.serial elsewhere.)
 """
@@ -17,6 +22,9 @@ from typing import Any, TypeVar
 import kio.index
 from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
+
+from kafka_common import wire_guard
+from kafka_common.wire_guard import DEFAULT_MAX_ITEMS
 
 E = TypeVar("E")
 
@@ -45,16 +53,31 @@ def encode_into(buf: io.BytesIO, obj: Any) -> None:
     _writer(type(obj))(buf, obj)
 
 
-def decode(cls: type[E], data: bytes | memoryview, offset: int = 0) -> tuple[E, int]:
-    """(value, bytes consumed). Raises DecodeError for anything kio rejects."""
+def decode(cls: type[E], data: bytes | memoryview, offset: int = 0, *,
+           max_items: int = DEFAULT_MAX_ITEMS) -> tuple[E, int]:
+    """(value, bytes of ``data`` consumed). Raises DecodeError for anything the guard or kio
+    rejects."""
     if isinstance(data, memoryview) and not data.readonly:
         data = data.toreadonly()
     elif isinstance(data, bytearray):
         data = bytes(data)
     try:
-        return _reader(cls)(data, offset)
+        checked, end, consumed = _guard(data, (cls,), offset, max_items)
+        value, _ = _reader(cls)(checked, offset)
+    except DecodeError:
+        raise
     except Exception as exc:  # kio raises ValueError, KeyError, struct/native errors
         raise DecodeError(f"cannot decode {cls.__name__}: {type(exc).__name__}: {exc}") from None
+    return value, consumed - offset
+
+
+def _guard(data: Any, classes: tuple[type, ...], offset: int, max_items: int) -> tuple[Any, int, int]:
+    """(bytes kio may read, end of the entities in them, end in ``data``) — DecodeError if
+    kio must not see ``data``."""
+    try:
+        return wire_guard.check(data, classes, offset, max_items)
+    except wire_guard.FrameError as exc:
+        raise DecodeError(str(exc)) from None
 
 
 @lru_cache(maxsize=None)
@@ -116,19 +139,29 @@ def schema_exists(api_key: int, version: int) -> bool:
     return True
 
 
-def decode_request(frame: bytes, *, strict: bool = False) -> tuple[Any, Any]:
-    """(header, request) of one request frame. UnknownApi when kio has no schema for the
-    key/version; DecodeError for bytes that do not decode. Trailing bytes after the body
-    are ignored, as Kafka's request parser does (librdkafka 2.16 sends 3 extra bytes in
-    Metadata v12); ``strict=True`` rejects them."""
+def decode_request(frame: bytes, *, request_cls: type | None = None, strict: bool = False,
+                   max_items: int = DEFAULT_MAX_ITEMS) -> tuple[Any, Any]:
+    """(header, request) of one request frame, read as ``request_cls`` (default: kio's class
+    of the frame's key/version). UnknownApi when there is no class; DecodeError for bytes
+    that do not decode — after the guard (``wire_guard``) has bounded every length, so no
+    frame can make kio allocate beyond it. Unknown tagged fields are skipped. Trailing
+    bytes after the body are ignored, as Kafka's request parser does (librdkafka 2.16 sends
+    3 extra bytes in Metadata v12); ``strict=True`` rejects them."""
     api_key, version, _ = peek_header(frame)
-    if not schema_exists(api_key, version):
-        raise UnknownApi(api_key, version)
-    cls = request_class(api_key, version)
-    header, n = decode(cls.__header_schema__, frame, 0)
-    request, m = decode(cls, frame, n)
-    if strict and n + m != len(frame):
-        raise DecodeError(f"{cls.__name__} v{version}: {len(frame) - n - m} trailing bytes")
+    cls = request_cls
+    if cls is None:
+        if not schema_exists(api_key, version):
+            raise UnknownApi(api_key, version)
+        cls = request_class(api_key, version)
+    hdr_cls = cls.__header_schema__
+    checked, _end, consumed = _guard(frame, (hdr_cls, cls), 0, max_items)
+    try:
+        header, n = _reader(hdr_cls)(checked, 0)
+        request, _m = _reader(cls)(checked, n)
+    except Exception as exc:  # kio raises ValueError, KeyError, struct/native errors
+        raise DecodeError(f"cannot decode {cls.__name__}: {type(exc).__name__}: {exc}") from None
+    if strict and consumed != len(frame):
+        raise DecodeError(f"{cls.__name__} v{version}: {len(frame) - consumed} trailing bytes")
     return header, request
 
 
@@ -151,13 +184,19 @@ def encode_request(request: Any, correlation_id: int, client_id: str | None) -> 
     return buf.getvalue()
 
 
-def decode_response(frame: bytes, api_key: int, version: int) -> tuple[int, Any]:
-    """(correlation_id, response) of one response frame."""
+def decode_response(frame: bytes, api_key: int, version: int, *,
+                    max_items: int = 4 * DEFAULT_MAX_ITEMS) -> tuple[int, Any]:
+    """(correlation_id, response) of one response frame (guarded like requests)."""
     cls = response_class(api_key, version)
-    header, n = decode(cls.__header_schema__, frame, 0)
-    response, m = decode(cls, frame, n)
-    if n + m != len(frame):
-        raise DecodeError(f"{cls.__name__} v{version}: {len(frame) - n - m} trailing bytes")
+    hdr_cls = cls.__header_schema__
+    checked, _end, consumed = _guard(frame, (hdr_cls, cls), 0, max_items)
+    if consumed != len(frame):
+        raise DecodeError(f"{cls.__name__} v{version}: {len(frame) - consumed} trailing bytes")
+    try:
+        header, n = _reader(hdr_cls)(checked, 0)
+        response, _m = _reader(cls)(checked, n)
+    except Exception as exc:
+        raise DecodeError(f"cannot decode {cls.__name__}: {type(exc).__name__}: {exc}") from None
     return header.correlation_id, response
 
 

@@ -4,41 +4,62 @@ A handler object declares the APIs it implements and serves them::
 
     class Handler:
         supported_apis: Mapping[int, tuple[int, int]]        # api_key -> (min, max)
+        api_rules: Mapping[int, authz.ApiRule]                # optional (kafka_common.authz)
+        request_classes: Mapping[tuple[int, int], type]       # optional: schemas kio lacks
         async def handle(self, ctx, header, request) -> response | None   # None: no reply
 
-The server does the rest, the same way for every listener:
+The server does the rest, the same way for every listener. Per frame, in this order — so
+that nothing is decoded that the connection may not send:
 
-* framing (``kafka_common.framing``): a negative or oversized size
-  (``socket.request.max.bytes``) closes the connection;
-* requests of one connection are handled strictly in order (librdkafka pipelines);
-* ApiVersions (v0–v4) is answered from the handler's table (plus ApiVersions itself and
-  the SASL APIs when the listener uses SASL); an unsupported ApiVersions version gets the
-  v0 fallback reply (wire-notes "ApiVersions fallback");
-* a known API at a version kio can decode but the handler does not implement gets the
-  API's standard error reply (UNSUPPORTED_VERSION) and the connection stays usable; an
-  api key/version kio has no schema for, or bytes that do not decode, close the
-  connection and log a ``bad_request`` event. A handler exception is answered with
-  UNKNOWN_SERVER_ERROR and logged; nothing here lets an exception out of the loop;
-* SASL PLAIN (SaslHandshake 17 v1 + SaslAuthenticate 36 v0–v2) when the listener maps
-  to SASL_PLAINTEXT and ``authorizer.enabled=true``: before authentication only
-  ApiVersions and the SASL APIs are accepted (anything else closes the connection, as
-  Kafka does); a failed login answers SASL_AUTHENTICATION_FAILED (58) and closes. A
-  SASL_PLAINTEXT listener with the authorizer disabled offers SASL without requiring it.
-  ``ctx.principal`` is ``User:<name>``; ``ctx.cluster_action_allowed`` tells handlers
-  whether the principal holds CLUSTER_ACTION (``super.users``).
+1. framing (``kafka_common.framing``): a negative size or one over the limit closes the
+   connection; the limit is ``socket.request.max.bytes``, and before SASL authentication on
+   a listener that requires it ``sasl.server.max.receive.size`` (Kafka's rule);
+2. the fixed header prefix (api key, version, correlation id) only. Before SASL
+   authentication only APIs whose rule says ``before_auth`` (ApiVersions, SaslHandshake,
+   SaslAuthenticate) go further; anything else closes the connection, as Kafka does;
+3. refusal from the header alone: an API the listener does not serve, or a version outside
+   its range, gets the API's standard UNSUPPORTED_VERSION reply (the connection stays
+   usable) when the protocol defines that response (kio has its schema), else the
+   connection is closed (an unknown api key). An unsupported ApiVersions version gets the
+   v0 fallback reply (wire-notes "ApiVersions fallback");
+4. decoding through ``wire.decode_request`` — the guard bounds every length by the bytes
+   left before kio allocates, and cuts unknown tagged fields out; bytes that do not decode
+   close the connection;
+5. authorization (``kafka_common.authz``): the API's rule; a refused request is answered
+   with CLUSTER_AUTHORIZATION_FAILED and never reaches the handler;
+6. the handler (requests of one connection strictly in order — librdkafka pipelines — and
+   at most ~1 MiB of them queued before reading pauses). A handler exception is answered
+   with UNKNOWN_SERVER_ERROR; nothing here lets an exception out of the loop.
+
+SASL PLAIN (SaslHandshake 17 v1 + SaslAuthenticate 36 v0–v2) when the listener maps to
+SASL_PLAINTEXT and ``authorizer.enabled=true``; a failed login answers
+SASL_AUTHENTICATION_FAILED (58) and closes. A SASL_PLAINTEXT listener with the authorizer
+disabled offers SASL without requiring it. ``ctx.principal`` is ``User:<name>``;
+``ctx.cluster_action_allowed`` tells handlers whether the principal holds CLUSTER_ACTION.
+
+Resource limits (:class:`ListenerLimits`, from the server.properties keys of the same
+names): ``max.connections`` and ``max.connections.per.ip`` (a connection over either is
+closed at once), ``connections.max.idle.ms`` (a connection with no request in progress and
+no bytes either way for that long is closed). Bad input — undecodable or refused frames,
+failed logins, refused connections, handler errors — is logged rate-limited
+(:class:`RateLimitedLog`): the first of each kind per ``bad.request.log.interval.ms`` in
+full, then one line with the count.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import sys
+import time
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Protocol
 
-from kafka_common import framing, wire
+from kafka_common import authz, framing, wire
 from kafka_common.config import ServerConfig
 from kafka_common.wire import ErrorCode
+from kafka_runtime.limits import ListenerLimits, RateLimitedLog
 
 API_VERSIONS = 18
 SASL_HANDSHAKE = 17
@@ -48,7 +69,9 @@ API_VERSIONS_RANGE = (0, 4)
 # gets the generic UNSUPPORTED_VERSION reply and the client retries with v1.
 SASL_APIS = {SASL_HANDSHAKE: (1, 1), SASL_AUTHENTICATE: (0, 2)}
 ANONYMOUS = "User:ANONYMOUS"
-_QUEUE_PAUSE = 64  # frames queued on one connection before reading pauses
+_QUEUE_PAUSE = 64  # frames queued on one connection before reading pauses ...
+_QUEUE_PAUSE_BYTES = 1 << 20  # ... or bytes
+_REASON_CHARS = 300  # a logged reason is cut here (a peer chooses what goes into it)
 
 
 @dataclass(frozen=True)
@@ -72,6 +95,9 @@ class SecurityConfig:
 
     def has_cluster_action(self, principal: str) -> bool:
         return not self.authorizer_enabled or principal in self.super_users
+
+    def allows(self, permission: str, principal: str) -> bool:
+        return permission == authz.ANY or self.has_cluster_action(principal)
 
 
 @dataclass
@@ -105,21 +131,30 @@ class _Close(Exception):
 class KafkaServer:
     def __init__(self, handler: RequestHandler, *, host: str, port: int, listener_name: str,
                  security: SecurityConfig | None = None,
-                 max_frame_bytes: int = framing.DEFAULT_MAX_FRAME_BYTES,
+                 max_frame_bytes: int | None = None, limits: ListenerLimits | None = None,
                  events: Any = None, log=None) -> None:
         self.handler = handler
         self.host = host
         self.port = port
         self.listener_name = listener_name
         self.security = security or SecurityConfig()
-        self.max_frame_bytes = max_frame_bytes
+        limits = limits or ListenerLimits()
+        if max_frame_bytes is not None:
+            limits = dataclasses.replace(limits, max_frame_bytes=max_frame_bytes)
+        self.limits = limits
+        self.max_frame_bytes = limits.max_frame_bytes
         self.events = events
         self._log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
+        self.bad_log = RateLimitedLog(self._emit, limits.bad_log_interval_ms)
         self._server: asyncio.base_events.Server | None = None
         self._connections: set[_Connection] = set()
+        self._per_ip: dict[str, int] = {}
         self._ids = itertools.count(1)
-        self.stats = {"requests": 0, "closed_bad": 0, "handler_errors": 0}
+        self._reaper: asyncio.Task | None = None
+        self.stats = {"requests": 0, "closed_bad": 0, "handler_errors": 0, "refused_connections": 0,
+                      "closed_idle": 0, "denied": 0}
         self._table_cache: tuple[dict, dict[int, tuple[int, int]]] | None = None
+        self._rules_cache: tuple[Any, dict[int, authz.ApiRule]] | None = None
 
     def api_table(self) -> dict[int, tuple[int, int]]:
         """What ApiVersions advertises: the handler's table (read at each call, so a handler
@@ -135,11 +170,27 @@ class KafkaServer:
         self._table_cache = (dict(apis), table)
         return table
 
+    def api_rules(self) -> dict[int, authz.ApiRule]:
+        """The handler's ``api_rules`` (if any) merged over the server's own."""
+        declared = getattr(self.handler, "api_rules", None) or {}
+        cached = self._rules_cache
+        if cached is not None and cached[0] == declared:  # read each time: a handler may add rules
+            return cached[1]
+        rules = authz.merged_rules(declared)
+        self._rules_cache = (dict(declared), rules)
+        return rules
+
+    @property
+    def connection_count(self) -> int:
+        return len(self._connections)
+
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(lambda: _Connection(self), self.host, self.port,
                                                 reuse_address=True)
         self.port = self._server.sockets[0].getsockname()[1]
+        if self.limits.idle_ms >= 0:
+            self._reaper = loop.create_task(self._reap_idle())
 
     def stop_accepting(self) -> None:
         """Close the listening socket; open connections keep being served."""
@@ -147,6 +198,9 @@ class KafkaServer:
             self._server.close()
 
     async def stop(self) -> None:
+        if self._reaper is not None:
+            self._reaper.cancel()
+            self._reaper = None
         if self._server is not None:
             self._server.close()
         for conn in list(self._connections):
@@ -154,8 +208,30 @@ class KafkaServer:
         if self._server is not None:
             await self._server.wait_closed()
             self._server = None
+        self.bad_log.flush()
 
-    def _event(self, event: str, **fields: Any) -> None:
+    async def _reap_idle(self) -> None:
+        idle_s = self.limits.idle_ms / 1000
+        step = min(max(idle_s / 4, 0.01), 1.0)
+        while True:
+            await asyncio.sleep(step)
+            now = time.monotonic()
+            for conn in list(self._connections):
+                if not conn.busy and now - conn.last_active >= idle_s:
+                    self.stats["closed_idle"] += 1
+                    self.bad_log.report("connection_idle_closed", peer=conn.peer,
+                                        idle_ms=self.limits.idle_ms)
+                    conn.close()
+
+    def _admit(self, ip: str) -> str | None:
+        """Why a new connection from ``ip`` must be refused, or None."""
+        if len(self._connections) >= self.limits.max_connections:
+            return f"max.connections={self.limits.max_connections} reached"
+        if self._per_ip.get(ip, 0) >= self.limits.max_connections_per_ip:
+            return f"max.connections.per.ip={self.limits.max_connections_per_ip} reached for {ip}"
+        return None
+
+    def _emit(self, event: str, fields: dict[str, Any]) -> None:
         if self.events is not None:
             self.events.emit(event, listener=self.listener_name, **fields)
         self._log(f"{self.listener_name}: {event} " + " ".join(f"{k}={v}" for k, v in fields.items()))
@@ -166,44 +242,78 @@ class _Connection(asyncio.Protocol):
         self.server = server
         self.decoder = framing.FrameDecoder(server.max_frame_bytes)
         self.queue: asyncio.Queue[bytes | None] = asyncio.Queue()
+        self.queued_bytes = 0
         self.transport: asyncio.Transport | None = None
         self.task: asyncio.Task | None = None
         self.reading_paused = False
         self.closed = False
         self.ctx: RequestContext | None = None
+        self.ip = "?"
+        self.peer = "?"
+        self.registered = False
+        self.in_request = False
+        self.last_active = time.monotonic()
         self._write_ok = asyncio.Event()
         self._write_ok.set()
         self._handshake_done = False
 
+    @property
+    def busy(self) -> bool:
+        return self.in_request or not self.queue.empty()
+
     # -- asyncio.Protocol -------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
+        server = self.server
         peer = transport.get_extra_info("peername")
-        self.ctx = RequestContext(connection_id=next(self.server._ids),
-                                  peer=f"{peer[0]}:{peer[1]}" if peer else "?",
-                                  listener_name=self.server.listener_name,
-                                  security=self.server.security)
-        self.server._connections.add(self)
+        self.ip = str(peer[0]) if peer else "?"
+        self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        refusal = server._admit(self.ip)
+        if refusal is not None:
+            server.stats["refused_connections"] += 1
+            server.bad_log.report("connection_refused", peer=self.peer, reason=refusal)
+            self.closed = True
+            transport.abort()
+            return
+        self.registered = True
+        server._connections.add(self)
+        server._per_ip[self.ip] = server._per_ip.get(self.ip, 0) + 1
+        self.ctx = RequestContext(connection_id=next(server._ids), peer=self.peer,
+                                  listener_name=server.listener_name, security=server.security)
+        if server.security.sasl_required:
+            self.decoder = framing.FrameDecoder(min(server.limits.pre_auth_max_frame_bytes,
+                                                    server.max_frame_bytes))
         self.task = asyncio.get_running_loop().create_task(self._worker())
 
     def data_received(self, data: bytes) -> None:
         if self.closed:
             return
+        self.last_active = time.monotonic()
         try:
             frames = self.decoder.feed(data)
         except framing.FrameTooLarge as exc:
             self._bad(f"frame size {exc.size} outside 0..{exc.limit}")
             return
         for frame in frames:
+            self.queued_bytes += len(frame)
             self.queue.put_nowait(frame)
-        if self.queue.qsize() >= _QUEUE_PAUSE and not self.reading_paused and self.transport:
+        if (self.queue.qsize() >= _QUEUE_PAUSE or self.queued_bytes >= _QUEUE_PAUSE_BYTES) \
+                and not self.reading_paused and self.transport:
             self.reading_paused = True
             self.transport.pause_reading()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         self._write_ok.set()
-        self.server._connections.discard(self)
+        if self.registered:
+            self.registered = False
+            server = self.server
+            server._connections.discard(self)
+            left = server._per_ip.get(self.ip, 1) - 1
+            if left > 0:
+                server._per_ip[self.ip] = left
+            else:
+                server._per_ip.pop(self.ip, None)
         self.queue.put_nowait(None)
 
     def pause_writing(self) -> None:
@@ -220,18 +330,24 @@ class _Connection(asyncio.Protocol):
         if self.task is not None:
             self.task.cancel()
 
-    def _bad(self, reason: str) -> None:
-        self.server.stats["closed_bad"] += 1
-        assert self.ctx is not None
-        self.server._event("bad_request", peer=self.ctx.peer, reason=reason)
+    def close(self) -> None:
         self.closed = True
         if self.transport is not None:
             self.transport.close()
+
+    def _bad(self, reason: str) -> None:
+        server = self.server
+        server.stats["closed_bad"] += 1
+        if len(reason) > _REASON_CHARS:
+            reason = reason[:_REASON_CHARS] + "…"
+        server.bad_log.report("bad_request", peer=self.peer, reason=reason)
+        self.close()
 
     async def _send(self, payload: bytes) -> None:
         if self.closed or self.transport is None:
             return
         self.transport.write(framing.encode_frame(payload))
+        self.last_active = time.monotonic()
         await self._write_ok.wait()
 
     async def _worker(self) -> None:
@@ -240,14 +356,20 @@ class _Connection(asyncio.Protocol):
                 frame = await self.queue.get()
                 if frame is None or self.closed:
                     return
-                if self.reading_paused and self.queue.qsize() < _QUEUE_PAUSE // 2 and self.transport:
+                self.queued_bytes -= len(frame)
+                if self.reading_paused and self.transport and self.queue.qsize() < _QUEUE_PAUSE // 2 \
+                        and self.queued_bytes < _QUEUE_PAUSE_BYTES // 2:
                     self.reading_paused = False
                     self.transport.resume_reading()
+                self.in_request = True
                 try:
                     await self._process(frame)
                 except _Close as exc:
                     self._bad(str(exc))
                     return
+                finally:
+                    self.in_request = False
+                    self.last_active = time.monotonic()
         except asyncio.CancelledError:
             pass
         except Exception as exc:  # a bug here must not take the process down
@@ -262,26 +384,34 @@ class _Connection(asyncio.Protocol):
             api_key, version, correlation_id = wire.peek_header(frame)
         except wire.DecodeError as exc:
             raise _Close(str(exc)) from None
+        rule = server.api_rules().get(api_key, authz.DEFAULT_RULE)
+        if server.security.sasl_required and not ctx.authenticated and not rule.before_auth:
+            raise _Close(f"api_key={api_key} v{version} before SASL authentication")
         table = server.api_table()
         if api_key == API_VERSIONS and not (API_VERSIONS_RANGE[0] <= version <= API_VERSIONS_RANGE[1]
                                             and wire.schema_exists(api_key, version)):
             await self._send(wire.api_versions_fallback(correlation_id, table))
             return
+        supported = table.get(api_key)
+        if supported is None or not supported[0] <= version <= supported[1]:
+            await self._refuse_unsupported(api_key, version, correlation_id)
+            return
+        request_cls = getattr(server.handler, "request_classes", {}).get((api_key, version))
         try:
-            header, request = wire.decode_request(frame)
+            header, request = wire.decode_request(frame, request_cls=request_cls)
         except wire.UnknownApi as exc:
             raise _Close(f"unsupported request: {exc}") from None
         except wire.DecodeError as exc:
             raise _Close(f"undecodable request api_key={api_key} v{version}: {exc} "
-                         f"(first bytes {frame[:48].hex()})") from None
+                         f"(first bytes {frame[:32].hex()})") from None
         ctx.api_key, ctx.api_version = api_key, version
         ctx.correlation_id, ctx.client_id = correlation_id, header.client_id
-        sasl = server.security.sasl_required
-        if sasl and not ctx.authenticated and api_key not in (API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE):
-            raise _Close(f"api_key={api_key} before SASL authentication")
-        supported = table.get(api_key)
-        if supported is None or not supported[0] <= version <= supported[1]:
-            response = wire.error_response(api_key, version, ErrorCode.unsupported_version)
+        if not ctx.security.allows(rule.permission, ctx.principal):
+            server.stats["denied"] += 1
+            server.bad_log.report("request_denied", peer=ctx.peer, principal=ctx.principal,
+                                  api_key=api_key, permission=rule.permission)
+            response = authz.denied_response(rule, api_key, request, version,
+                                             f"{ctx.principal} lacks {rule.permission} on CLUSTER")
         elif api_key == API_VERSIONS:
             response = wire.api_versions_response(version, table)
         elif api_key == SASL_HANDSHAKE and ctx.authenticated:
@@ -301,13 +431,24 @@ class _Connection(asyncio.Protocol):
                 raise
             except Exception as exc:
                 server.stats["handler_errors"] += 1
-                server._event("handler_error", peer=ctx.peer, api_key=api_key, version=version,
-                              error=f"{type(exc).__name__}: {exc}")
+                server.bad_log.report("handler_error", peer=ctx.peer, api_key=api_key, version=version,
+                                      error=f"{type(exc).__name__}: {exc}"[:_REASON_CHARS])
+                if not wire.schema_exists(api_key, version):
+                    raise _Close(f"handler error on api_key={api_key} v{version}, no error "
+                                 f"response defined") from None
                 response = wire.error_response(api_key, version, ErrorCode.unknown_server_error,
                                                f"{type(exc).__name__}")
             if response is None:
                 return
         await self._send(wire.encode_response(response, correlation_id))
+
+    async def _refuse_unsupported(self, api_key: int, version: int, correlation_id: int) -> None:
+        """From the header alone: the standard UNSUPPORTED_VERSION reply where the protocol
+        defines the response (the connection stays usable), else close."""
+        if not wire.schema_exists(api_key, version):
+            raise _Close(f"unsupported request: no schema for api_key={api_key} version={version}")
+        await self._send(wire.encode_response(
+            wire.error_response(api_key, version, ErrorCode.unsupported_version), correlation_id))
 
     def _handshake(self, request: Any, version: int) -> Any:
         cls = wire.response_class(SASL_HANDSHAKE, version)
@@ -339,4 +480,5 @@ class _Connection(asyncio.Protocol):
                          "Authentication failed: Invalid username or password")
         ctx.authenticated = True
         ctx.principal = f"User:{user}"
+        self.decoder.limit = self.server.max_frame_bytes  # authenticated: the listener's limit
         return reply(ErrorCode.none, None)

@@ -29,6 +29,7 @@ from broker_impl.replication.mover import DirMover
 from broker_impl.runtime.dataplane import FetchHost, ReplicaAwareApi, RuntimeView, client_listener
 from broker_impl.state import effects as fx
 from broker_impl.storage import StorageError
+from kafka_runtime.limits import ListenerLimits
 from kafka_runtime.server import KafkaServer, SecurityConfig
 
 if TYPE_CHECKING:
@@ -209,7 +210,7 @@ class DataPlane:
         name = self.listener.name
         self.server = KafkaServer(self.api, host=self.listener.host or "0.0.0.0", port=self.listener.port,
                                   listener_name=name, security=SecurityConfig.for_listener(self.rt.cfg, name),
-                                  max_frame_bytes=self.rt.cfg.socket_request_max_bytes, events=self.rt.events,
+                                  limits=ListenerLimits.from_config(self.rt.cfg), events=self.rt.events,
                                   log=lambda msg: log.warning("%s", msg))
         try:
             await self.server.start()

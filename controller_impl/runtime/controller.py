@@ -33,11 +33,12 @@ from kafka_common.metadata.image import MetadataImage
 from kafka_common.metadata.records import RegisterBrokerRecord
 from controller_impl.log import MetadataLog
 from kafka_runtime.events import EventLog
+from kafka_runtime.limits import ListenerLimits
 from kafka_runtime.server import KafkaServer, RequestContext, SecurityConfig
 from controller_impl.runtime import state_api
+from controller_impl.state.authz import API_RULES
 
 FETCH = 1
-CLUSTER_ACTION_APIS = frozenset({62, 63, 73, 56, 64})
 # api_key -> (state handler name, reason written on partition_change events)
 HANDLERS: dict[int, tuple[str, str]] = {
     62: ("handle_broker_registration", "broker_registration"),
@@ -103,6 +104,7 @@ class ControllerRuntime:
         self._tick_task: asyncio.Task | None = None
         self.fatal: asyncio.Future | None = None
         self.supported_apis: dict[int, tuple[int, int]] = dict(DEFAULT_VERSIONS)
+        self.api_rules = dict(API_RULES)  # the listener enforces them (permission, before auth)
         self.leader_epoch = 1
         self.stats = {"commits": 0, "records": 0}
 
@@ -136,7 +138,7 @@ class ControllerRuntime:
         self.server = KafkaServer(self, host=listener.host or "0.0.0.0", port=listener.port,
                                   listener_name=listener_name,
                                   security=SecurityConfig.for_listener(cfg, listener_name),
-                                  max_frame_bytes=cfg.socket_request_max_bytes,
+                                  limits=ListenerLimits.from_config(cfg),
                                   events=self.events, log=self._log_line)
         await self.server.start()
         self.events.emit("controller_started", port=self.server.port, end_offset=self.log.end_offset,
@@ -255,9 +257,6 @@ class ControllerRuntime:
         key, version = ctx.api_key, ctx.api_version
         if key == FETCH:
             return await self._fetch(request, version)
-        if key in CLUSTER_ACTION_APIS and not ctx.cluster_action_allowed:
-            return wire.error_response(key, version, ErrorCode.cluster_authorization_failed,
-                                       f"{ctx.principal} lacks CLUSTER_ACTION on CLUSTER")
         fn_name, reason = HANDLERS[key]
         if key == 63 and getattr(request, "offline_log_dirs", ()):
             reason = "log_dir_offline"

@@ -1,14 +1,35 @@
-"""The CLUSTER_ACTION decision (interfaces.md "Authentication and authorization").
+"""The controller listener's authorization rules (interfaces.md "Authentication and
+authorization"), as data the listener enforces (``kafka_common.authz``).
 
-Broker-only APIs (BrokerRegistration 62, BrokerHeartbeat 63, AssignReplicasToDirs 73,
-AlterPartition 56, UnregisterBroker 64) need CLUSTER_ACTION on CLUSTER, which only
-``super.users`` principals have. With the authorizer disabled everyone may call
-everything (Kafka without an authorizer). Others: always allowed.
+Everything a client or a broker may call on the controller needs CLUSTER_ACTION on CLUSTER,
+which only ``super.users`` principals hold, as in Kafka:
+
+* the broker-only APIs: BrokerRegistration 62, BrokerHeartbeat 63, AssignReplicasToDirs 73,
+  AlterPartition 56, UnregisterBroker 64;
+* Fetch 1 of the metadata log (``__cluster_metadata``): the whole cluster's metadata;
+* CreateTopics 19: brokers forward their clients' CreateTopics as their own (super-user)
+  principal, so clients keep creating topics through any broker.
+
+With the authorizer disabled everyone may call everything (Kafka without an authorizer).
+A new controller API adds its line to :data:`API_RULES` (the Raft RPCs between voters need
+CLUSTER_ACTION as well).
 """
 
 from __future__ import annotations
 
-CLUSTER_ACTION_APIS = frozenset({62, 63, 73, 56, 64})
+from kafka_common.authz import CLUSTER_ACTION, ApiRule, deny_create_topics, deny_fetch
+
+FETCH, CREATE_TOPICS = 1, 19
+API_RULES: dict[int, ApiRule] = {
+    62: ApiRule(CLUSTER_ACTION),
+    63: ApiRule(CLUSTER_ACTION),
+    73: ApiRule(CLUSTER_ACTION),
+    56: ApiRule(CLUSTER_ACTION),
+    64: ApiRule(CLUSTER_ACTION),
+    FETCH: ApiRule(CLUSTER_ACTION, deny=deny_fetch),
+    CREATE_TOPICS: ApiRule(CLUSTER_ACTION, deny=deny_create_topics),
+}
+CLUSTER_ACTION_APIS = frozenset(k for k, rule in API_RULES.items() if rule.permission == CLUSTER_ACTION)
 
 
 def is_authorized(principal: str | None, api_key: int, *, authorizer_enabled: bool,

@@ -6,7 +6,10 @@ manual assignments together with a partition count or replication factor →
 INVALID_REQUEST; bad manual assignment (gaps, unknown or repeated broker, unequal
 lengths, no active replica) → INVALID_REPLICA_ASSIGNMENT (39); partitions < 1 →
 INVALID_PARTITIONS (37); replication factor < 1, above the usable brokers, or no unfenced
-broker → INVALID_REPLICATION_FACTOR (38). -1 means the configured default.
+broker → INVALID_REPLICATION_FACTOR (38); a topic that would take the request over
+:data:`MAX_PARTITIONS_PER_REQUEST` partitions → POLICY_VIOLATION (44), checked before any
+placement is computed (as Kafka bounds the records of one operation: one 40-byte request
+must not make the controller build 2^31 partitions). -1 means the configured default.
 
 New partitions: ISR = the replicas that are active (unfenced, not shutting down), leader =
 the first of them, leader epoch 0, partition epoch 0, Directories = each broker's default
@@ -16,6 +19,7 @@ accepted and not stored (this project has no per-topic configs).
 
 from __future__ import annotations
 
+import collections
 import random
 import re
 from typing import Any
@@ -32,6 +36,7 @@ from controller_impl.state.view import WorkingView
 
 CREATE_TOPICS = 19
 MAX_TOPIC_NAME = 249
+MAX_PARTITIONS_PER_REQUEST = 10_000
 _LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
 
 
@@ -58,14 +63,22 @@ def create_topics(view: WorkingView, req: Any, *, rng: random.Random, default_pa
     version = req.__version__
     mod = wire.response_module(CREATE_TOPICS, version)
     cls = wire.response_class(CREATE_TOPICS, version)
-    names = [t.name for t in req.topics]
+    names = collections.Counter(t.name for t in req.topics)
     results = []
+    budget = MAX_PARTITIONS_PER_REQUEST
     for topic in req.topics:
         try:
-            if names.count(topic.name) > 1:
+            if names[topic.name] > 1:
                 raise TopicError(ErrorCode.invalid_request, f"topic {topic.name!r} is listed twice")
+            wanted = len(topic.assignments) if topic.assignments else \
+                (default_partitions if topic.num_partitions == -1 else topic.num_partitions)
+            if wanted > budget:
+                raise TopicError(ErrorCode.policy_violation,
+                                 f"excessively large number of partitions per request: {wanted} more "
+                                 f"would exceed {MAX_PARTITIONS_PER_REQUEST}")
             tid, n, rf = _create_one(view, topic, rng, default_partitions, default_replication_factor,
                                      validate_only=req.validate_only)
+            budget -= n
             results.append(wire.make(mod.CreatableTopicResult, name=topic.name, topic_id=tid,
                                      error_code=ErrorCode.none, error_message=None,
                                      num_partitions=n, replication_factor=rf, configs=()))

@@ -258,6 +258,26 @@ def test_legacy_produce_v2_decodes_and_answers(broker):
     broker.loop.run(go())
 
 
+def test_legacy_produce_over_the_listener(broker):
+    """Produce v0–2 sent over TCP: the listener decodes them with the broker's own schemas
+    (``request_classes``) and answers; the batch lands in the log."""
+    async def go():
+        await broker.create_topic("wire-old", 1)
+        c = await RawConnection.open(broker.server.port)
+        try:
+            for version in legacy_produce.VERSIONS:
+                mod = legacy_produce.request_module(version)
+                req = mod.ProduceRequest(acks=1, timeout=timedelta(seconds=5), topic_data=(mod.TopicProduceData(
+                    name="wire-old", partition_data=(mod.PartitionProduceData(index=0, records=make_batch([b"v"])),)),))
+                resp = await c.call(req, legacy_produce.response_module(version).ProduceResponse)
+                part = resp.responses[0].partition_responses[0]
+                assert part.error_code is ErrorCode.none and part.base_offset == version
+        finally:
+            await c.close()
+        assert broker.lm.get_log("wire-old", 0).log_end_offset == 3
+    broker.loop.run(go())
+
+
 def test_advertised_versions(broker):
     async def go():
         c = await RawConnection.open(broker.server.port)

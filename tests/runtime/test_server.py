@@ -288,3 +288,116 @@ def test_sasl_offered_but_optional_without_authorizer():
         await plain.close()
         await logged.close()
     run(body, security=sec)
+
+
+# -- decode only what the connection may send; rules as data -----------------------------------
+
+def test_an_api_the_listener_does_not_serve_is_refused_from_the_header_alone():
+    """Metadata (not served here) claiming 2^32-2 topics (issue 11's frame): never decoded,
+    answered UNSUPPORTED_VERSION in Metadata v12's shape, the connection stays usable."""
+    from kafka_runtime import fuzz
+
+    async def body(server, handler):
+        client = await KafkaClient.connect("127.0.0.1", server.port)
+        fut = asyncio.get_running_loop().create_future()
+        client._pending.append((1, 3, 12, fut))  # the frame's correlation id is 1
+        client._writer.write(fuzz.ISSUE_11_FRAME)
+        resp = await asyncio.wait_for(fut, 10)
+        assert resp.brokers == () and resp.topics == ()
+        assert (await client.request(hb(2))).error_code == ErrorCode.none
+        await client.close()
+    run(body)
+
+
+def test_before_authentication_nothing_but_the_sasl_apis_is_decoded(tmp_path):
+    from kafka_runtime import fuzz
+
+    async def body(server, handler):
+        for payload in (fuzz.ISSUE_11_FRAME, framing.encode_frame(wire.encode_request(hb(1), 3, "t"))):
+            frames, closed = await raw_exchange(server.port, [payload], expect=0)
+            assert closed and frames == []
+        assert handler.seen == []
+    run(body, security=SASL, tmp_path=tmp_path)
+    reasons = [e["reason"] for e in read_events(str(tmp_path / "ev.jsonl")) if e["event"] == "bad_request"]
+    assert reasons and "before SASL authentication" in reasons[0]
+
+
+class RuledHandler(Handler):
+    """The same API, its permission declared as data; a custom refusal."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        from kafka_common import authz
+
+        def deny(request, version, code, message):
+            cls = wire.response_class(63, version)
+            return cls(throttle_time=__import__("datetime").timedelta(0), error_code=code,
+                       is_caught_up=False, is_fenced=True, should_shut_down=request.broker_id == 7)
+        self.api_rules = {63: authz.ApiRule(authz.CLUSTER_ACTION, deny=deny)}
+
+
+def test_api_rules_are_enforced_before_the_handler():
+    async def main():
+        handler = RuledHandler()
+        server = KafkaServer(handler, host="127.0.0.1", port=0, listener_name="TEST", security=SASL,
+                             log=lambda m: None)
+        await server.start()
+        try:
+            alice = await KafkaClient.connect("127.0.0.1", server.port, sasl=("alice", "a-secret"))
+            denied = await alice.request(hb(7))
+            assert denied.error_code == ErrorCode.cluster_authorization_failed and denied.should_shut_down
+            broker = await KafkaClient.connect("127.0.0.1", server.port, sasl=("broker", "b-secret"))
+            assert (await broker.request(hb(9))).error_code == ErrorCode.none
+            assert handler.seen == [(9, "User:broker")] and server.stats["denied"] == 1
+            await alice.close()
+            await broker.close()
+        finally:
+            await server.stop()
+    asyncio.run(main())
+
+
+def test_a_rule_must_name_a_known_permission():
+    from kafka_common import authz
+    with pytest.raises(ValueError, match="unknown permission"):
+        authz.ApiRule("SUPERPOWERS")
+
+
+def test_request_classes_of_the_handler_decode_versions_kio_lacks():
+    """Produce v0–v2 (kio has no schema; the broker declares its own) through the listener."""
+    from broker_impl.api import legacy_produce
+
+    class ProduceHandler:
+        supported_apis = {0: (0, 2)}
+        request_classes = legacy_produce.REQUEST_CLASSES
+
+        def __init__(self) -> None:
+            self.seen = []
+
+        async def handle(self, ctx, header, request):
+            self.seen.append((ctx.api_version, request.topic_data[0].name))
+            mod = legacy_produce.response_module(ctx.api_version)
+            return mod.ProduceResponse(responses=(mod.TopicProduceResponse(
+                name=request.topic_data[0].name, partition_responses=(mod.PartitionProduceResponse(
+                    index=0, error_code=ErrorCode.none, base_offset=42),)),))
+
+    async def main():
+        handler = ProduceHandler()
+        server = KafkaServer(handler, host="127.0.0.1", port=0, listener_name="TEST", log=lambda m: None)
+        await server.start()
+        try:
+            for version in (0, 1, 2):
+                mod = legacy_produce.request_module(version)
+                req = mod.ProduceRequest(acks=1, timeout=__import__("datetime").timedelta(seconds=1),
+                                         topic_data=(mod.TopicProduceData(name="old", partition_data=(
+                                             mod.PartitionProduceData(index=0, records=b"x"),)),))
+                frames, closed = await raw_exchange(server.port, [framing.encode_frame(
+                    wire.encode_request(req, 5, "t"))], expect=1)
+                assert not closed and len(frames) == 1
+                resp_cls = legacy_produce.response_module(version).ProduceResponse
+                hdr, n = wire.decode(resp_cls.__header_schema__, frames[0])
+                resp, _ = wire.decode(resp_cls, frames[0], n)
+                assert hdr.correlation_id == 5 and resp.responses[0].partition_responses[0].base_offset == 42
+            assert handler.seen == [(0, "old"), (1, "old"), (2, "old")]
+        finally:
+            await server.stop()
+    asyncio.run(main())

@@ -135,3 +135,16 @@ def test_default_dir():
                                      ("x" * 249, True), ("x" * 250, False), ("ü", False), ("a b", False)])
 def test_topic_names(name, ok):
     assert (topic_name_problem(name) is None) == ok
+
+
+def test_a_request_over_the_partition_bound_is_refused_before_placement():
+    """One CreateTopics asking for 2^31-1 partitions must not make the controller build them
+    (a 40-byte request would otherwise hang it and eat its memory): POLICY_VIOLATION, no records."""
+    from controller_impl.state.topics import MAX_PARTITIONS_PER_REQUEST
+    h = Harness()
+    h.start_broker(1, [d(1, 1)])
+    res, t = h.create_topic("huge", 2**31 - 1, 1)
+    assert t.error_code.name == "policy_violation" and res.records == ()
+    assert "huge" not in h.image.topic_ids
+    res, t = h.create_topic("at-limit", MAX_PARTITIONS_PER_REQUEST, 1)
+    assert t.error_code.value == 0 and len(res.records) == 1 + MAX_PARTITIONS_PER_REQUEST
