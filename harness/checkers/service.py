@@ -27,7 +27,8 @@ the metadata at the fault: a disk fault on broker *b* — the partitions with a 
 in a faulted dir (every replica of *b* for ``all``/``metadata``; a replica whose dir is
 unknown or reserved counts as in it); a process fault, network fault or disk replacement on
 *b* — every partition with a replica on *b* (or on the network peer); a move — the moved
-partition. A partition is **outside** when no fault of the run has it in its domain (a
+partition; a ``delay`` disk fault also holds what *b* leads while the dir is slow (a produce
+request is answered when its slowest partition is done, in Kafka too). A partition is **outside** when no fault of the run has it in its domain (a
 partition that merely gets a new leader, or shares a leader with moved ones, is outside; one the
 metadata does not place at the fault counts as inside).
 
@@ -47,7 +48,8 @@ window when ``during`` is shorter) in ``during`` ÷ the baseline p50 (the run's 
 partition outside every domain) — a stall shorter than half of it (a shared host's scheduler,
 a pause) does not count, a partition that stays slow does; ``service_recovery_ms`` per fault ×
 partition = from the fault (for a ``delay``/``loss`` slowness in the partition's domain: from
-its heal, nothing routes around a slow disk) to the first op from which the rolling p99 is back
+its heal, nothing routes around a slow disk; likewise when such a slowness of the partition
+starts before it recovered) to the first op from which the rolling p99 is back
 within ``bound(p99)`` and stays there for one more window (0 = never left it; the run's row:
 the slowest partition, only when all recovered); ``service_unrecovered`` (count of fault ×
 partition pairs that never recovered).
@@ -74,7 +76,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from harness.checkers.base import UNKNOWN, CheckResult, Valid, merge_valid, valid_text
-from harness.checkers.common import InjectedFault, injected_faults
+from harness.checkers.common import InjectedFault, injected_faults, partition_timelines
 from harness.checkers.replay import LOST, MIGRATING, UNASSIGNED, MetadataView, view_at
 from harness.history import History
 
@@ -222,11 +224,21 @@ def service_windows(ops: Iterable[ProduceOp], faults: list[InjectedFault]) -> Wi
 
 # ---------------------------------------------------------------- fault domains
 
-def fault_domain(f: InjectedFault, view: MetadataView) -> set[tuple[str, int]]:
+def fault_domain(f: InjectedFault, view: MetadataView, timelines: dict | None = None) -> set[tuple[str, int]]:
     if f.kind == "move-replica":
         return {(str(f.attrs.get("topic")), int(f.attrs.get("partition", -1)))}
     nodes = {n for n in (f.node_id, f.attrs.get("peer_id")) if n is not None}
     out = set()
+    if f.kind == "disk" and f.mode == "delay" and f.node_id is not None:
+        # a produce request answers when its slowest partition is done (Kafka's too): whatever the
+        # slow dir's broker leads while the dir is slow waits with the partitions on that dir
+        end = f.healed_ns if f.healed_ns is not None else 2**63 - 1
+        for key, p in view.partitions.items():
+            if p.leader == f.node_id:
+                out.add(key)
+        for key, states in (timelines or {}).items():
+            if any(f.ts_ns <= st.ts_ns < end and st.leader == f.node_id for st in states):
+                out.add(key)
     for key, p in view.partitions.items():
         if not p.replicas:
             continue
@@ -376,7 +388,8 @@ def analyse_service(scenario: Any, history: History) -> ServiceAnalysis:
     if windows is None:
         return ServiceAnalysis(bounds, None, [], {}, faults, {}, UNKNOWN, "no produce ops: nothing to judge")
     views = {f.fault_id: view_at(history, f.ts_ns) for f in faults}
-    domains = {f.fault_id: fault_domain(f, views[f.fault_id]) for f in faults}
+    timelines = partition_timelines(history) if any(is_slow(f) for f in faults) else {}
+    domains = {f.fault_id: fault_domain(f, views[f.fault_id], timelines) for f in faults}
     touched = set().union(*domains.values()) if domains else set()
     placed = set().union(*(v.partitions for v in views.values())) if views else set()
     pooled = {}
@@ -479,14 +492,23 @@ def _judge(p: PartitionService, ops: list[ProduceOp], windows: Windows, faults, 
     slow = _slow_intervals((p.topic, p.partition), faults, domains)
     bound_ns = bounds.recovery_within_ms * MS
     for f in faults:
-        ref = _reference(f.ts_ns, slow)
+        ref, s = f.ts_ns, None
+        while True:
+            ref = _reference(ref, slow)
+            if ref >= windows.end_ns:
+                break
+            s = _recovery(roll, ref, windows.end_ns, p.bound_p99_ms)
+            # a slowness of the partition that starts before it recovered postpones the reference
+            later = [b for a, b in slow if ref < a and (s is None or a < s)]
+            if not later:
+                break
+            ref = min(later)
         if ref >= windows.end_ns:
             if ref != f.ts_ns:
                 p.recovery_ms[f.fault_id] = None
                 p.problems.append(f"{f.fault_id}: its slowness lasts past the workload, recovery not observable")
                 verdicts.append(UNKNOWN)
             continue
-        s = _recovery(roll, ref, windows.end_ns, p.bound_p99_ms)
         if s is not None:
             ms = (s - f.ts_ns) / MS
             p.recovery_ms[f.fault_id] = ms

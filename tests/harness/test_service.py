@@ -269,3 +269,34 @@ def test_dir_of_unknown_counts_as_in_the_domain():
     healthy(h)
     a = analyse_service(SC, h.build())
     assert [p.outside for p in a.partitions] == [False, True]
+
+
+def test_a_slow_dir_holds_what_its_broker_leads_and_postpones_recovery_from_other_faults():
+    """S10's shape: broker 1's d1 goes flaky (t1-0 fails over to broker 2 at +228 ms) while broker
+    2's d2 is slow; broker 2's produce responses wait for its slow partitions, so everything it
+    leads stalls until the heal at +10 s, then recovers at once: true (the slowness is judged
+    from its heal), and a partition only on the flaky dir is judged from the fault."""
+    h = H().register_all(0).layout(1)
+    h.partition(1, 2, 3, [3, 1, 2], [3, 1, 2], [DIRS[3][2], DIRS[1][2], DIRS[2][2]])   # t1-2: elsewhere
+    h.disk_fault(FAULT, 1, 0, mode="flaky", fault_id="f0")
+    h.disk_fault(FAULT + 200, 2, 1, mode="delay", fault_id="f1")
+    h.partition(FAULT + 228, 0, 2, [2, 3], reason="log_dir_offline")
+    for fid in ("f0", "f1"):
+        h.harness(FAULT + 10_000, "fault_healed", None, fault_id=fid)
+    stall = lambda t: FAULT + 10_000 - t + 20 if FAULT <= t < FAULT + 10_000 else 20  # noqa: E731
+    Ops(h, 0).run(0, 20000, stall)
+    Ops(h, 1).run(0, 20000, stall)
+    Ops(h, 2).run(0, 20000, 20)
+    a = analyse_service(SC, h.build())
+    by = {p.name: p for p in a.partitions}
+    assert by["t1-0"].faults == ["f0", "f1"] and by["t1-1"].faults == ["f1"] and by["t1-2"].outside
+    assert a.valid is True, a.summary
+    assert by["t1-0"].recovery_ms == {"f0": 10000.0, "f1": 9800.0}
+    # without the slow dir the same stall of t1-0 is a recovery 5 s too late
+    h = H().register_all(0).layout(1)
+    h.disk_fault(FAULT, 1, 0, mode="flaky", fault_id="f0")
+    h.harness(FAULT + 10_000, "fault_healed", None, fault_id="f0")
+    Ops(h, 0).run(0, 20000, stall)
+    Ops(h, 1).run(0, 20000, 20)
+    a = analyse_service(SC, h.build())
+    assert a.valid is False and "only after 9900 ms" in a.summary   # latency ≤ 120 ms from +9.9 s on
