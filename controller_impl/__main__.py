@@ -1,5 +1,9 @@
 """`kraft-controller FILE` / `python -m controller_impl FILE`: run a controller until SIGTERM.
 
+`kraft-controller quorum-status (-c FILE | --bootstrap-controller HOST:PORT[,…])` asks the
+controllers (DescribeQuorum, API 55) and prints the quorum the way
+`kafka-metadata-quorum describe --status` does; exit 1 if no controller names a leader.
+
 Exit status: 0 after a clean stop (SIGTERM/SIGINT), 1 on a halt (metadata log unwritable,
 storage not formatted, …) with a one-line reason on stderr, 2 for a bad config.
 """
@@ -46,10 +50,36 @@ async def _serve(cfg) -> int:
     return 0
 
 
+def quorum_status(argv: list[str]) -> int:
+    import argparse
+    from controller_impl.runtime.status import print_status
+    parser = argparse.ArgumentParser(prog=f"{PROG} quorum-status")
+    group = parser.add_mutually_exclusive_group(required=True)
+    group.add_argument("-c", "--config", help="a server.properties naming controller.quorum.voters")
+    group.add_argument("--bootstrap-controller", help="HOST:PORT[,HOST:PORT…]")
+    args = parser.parse_args(argv)
+    if args.config:
+        cfg = load_or_exit(args.config, PROG)
+        targets = [(v.host, v.port) for v in cfg.controller_quorum_voters]
+    else:
+        targets = []
+        for item in args.bootstrap_controller.split(","):
+            host, _, port = item.strip().rpartition(":")
+            if not host or not port.isdigit():
+                parser.error(f"--bootstrap-controller: {item!r} is not HOST:PORT")
+            targets.append((host, int(port)))
+    if not targets:
+        parser.error("no controllers to ask")
+    return asyncio.run(print_status(targets))
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] == "quorum-status":
+        return quorum_status(argv[1:])
     if len(argv) != 1 or argv[0].startswith("-"):
-        print(f"usage: {PROG} server.properties", file=sys.stderr)
+        print(f"usage: {PROG} server.properties | {PROG} quorum-status (-c FILE | --bootstrap-controller HOST:PORT)",
+              file=sys.stderr)
         return 2
     cfg = load_or_exit(argv[0], PROG)
     if not cfg.is_controller:

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.faults.schedule import (DiskFault, MoveReplica, NetworkFault, ProcessFault, RefBindings, ReplaceDisk,
+from harness.faults.schedule import (ACTIVE_CONTROLLER, DiskFault, MoveReplica, NetworkFault, ProcessFault, RefBindings, ReplaceDisk,
                                      fault_seed)
 from harness.history import LedgerWriter, fault_healed_event, fault_injected_event
 from harness.services import BROKER_PORT, META_DIR, Services
@@ -78,6 +78,8 @@ class FaultExecutor:
         return reg
 
     def _node_lookup(self, ref) -> int:
+        if ref.kind == ACTIVE_CONTROLLER:
+            return self.svc.active_controller()
         reg = self._partition(ref.topic, ref.partition)
         if ref.kind == "leader":
             if reg.leader < 0:

@@ -20,6 +20,11 @@ client_unavailable_ms       per fault (any kind) × partition: last ok produce c
 failure_timeout_shutdown_ms *T* → *b*'s ``failure_timeout_shutdown``
 fencing_ms                  per controller ``registered`` of a broker → its next ``unfenced``;
                             ``queued_assignments`` = the broker's largest ``queued`` meanwhile
+controller_failover_ms      per fault on a controller that was active at *T* (kill, metadata
+                            disk, isolation): *T* → another controller's ``controller_active``
+failover_report_ms          ``report_ms`` of a broker's disk fault whose report crossed a
+                            controller failover (a ``controller_active`` between *T* and the
+                            commit): dir failure → commit across a failover
 acked_lost, duplicates      counts from :func:`harness.checkers.durability.analyse_durability`
 produce_<w>_p50_ms / _p99_ms acks=all produce latency in window *w* ∈ before, during, after
                             (per partition, and pooled for the run: topic/partition null)
@@ -49,7 +54,8 @@ from harness.history import History
 __all__ = ["compute_metrics", "METRIC_NAMES"]
 
 METRIC_NAMES = ("detect_ms", "report_ms", "isr_shrink_ms", "leader_failover_ms", "client_unavailable_ms",
-                "failure_timeout_shutdown_ms", "fencing_ms", "acked_lost", "duplicates") + SERVICE_METRICS
+                "failure_timeout_shutdown_ms", "fencing_ms", "controller_failover_ms", "failover_report_ms",
+                "acked_lost", "duplicates") + SERVICE_METRICS
 MS = 1_000_000
 
 
@@ -106,6 +112,28 @@ def _disk_metrics(f: InjectedFault, history: History, timelines, controller) -> 
     return rows
 
 
+def _controller_failover(f: InjectedFault, history: History) -> list[dict]:
+    """A fault on the controller that was active at its time → the next one taking over."""
+    active = [e for e in history.events("controller_active", source="node", role="controller") if e.ts_ns <= f.ts_ns]
+    if not active or active[-1].node_id != f.node_id:
+        return []   # not the active controller when hit
+    after = [e for e in history.events("controller_active", source="node", role="controller")
+             if e.ts_ns > f.ts_ns and e.node_id != f.node_id]
+    return [_row("controller_failover_ms", (after[0].ts_ns - f.ts_ns) / MS, fault=f)] if after else []
+
+
+def _across_failover(rows: list[dict], f: InjectedFault, history: History) -> list[dict]:
+    out = []
+    for row in rows:
+        if row["metric"] != "report_ms":
+            continue
+        end = f.ts_ns + int(row["value"] * MS)
+        if any(f.ts_ns <= e.ts_ns <= end for e in history.events("controller_active", source="node",
+                                                                   role="controller")):
+            out.append({**row, "metric": "failover_report_ms"})
+    return out
+
+
 def _unavailability(f: InjectedFault, oks: dict) -> list[dict]:
     rows = []
     for (topic, part), stamps in sorted(oks.items()):
@@ -154,9 +182,13 @@ def compute_metrics(history: History, scenario: Any = None) -> list[dict]:
     for stamps in oks.values():
         stamps.sort()
     rows: list[dict] = []
+    controllers = {e.node_id for e in history.events(source="node", role="controller")}
     for f in faults:
-        if f.kind == "disk" and f.node_id is not None:
-            rows += _disk_metrics(f, history, timelines, controller)
+        if f.node_id is not None and f.node_id in controllers:
+            rows += _controller_failover(f, history)
+        elif f.kind == "disk" and f.node_id is not None:
+            disk_rows = _disk_metrics(f, history, timelines, controller)
+            rows += disk_rows + _across_failover(disk_rows, f, history)
         if f.kind in ("disk", "network", "process", "replace-disk", "move-replica"):
             rows += _unavailability(f, oks)
     rows += _fencing(history, controller)

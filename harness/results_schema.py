@@ -64,6 +64,8 @@ DURATION_METRICS = (
     "client_unavailable_ms",  # per partition: last ok before fault -> first ok after
     "failure_timeout_shutdown_ms",  # fault -> broker exit, controller unreachable
     "fencing_ms",  # registration -> unfenced at start-up
+    "controller_failover_ms",  # fault on the active controller -> another one active
+    "failover_report_ms",  # dir failure -> commit, across a controller failover
 )
 COUNT_METRICS = ("acked_lost", "duplicates", "service_unrecovered")
 # service (harness.checkers.service): acks=all produce latency per window (before the first

@@ -317,6 +317,10 @@ def _run_in_lab(scenario: Scenario, svc: Services, ledger, sampler, outcome: Run
             executor.errors.append(f"drain failed: {exc}")
             say(f"  drain failed: {exc}")
     svc.final_status()
+    try:
+        svc.record_quorum_logs()
+    except Exception as exc:  # noqa: BLE001 - the quorum_logs check says unknown then
+        executor.errors.append(f"reading the controllers' metadata logs failed: {exc}")
     outcome.harness_errors = list(executor.errors) + list(workload.errors)
     if executor.errors:
         (outcome.run_dir / "harness_errors.txt").write_text("\n".join(executor.errors) + "\n")

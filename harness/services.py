@@ -1,4 +1,4 @@
-"""The cluster's services: a controller and brokers as containers (ducktape's lifecycle, typed).
+"""The cluster's services: controllers and brokers as containers (ducktape's lifecycle, typed).
 
 A :class:`Services` owns the nodes of one run inside an :class:`infra.lab.Lab`:
 
@@ -10,8 +10,9 @@ A :class:`Services` owns the nodes of one run inside an :class:`infra.lab.Lab`:
 - ``format(node)``: ``kraft-storage format`` in a one-off container with the node's mounts;
 - ``start`` / ``stop`` / ``kill`` / ``restart`` of the node's container (its main process
   is ``kraft-controller`` or ``kraft-broker``, so a process fault is a container fault);
-- readiness: the controller's port answers; a broker is ready when the controller's
+- readiness: the controller's port answers; a broker is ready when the active controller's
   metadata shows it registered and unfenced (read through Fetch of ``__cluster_metadata``);
+  the active controller is found with DescribeQuorum (:meth:`Services.active_controller`);
 - ``collect_logs()``: each container's stdout/stderr into its run dir (always, also on failure).
 
 Every start/stop the harness causes is written to the ledger (``node_started``,
@@ -321,8 +322,60 @@ class Services:
     def bootstrap(self) -> str:
         return ",".join(f"{self.ip(b)}:{BROKER_PORT}" for b in self.brokers() if self.alive(b))
 
+    def active_controller(self, timeout_s: float = 20.0) -> int:
+        """The active controller (the Raft leader), asked with DescribeQuorum (55) of each
+        live controller until one answers as the leader."""
+        from controller_impl.runtime.quorum_sim import describe_quorum
+        deadline = time.monotonic() + timeout_s
+        last = "no live controller"
+        while time.monotonic() < deadline:
+            for c in self.controllers():
+                if not self.alive(c):
+                    continue
+                try:
+                    d = asyncio.run(describe_quorum(self.ip(c), CONTROLLER_PORT, 1.0))
+                except Exception as exc:  # noqa: BLE001 - starting, dying or cut off: ask the next
+                    last = f"controller {c}: {exc}"
+                    continue
+                if d["error"] == "none" and d["leader_id"] == c:
+                    return c
+                last = f"controller {c} names leader {d['leader_id']}"
+            time.sleep(0.1)
+        raise ServiceError(f"no active controller within {timeout_s:.0f} s ({last})")
+
     def controller_address(self) -> tuple[str, int]:
-        return self.ip(self.controllers()[0]), CONTROLLER_PORT
+        """The active controller's address (the first controller if none answers as leader)."""
+        if len(self.controllers()) == 1:
+            return self.ip(self.controllers()[0]), CONTROLLER_PORT
+        try:
+            return self.ip(self.active_controller(timeout_s=10.0)), CONTROLLER_PORT
+        except ServiceError:
+            return self.ip(self.controllers()[0]), CONTROLLER_PORT
+
+    def record_quorum_logs(self) -> None:
+        """After the run: every controller's metadata log batches (read-only, from its disk on
+        the host), its newest snapshot's end, and the active controller's high watermark, as
+        one ``quorum_logs`` action for the ``quorum_logs`` check."""
+        from controller_impl.log.metadata_log import DIR_NAME, scan_batches
+        from controller_impl.log.snapshots import SnapshotStore
+        from controller_impl.runtime.quorum_sim import describe_quorum
+        logs, snapshot_ends, errors = {}, {}, {}
+        committed = None
+        try:  # first: the logs only grow (idle NoOps), so everything below it is on the disks read next
+            active = self.active_controller(timeout_s=15.0)
+            committed = asyncio.run(describe_quorum(self.ip(active), CONTROLLER_PORT, 2.0))["high_watermark"]
+        except Exception as exc:  # noqa: BLE001
+            errors["active"] = str(exc)
+        for c in self.controllers():
+            path = self.lab.disk(self.nodes[c].name, META_DIR).data_path
+            try:
+                logs[str(c)] = [list(b) for b in scan_batches(str(path))]
+                latest = SnapshotStore(str(path / DIR_NAME)).latest()
+                snapshot_ends[str(c)] = latest[0] if latest else 0
+            except OSError as exc:   # a failed metadata disk: that controller's log is not readable
+                errors[str(c)] = str(exc)
+        self._action("quorum_logs", None, logs=logs, snapshot_ends=snapshot_ends, committed=committed,
+                     errors=errors)
 
     def wait_port(self, node_id: int, timeout_s: float = 30.0) -> None:
         deadline = time.monotonic() + timeout_s

@@ -128,6 +128,12 @@ _DEFS: dict[str, tuple[str, Callable[[str, str], Any], str | None]] = {
     "listeners": ("listeners", _listeners, ""),
     "advertised.listeners": ("advertised_listeners", _listeners, ""),
     "controller.listener.names": ("controller_listener_names", _list, "CONTROLLER"),
+    "controller.quorum.election.timeout.ms": ("controller_quorum_election_timeout_ms", _int(1), "1000"),
+    "controller.quorum.fetch.timeout.ms": ("controller_quorum_fetch_timeout_ms", _int(1), "2000"),
+    "controller.quorum.election.backoff.max.ms": ("controller_quorum_election_backoff_max_ms", _int(0), "1000"),
+    "metadata.log.max.record.count.between.snapshots": ("metadata_snapshot_record_count", _int(1), "100000"),
+    "metadata.log.max.snapshot.interval.ms": ("metadata_snapshot_interval_ms", _int(0), "3600000"),
+    "metadata.max.idle.interval.ms": ("metadata_max_idle_interval_ms", _int(0), "500"),
     "inter.broker.listener.name": ("inter_broker_listener_name", _str, "PLAINTEXT"),
     "listener.security.protocol.map": ("listener_security_protocol_map", _protocol_map, ""),
     "log.dirs": ("log_dirs", _list, ""),
@@ -175,6 +181,12 @@ class ServerConfig:
     listeners: tuple[Listener, ...]
     advertised_listeners: tuple[Listener, ...]
     controller_listener_names: tuple[str, ...]
+    controller_quorum_election_timeout_ms: int
+    controller_quorum_fetch_timeout_ms: int
+    controller_quorum_election_backoff_max_ms: int
+    metadata_snapshot_record_count: int
+    metadata_snapshot_interval_ms: int
+    metadata_max_idle_interval_ms: int
     inter_broker_listener_name: str
     listener_security_protocol_map: dict[str, str]
     log_dirs: tuple[str, ...]

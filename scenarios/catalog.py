@@ -1,5 +1,5 @@
-"""S1–S11 of ``scenarios.md`` (and S12: S1 at 300 partitions) as functions returning
-:class:`~harness.scenario.Scenario` values.
+"""S1–S11 of ``scenarios.md``, S12–S14 (the controller quorum under KIP-858 failures) and S15
+(S1 at 300 partitions) as functions returning :class:`~harness.scenario.Scenario` values.
 
 Each function takes ``bounce`` (where kafkatest's ``bounce_broker`` matrix applies: the
 faulted broker gets a clean restart 1 s after the fault, with the dir still failed) and
@@ -22,7 +22,8 @@ __all__ = [
     "leader_dir_fails", "follower_dir_fails", "bounce_after_failure", "failure_timeout_shutdown",
     "timeout_not_leader", "last_dir_fails", "metadata_dir_fails", "restart_fenced_until_assigned",
     "replace_disk", "move_replica", "flaky_and_slow", "many_partitions", "soak", "all_scenarios", "by_name",
-    "BOUNCE_APPLIES",
+    "BOUNCE_APPLIES", "active_controller_killed_during_report", "active_controller_metadata_disk_fails",
+    "active_controller_partitioned_during_report", "CONTROLLER_SCENARIOS",
 ]
 
 FAULT_AT_MS = 5000
@@ -30,6 +31,7 @@ MANY_PARTITIONS = 300
 MANY_FAULT_AT_MS = 10000
 BOUNCE_AFTER_MS = 1000
 CONTROLLER = "controller:3001"
+ACTIVE_CONTROLLER = "controller:active"
 LEADER = "leader:t1/0"
 FOLLOWER = "follower:t1/0"
 REPLICA_DIR = "replica:t1/0"
@@ -42,6 +44,9 @@ AFTER_FENCING_MS = 10000
 # failure timeout (5 s after its dir failed), then find the new leader: ~7.5 s measured
 AFTER_FAILURE_TIMEOUT_MS = 15000
 SOAK_RECOVERY_MS = 15000
+# S4/S5 cut a broker off from "the controller" with one network partition: with a quorum the
+# broker would still reach the others (and rightly report there), so they keep one controller
+ONE_CONTROLLER = Topology(controllers=1)
 
 # scenario names whose broker stays alive after the fault, so a bounce variant means something
 BOUNCE_APPLIES = ("leader-dir-fails", "follower-dir-fails", "flaky-and-slow")
@@ -98,7 +103,7 @@ def failure_timeout_shutdown(*, seed: int = 0) -> Scenario:
     """S4: broker cut off from the controller, then a dir it leads on fails → exits at the
     failure timeout (D5), fenced after the session timeout."""
     return Scenario(
-        id="S4", name="failure-timeout-shutdown", seed=seed, workload=ONE_PARTITION,
+        id="S4", name="failure-timeout-shutdown", seed=seed, workload=ONE_PARTITION, topology=ONE_CONTROLLER,
         description="partition t1-0's leader from the controller, then fail the dir it leads t1-0 on",
         faults=(NetworkFault(at_ms=FAULT_AT_MS, action="partition", node=LEADER, peer=CONTROLLER),
                 DiskFault(at_ms=FAULT_AT_MS + 500, node=LEADER, dir=REPLICA_DIR, mode="error")),
@@ -112,7 +117,7 @@ def failure_timeout_shutdown(*, seed: int = 0) -> Scenario:
 def timeout_not_leader(*, seed: int = 0) -> Scenario:
     """S5: as S4 but the broker only follows partitions in that dir → no shutdown (D5)."""
     return Scenario(
-        id="S5", name="timeout-not-leader", seed=seed, workload=ONE_PARTITION,
+        id="S5", name="timeout-not-leader", seed=seed, workload=ONE_PARTITION, topology=ONE_CONTROLLER,
         description="partition a follower of t1-0 (leading nothing) from the controller, then fail its dir",
         faults=(NetworkFault(at_ms=FAULT_AT_MS, action="partition", node=FOLLOWER, peer=CONTROLLER),
                 DiskFault(at_ms=FAULT_AT_MS + 500, node=FOLLOWER, dir=REPLICA_DIR, mode="error")),
@@ -207,11 +212,11 @@ def flaky_and_slow(*, bounce: bool = False, seed: int = 0) -> Scenario:
 
 
 def many_partitions(*, seed: int = 0) -> Scenario:
-    """S12: S1 at a real shape — 300 partitions RF 3 (each broker leads 100 and follows 200,
+    """S15: S1 at a real shape — 300 partitions RF 3 (each broker leads 100 and follows 200,
     100 replicas per dir), 1000 records/s from 4 producers (3.3/s per partition, so each
     partition's baseline holds ~30 ops before the fault)."""
     return Scenario(
-        id="S12", name="many-partitions-leader-dir-fails", seed=seed,
+        id="S15", name="many-partitions-leader-dir-fails", seed=seed,
         description="300 partitions RF 3; fail the dir holding t1-0's leader replica (100 replicas) under load",
         workload=Workload(topics=(TopicSpec(name="t1", partitions=MANY_PARTITIONS),), rate_per_s=1000,
                           duration_ms=30000, drain_timeout_ms=60000),
@@ -238,6 +243,55 @@ def soak(*, minutes: int = 3, seed: int = 0) -> Scenario:
                       must_show="all checks hold across every fault window"))
 
 
+def active_controller_killed_during_report(*, seed: int = 0) -> Scenario:
+    """S12: kill -9 of the active controller while t1-0's leader reports a failed dir."""
+    return Scenario(
+        id="S12", name="active-controller-killed-during-report", seed=seed,
+        description="fail the dir of t1-0's leader replica; kill -9 the active controller 50 ms later",
+        faults=(DiskFault(at_ms=FAULT_AT_MS, node=LEADER, dir=REPLICA_DIR, mode="error"),
+                ProcessFault(at_ms=FAULT_AT_MS + 50, action="kill", node=ACTIVE_CONTROLLER, signal="SIGKILL",
+                             duration_ms=10000)),
+        checks=("durability", "failover", "liveness", "metadata_invariants", "quorum_logs", "service"),
+        expect=Expect(outcomes={LEADER: "alive"}, leader_moves=True, failover_within_ms=20000,
+                      service_recovery_within_ms=20000,
+                      must_show="another controller takes over and commits the report (the broker retries it "
+                                "there); no committed record lost; no broker fenced by the failover"))
+
+
+def active_controller_metadata_disk_fails(*, seed: int = 0) -> Scenario:
+    """S13: the active controller's metadata disk fails at the block layer → it halts, the
+    others elect a leader, and a broker's dir failure afterwards is committed by it."""
+    return Scenario(
+        id="S13", name="active-controller-metadata-disk-fails", seed=seed,
+        description="fail the metadata disk of the active controller; 4 s later fail t1-0's leader's dir",
+        faults=(DiskFault(at_ms=FAULT_AT_MS, node=ACTIVE_CONTROLLER, dir="metadata", mode="error"),
+                DiskFault(at_ms=FAULT_AT_MS + 4000, node=LEADER, dir=REPLICA_DIR, mode="error")),
+        checks=("durability", "failover", "liveness", "metadata_invariants", "quorum_logs", "service"),
+        expect=Expect(outcomes={ACTIVE_CONTROLLER: "halted", LEADER: "alive"}, leader_moves=True,
+                      failover_within_ms=20000, service_recovery_within_ms=20000,
+                      must_show="the controller halts with a one-line reason; a new one leads and commits the "
+                                "broker's dir failure"))
+
+
+def active_controller_partitioned_during_report(*, seed: int = 0) -> Scenario:
+    """S14: the active controller is cut off from everyone while t1-0's leader reports a
+    failed dir: it resigns (check-quorum), the majority elects another, which commits it."""
+    return Scenario(
+        id="S14", name="active-controller-partitioned-during-report", seed=seed,
+        description="isolate the active controller, fail t1-0's leader's dir 200 ms later, heal after 10 s",
+        faults=(NetworkFault(at_ms=FAULT_AT_MS, action="isolate", node=ACTIVE_CONTROLLER, duration_ms=10000),
+                DiskFault(at_ms=FAULT_AT_MS + 200, node=LEADER, dir=REPLICA_DIR, mode="error")),
+        checks=("durability", "failover", "liveness", "metadata_invariants", "quorum_logs", "service"),
+        expect=Expect(outcomes={LEADER: "alive"}, leader_moves=True, failover_within_ms=25000,
+                      service_recovery_within_ms=25000,
+                      must_show="the cut-off controller commits nothing (a minority); the majority side "
+                                "elects a leader that commits the report; logs agree after the heal"))
+
+
+CONTROLLER_SCENARIOS = ("active-controller-killed-during-report", "active-controller-metadata-disk-fails",
+                        "active-controller-partitioned-during-report")
+
+
 def all_scenarios(*, seed: int = 0) -> list[Scenario]:
     """The whole matrix: each scenario, ×2 for bounce where :data:`BOUNCE_APPLIES`."""
     out: list[Scenario] = []
@@ -247,8 +301,9 @@ def all_scenarios(*, seed: int = 0) -> list[Scenario]:
     out += [bounce_after_failure(role="leader", seed=seed), bounce_after_failure(role="follower", seed=seed),
             failure_timeout_shutdown(seed=seed), timeout_not_leader(seed=seed), last_dir_fails(seed=seed),
             metadata_dir_fails(seed=seed), restart_fenced_until_assigned(seed=seed), replace_disk(seed=seed),
-            move_replica(fail="source", seed=seed), move_replica(fail="target", seed=seed),
-            many_partitions(seed=seed), soak(seed=seed)]
+            move_replica(fail="source", seed=seed), move_replica(fail="target", seed=seed), soak(seed=seed),
+            active_controller_killed_during_report(seed=seed), active_controller_metadata_disk_fails(seed=seed),
+            active_controller_partitioned_during_report(seed=seed), many_partitions(seed=seed)]
     return out
 
 
@@ -272,5 +327,6 @@ SCENARIO_FUNCTIONS: dict[str, Callable[..., Scenario]] = {
     "S1": leader_dir_fails, "S2": follower_dir_fails, "S3": bounce_after_failure,
     "S4": failure_timeout_shutdown, "S5": timeout_not_leader, "S6": last_dir_fails,
     "S7": restart_fenced_until_assigned, "S8": replace_disk, "S9": move_replica, "S10": flaky_and_slow,
-    "S11": soak, "S12": many_partitions,
+    "S11": soak, "S12": active_controller_killed_during_report, "S13": active_controller_metadata_disk_fails,
+    "S14": active_controller_partitioned_during_report, "S15": many_partitions,
 }

@@ -4,7 +4,7 @@ block-level faults, and each of its "must show" checks is one test.
 A scenario runs once (cached per variant); its checks are then asserted one by one, so a
 broken failover shows as ``test_must_show[S1 leader-dir-fails/failover]`` even when another
 check of the same run fails. Timings are the catalog's shrunk ones; the suite shortens only
-the workload (``SUITE_DURATION_MS``; S12 ``MANY_DURATION_MS``, its baseline needs the 10 s
+the workload (``SUITE_DURATION_MS``; S15 ``MANY_DURATION_MS``, its baseline needs the 10 s
 before its fault) and the drain bound, runs the librdkafka client, and heals S10's faults
 after 6 s instead of 10 s (so the service check sees 5 s after the heal).
 
@@ -28,6 +28,7 @@ import pytest
 pytestmark = pytest.mark.system
 
 SUITE_DURATION_MS = 16000
+MANY = "many-partitions-leader-dir-fails"
 MANY_DURATION_MS = 24000
 DRAIN_TIMEOUT_MS = 8000
 SLOW_FAULT_MS = 6000
@@ -52,6 +53,9 @@ SUITE = [
     "flaky-and-slow-bounce",
     "many-partitions-leader-dir-fails",
     "soak",
+    "active-controller-killed-during-report",
+    "active-controller-metadata-disk-fails",
+    "active-controller-partitioned-during-report",
 ]
 SOAK_DURATION_MS = 40000
 
@@ -67,7 +71,7 @@ MISSING: dict[tuple[str, str], str] = {(v, "service"): REPLICATION for v in SUIT
 # fails it), and passes when the check passes. When acks take longer than the client's request
 # timeout (5 s: the replication above, under several partitions per leader), librdkafka retries
 # batches the leader had already appended, and the leader appends them again instead of answering
-# with the original offsets: the same value at two offsets of one partition, e.g. S12 21 of 5290
+# with the original offsets: the same value at two offsets of one partition, e.g. S15 21 of 5290
 # acked, the soak 28 of 7898 (never with one partition per leader: S4, S5)
 DUPLICATES = {v: "idempotent producer's retried batch appended twice after a request timeout (broker "
                  "idempotence under retries; triggered by issue 10's slow acks)"
@@ -103,7 +107,7 @@ def suite_scenario(variant: str):
     base = soak(minutes=1) if variant == "soak" else by_name(variant)
     data = base.to_dict()
     duration = SOAK_DURATION_MS if variant == "soak" else (
-        MANY_DURATION_MS if base.id == "S12" else SUITE_DURATION_MS)
+        MANY_DURATION_MS if variant == MANY else SUITE_DURATION_MS)
     if variant == "soak":
         data["faults"] = [f for f in data["faults"] if f["at_ms"] < duration - 6000]
         from infra.netfaults import netem_available
@@ -120,7 +124,7 @@ def suite_scenario(variant: str):
         for f in data["faults"]:
             if f.get("duration_ms"):
                 f["duration_ms"] = SLOW_FAULT_MS
-    drain = base.workload.drain_timeout_ms if base.id == "S12" else DRAIN_TIMEOUT_MS   # 300 partitions to read
+    drain = base.workload.drain_timeout_ms if variant == MANY else DRAIN_TIMEOUT_MS   # 300 partitions to read
     for assignment in (f"workload.duration_ms={duration}", f"workload.drain_timeout_ms={drain}",
                        "workload.client=confluent-kafka"):
         apply_override(data, assignment)

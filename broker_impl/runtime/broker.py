@@ -45,7 +45,8 @@ import time
 from typing import Any
 
 from broker_impl.runtime.controller_channel import (ControllerConnection, assignments_request, assignments_results,
-                                                    controller_address, controller_sasl, heartbeat_request,
+                                                    controller_locator, controller_sasl, fetch_metadata_snapshot,
+                                                    heartbeat_request,
                                                     metadata_fetch_request, registration_request)
 from broker_impl.runtime.dir_io import DirExecutor, DirIO, daemon_call
 from broker_impl.runtime.roles import ROLE_EFFECTS, DataPlane
@@ -59,6 +60,7 @@ from kafka_common import ids
 from kafka_common.config import ServerConfig
 from kafka_common.metadata.batches import decode_batches
 from kafka_common.metadata.image import ImageError, MetadataImage
+from kafka_common.metadata import snapshot as snapshot_format
 from kafka_runtime.client import ClientError
 from kafka_runtime.events import EventLog
 
@@ -167,16 +169,16 @@ class BrokerRuntime:
             initial_registration_timeout_ms=extra_ms(cfg, "initial.broker.registration.timeout.ms", 60000),
             controlled_shutdown_timeout_ms=extra_ms(cfg, "controlled.shutdown.timeout.ms", 30000)),
             dirs, dir_set.metadata_dir.directory_id, self.rng, existing, metadata_dir_path=dir_set.metadata_dir.path)
-        host, port = controller_address(cfg)
+        locator = controller_locator(cfg)
         sasl = controller_sasl(cfg)
-        self.channel = ControllerConnection(host, port, client_id=f"broker-{cfg.node_id}", sasl=sasl,
+        self.channel = ControllerConnection(locator, client_id=f"broker-{cfg.node_id}", sasl=sasl,
                                             max_frame_bytes=cfg.socket_request_max_bytes)
-        self.metadata_channel = ControllerConnection(host, port, client_id=f"broker-{cfg.node_id}-metadata",
+        self.metadata_channel = ControllerConnection(locator, client_id=f"broker-{cfg.node_id}-metadata",
                                                      sasl=sasl, max_frame_bytes=cfg.socket_request_max_bytes)
         # AssignReplicasToDirs, AlterPartition and forwarded CreateTopics: a connection of
         # their own, so a heartbeat never queues behind them (the controller answers one
         # connection's requests in order, and those wait for its metadata-log fsync)
-        self.data_channel = ControllerConnection(host, port, client_id=f"broker-{cfg.node_id}-data",
+        self.data_channel = ControllerConnection(locator, client_id=f"broker-{cfg.node_id}-data",
                                                  sasl=sasl, max_frame_bytes=cfg.socket_request_max_bytes)
         self.events.emit("broker_starting", log_dirs=[ids.to_base64(d.dir_id) for d in dirs],
                          existing_logs=len(existing), incarnation_id=ids.to_base64(self.incarnation_id))
@@ -370,9 +372,26 @@ class BrokerRuntime:
                 continue
             failures = 0
             self.metadata_hwm = part.high_watermark
-            if part.records:
+            snap = getattr(part, "snapshot_id", None)
+            if snap is not None and snap.end_offset > self.next_metadata_offset:
+                await self._load_metadata_snapshot((snap.end_offset, snap.epoch))
+            elif part.records:
                 self._replay(bytes(part.records))
             self._maybe_ready()
+
+    async def _load_metadata_snapshot(self, snapshot_id: tuple[int, int]) -> None:
+        """Behind the controller's log start: take its snapshot (FetchSnapshot) as the image;
+        what differs from ours is published like replayed records."""
+        try:
+            image, end, _ = snapshot_format.decode(await fetch_metadata_snapshot(self.metadata_channel, snapshot_id))
+        except (ClientError, OSError, snapshot_format.SnapshotError) as exc:
+            log.warning("metadata snapshot %s failed: %s", snapshot_id, exc)
+            await asyncio.sleep(0.2)
+            return
+        self.image.replace_with(image)
+        self.next_metadata_offset = end
+        self.events.emit("metadata_snapshot_loaded", end_offset=end, epoch=snapshot_id[1])
+        self._publish()
 
     def _replay(self, data: bytes) -> None:
         assert self.core is not None
@@ -391,6 +410,9 @@ class BrokerRuntime:
             return
         if not applied:
             return
+        self._publish()
+
+    def _publish(self) -> None:
         initial = not self.published
         if initial and self.next_metadata_offset < self.metadata_hwm:
             return  # the first publish waits for the whole image (strays need all of it)

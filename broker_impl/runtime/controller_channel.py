@@ -1,6 +1,11 @@
 """The broker's requests to the controller: registration (62), heartbeat (63),
 AssignReplicasToDirs (73), and the metadata Fetch (1) of ``__cluster_metadata``.
 
+The broker takes the same ``controller.quorum.voters`` line as the controllers and finds
+the active one itself (:class:`ControllerLocator`): a dead connection or NOT_CONTROLLER (41)
+moves its requests on to the next voter, a metadata Fetch answered NOT_LEADER_OR_FOLLOWER
+moves to the leader that controller names.
+
 Builds kio requests from the core's effects and turns responses back into the core's inputs.
 One :class:`ControllerConnection` per purpose (lifecycle = registration + heartbeats only;
 the metadata long-poll; data = AssignReplicasToDirs, AlterPartition, forwarded
@@ -15,13 +20,16 @@ from __future__ import annotations
 import asyncio
 import datetime
 import logging
+import time
 import uuid
 from typing import Any
 
 from broker_impl.state.effects import SendAssignments, SendHeartbeat, SendRegistration
 from kafka_common import ids, wire
 from kafka_common.config import ServerConfig
+from kafka_common.wire import ErrorCode
 from kafka_runtime.client import ClientError, KafkaClient
+from kafka_runtime.snapshot_fetch import fetch_snapshot_request, parse_fetch_snapshot_response
 
 log = logging.getLogger(__name__)
 FETCH = 1
@@ -31,32 +39,120 @@ def ms(value: int) -> datetime.timedelta:
     return datetime.timedelta(milliseconds=value)
 
 
+class ControllerLocator:
+    """Which controller is active, as far as this broker knows: one per broker, shared by
+    its connections. A connection failure or NOT_CONTROLLER moves on to the next voter; a
+    leader named by a controller (Fetch's ``current_leader``) is taken at its word."""
+
+    def __init__(self, voters: list[tuple[int, str, int]]) -> None:
+        if not voters:
+            raise ValueError("controller.quorum.voters: a broker needs the controllers' addresses")
+        self.voters = list(voters)
+        self._index = 0
+        self.changes = 0
+
+    def current(self) -> tuple[int, str, int]:
+        return self.voters[self._index]
+
+    def failed(self, node_id: int) -> None:
+        if self.voters[self._index][0] == node_id and len(self.voters) > 1:
+            self._index = (self._index + 1) % len(self.voters)
+            self.changes += 1
+
+    def leader_is(self, node_id: int) -> bool:
+        for i, v in enumerate(self.voters):
+            if v[0] == node_id:
+                if i != self._index:
+                    self._index = i
+                    self.changes += 1
+                return True
+        return False
+
+
+def not_controller(resp: Any) -> bool:
+    """A controller that is not the active one refused the request."""
+    code = getattr(resp, "error_code", None)
+    if code is not None:
+        return code == ErrorCode.not_controller
+    topics = getattr(resp, "topics", None) or ()  # CreateTopics: per-topic errors only
+    return bool(topics) and all(getattr(t, "error_code", None) == ErrorCode.not_controller for t in topics)
+
+
+def metadata_leader_hint(resp: Any) -> int | None:
+    """Fetch of the metadata log from a controller that is not the leader: the leader it
+    names (-1 if it knows none), else None."""
+    try:
+        part = resp.responses[0].partitions[0]
+    except (AttributeError, IndexError):
+        return None
+    if part.error_code != ErrorCode.not_leader_or_follower:
+        return None
+    leader = getattr(part, "current_leader", None)
+    return int(leader.leader_id) if leader is not None else -1
+
+
 class ControllerConnection:
-    def __init__(self, host: str, port: int, *, client_id: str, sasl: tuple[str, str] | None,
+    """Requests to the active controller. With several voters, a request that meets a
+    dead connection or NOT_CONTROLLER is retried on the next controller until its timeout
+    (so a report in flight when the active controller dies reaches the next one); with
+    one voter it fails at once, as before."""
+
+    def __init__(self, locator: ControllerLocator, *, client_id: str, sasl: tuple[str, str] | None,
                  max_frame_bytes: int) -> None:
-        self.host, self.port = host, port
+        self.locator = locator
         self.client_id = client_id
         self.sasl = sasl
         self.max_frame_bytes = max_frame_bytes
         self.client: KafkaClient | None = None
+        self._node: int | None = None
         self._connecting = asyncio.Lock()
 
-    async def get(self, timeout_s: float) -> KafkaClient:
+    @property
+    def host(self) -> str:
+        return self.locator.current()[1]
+
+    @property
+    def port(self) -> int:
+        return self.locator.current()[2]
+
+    async def get(self, timeout_s: float) -> tuple[int, KafkaClient]:
         async with self._connecting:  # concurrent callers share one new connection
-            if self.client is None or self.client.closed:
-                self.client = await KafkaClient.connect(self.host, self.port, client_id=self.client_id,
+            node, host, port = self.locator.current()
+            if self.client is not None and (self.client.closed or self._node != node):
+                await self.close()
+            if self.client is None:
+                self.client = await KafkaClient.connect(host, port, client_id=self.client_id,
                                                         sasl=self.sasl, timeout_s=timeout_s,
                                                         max_frame_bytes=self.max_frame_bytes)
-            return self.client
+                self._node = node
+            return node, self.client
 
     async def request(self, build, timeout_s: float) -> Any:
         """``build(client) -> request`` (it may pick versions); raises ClientError."""
-        client = await self.get(timeout_s)
-        try:
-            return await client.request(build(client), timeout_s=timeout_s)
-        except ClientError:
-            await self.close()
-            raise
+        deadline = time.monotonic() + timeout_s
+        retry = len(self.locator.voters) > 1
+        pause = 0.02
+        while True:
+            remaining = max(0.05, deadline - time.monotonic())
+            node = self.locator.current()[0]
+            try:
+                node, client = await self.get(remaining)
+                resp = await client.request(build(client), timeout_s=remaining)
+            except ClientError:
+                await self.close()
+                self.locator.failed(node)
+                if not retry or time.monotonic() + pause >= deadline:
+                    raise
+            else:
+                hint = metadata_leader_hint(resp)
+                if not not_controller(resp) and hint is None:
+                    return resp
+                if hint is None or hint < 0 or hint == node or not self.locator.leader_is(hint):
+                    self.locator.failed(node)
+                if not retry or time.monotonic() + pause >= deadline:
+                    raise ClientError(f"controller {node} is not the active controller")
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, 0.2)
 
     async def close(self) -> None:
         client, self.client = self.client, None
@@ -67,11 +163,25 @@ class ControllerConnection:
                 log.debug("close failed", exc_info=True)
 
 
-def controller_address(cfg: ServerConfig) -> tuple[str, int]:
-    if not cfg.controller_quorum_voters:
-        raise ValueError("controller.quorum.voters: a broker needs the controller's address")
-    v = cfg.controller_quorum_voters[0]
-    return v.host, v.port
+async def fetch_metadata_snapshot(channel: ControllerConnection, snapshot_id: tuple[int, int],
+                                  timeout_s: float = 30.0) -> bytes:
+    """FetchSnapshot (59) of the snapshot a metadata Fetch pointed to, whole."""
+    chunks: list[bytes] = []
+    position = 0
+    while True:
+        resp = await channel.request(
+            lambda c: fetch_snapshot_request(None, -1, -1, snapshot_id, position, 4 << 20), timeout_s)
+        error, size, pos, _, data = parse_fetch_snapshot_response(resp)
+        if error.value or pos != position:
+            raise ClientError(f"FetchSnapshot {snapshot_id}: {error.name}")
+        chunks.append(data)
+        position += len(data)
+        if position >= size or not data:
+            return b"".join(chunks)
+
+
+def controller_locator(cfg: ServerConfig) -> ControllerLocator:
+    return ControllerLocator([(v.node_id, v.host, v.port) for v in cfg.controller_quorum_voters])
 
 
 def controller_sasl(cfg: ServerConfig) -> tuple[str, str] | None:

@@ -6,15 +6,18 @@ Offsets are gap-free from 0.
 
 * :meth:`MetadataLog.append` writes one batch and fdatasyncs it before returning: a caller
   that answers a request after ``append`` never acknowledges a change that a crash loses.
-* Two positions, so a Raft quorum can later sit underneath: ``end_offset`` (next offset
-  to write) and ``high_watermark`` (everything below it is committed). With one
-  controller, ``append(..., commit=True)`` commits what it made durable; a follower would
-  ``append_batch(raw)`` then ``commit(offset)`` when the leader says so, and
-  ``truncate_to(offset)`` on divergence.
+* It is the Raft log: ``start_offset`` (the first offset held: segments wholly below the
+  newest snapshot are deleted), ``end_offset`` (next offset to write), ``high_watermark``
+  (everything below it is committed — Raft's to say, set by :meth:`commit`). The leader
+  writes with :meth:`write_batch` (no sync: many requests' records per fsync) then
+  :meth:`flush`; a follower :meth:`append_batch` (the leader's bytes, its epochs kept) and
+  :meth:`truncate_to` on divergence. ``epoch_starts`` indexes the epochs per offset.
 * :meth:`open` recovers: it walks every segment, checks each batch (header, CRC, offset
   continuity, records decode) and truncates at the first bad byte — a torn or corrupt
   tail is cut off (not fatal) and reported in ``recovery``. Later segments are removed.
-  Each good record is passed to ``on_record(record, offset)`` (replay into an image).
+  Each good record is passed to ``on_record(record, offset)`` (replay into an image); with
+  no ``on_record`` the records are not decoded (header, CRC and record count are checked),
+  which is what makes start-up from a snapshot fast.
 * :meth:`read` returns whole batches containing ``fetch_offset`` or later and below a
   limit (the high watermark), at least one batch even over ``max_bytes``.
 
@@ -74,7 +77,9 @@ class MetadataLog:
         # one entry per batch: base offsets (for bisect) and (segment index, pos, size, last)
         self._bases: list[int] = []
         self._where: list[tuple[int, int, int, int]] = []
+        self.start_offset = 0
         self.end_offset = 0
+        self.flushed_end = 0
         self.high_watermark = 0
         self.last_epoch = -1
         self.epoch_starts: list[tuple[int, int]] = []  # (leader epoch, first offset)
@@ -111,6 +116,8 @@ class MetadataLog:
                 rec.removed_segments.append(name)
                 continue
             base = int(name[:-len(SUFFIX)])
+            if not self._segments:  # the log may start after a snapshot
+                self.start_offset = self.end_offset = base
             if base != self.end_offset:
                 stop = True
                 rec.reason = rec.reason or f"{name}: starts at {base}, expected {self.end_offset}"
@@ -134,7 +141,8 @@ class MetadataLog:
         if stop and rec.removed_segments:
             fsync_dir(self.directory)
         if not self._segments:
-            self._roll(0)
+            self._roll(self.start_offset)
+        self.flushed_end = self.end_offset
 
     def _scan(self, data: bytes, on_record: Callable[[Any, int], None] | None) -> tuple[int, str]:
         """Index the good batches of one segment; return (good bytes, reason of the cut)."""
@@ -150,18 +158,22 @@ class MetadataLog:
                     return pos, f"CRC mismatch in batch at byte {pos}"
                 if header.base_offset != self.end_offset:
                     return pos, f"batch at byte {pos} has offset {header.base_offset}, expected {self.end_offset}"
-                [(_, records)] = decode_batches(view[pos:pos + header.size_bytes])
+                if on_record is not None:
+                    [(_, records)] = decode_batches(view[pos:pos + header.size_bytes])
+                    count = len(records)
+                else:
+                    records, count = (), header.record_count
             except (CorruptBatch, RecordDecodeError, ValueError) as exc:
                 return pos, f"bad batch at byte {pos}: {exc}"
-            if len(records) != header.last_offset_delta + 1:
-                return pos, f"batch at byte {pos}: {len(records)} records for {header.last_offset_delta + 1} offsets"
+            if count != header.last_offset_delta + 1:
+                return pos, f"batch at byte {pos}: {count} records for {header.last_offset_delta + 1} offsets"
             if on_record is not None:
                 for i, record in enumerate(records):
                     on_record(record, header.base_offset + i)
             self._index(header.base_offset, header.last_offset, header.partition_leader_epoch,
                         seg_index, pos, header.size_bytes)
             self.recovery.batches += 1
-            self.recovery.records += len(records)
+            self.recovery.records += count
             pos += header.size_bytes
         return pos, ""
 
@@ -191,9 +203,24 @@ class MetadataLog:
             self.commit(last + 1)
         return first, last
 
-    def append_batch(self, data: bytes) -> tuple[int, int]:
+    def write_batch(self, records: Sequence[Any], *, leader_epoch: int, timestamp_ms: int) -> tuple[int, int]:
+        """Write ``records`` as one batch at ``end_offset`` WITHOUT syncing (the leader's
+        group commit: several batches, then one :meth:`flush`). Returns (first, last)."""
+        data = encode_batch(self.end_offset, records, leader_epoch=leader_epoch, timestamp_ms=timestamp_ms)
+        return self.append_batch(data, sync=False)
+
+    def flush(self) -> int:
+        """fdatasync what was written; returns the end offset now durable. Safe to call from a
+        worker thread while the loop writes more (what it writes later is not claimed)."""
+        end = self.end_offset
+        os.fdatasync(self._segments[-1].fd)  # earlier segments were synced when rolled
+        self.fsyncs += 1
+        self.flushed_end = max(self.flushed_end, min(end, self.end_offset))
+        return end
+
+    def append_batch(self, data: bytes, *, sync: bool = True) -> tuple[int, int]:
         """Append one encoded batch (a Raft follower's path); its base offset must be
-        ``end_offset``. Durable on return; not committed until :meth:`commit`."""
+        ``end_offset``. Durable on return when ``sync``; not committed until :meth:`commit`."""
         header = read_header(data, 0)
         if header.size_bytes != len(data) or not crc_ok(data, 0, header):
             raise LogError("append_batch: not exactly one valid batch")
@@ -201,6 +228,7 @@ class MetadataLog:
             raise LogError(f"append_batch: base offset {header.base_offset} != end offset {self.end_offset}")
         seg = self._segments[-1]
         if seg.size > 0 and seg.size + len(data) > self.segment_bytes:
+            os.fdatasync(seg.fd)  # a rolled segment is complete and durable
             self._roll(self.end_offset)
             seg = self._segments[-1]
         view = memoryview(data)
@@ -208,12 +236,15 @@ class MetadataLog:
         written = 0
         while written < len(data):
             written += os.pwrite(seg.fd, view[written:], pos + written)
-        os.fdatasync(seg.fd)
-        self.fsyncs += 1
+        if sync:
+            os.fdatasync(seg.fd)
+            self.fsyncs += 1
         self.bytes_written += len(data)
         seg.size += len(data)
         self._index(header.base_offset, header.last_offset, header.partition_leader_epoch,
                     len(self._segments) - 1, pos, len(data))
+        if sync:
+            self.flushed_end = self.end_offset
         return header.base_offset, header.last_offset
 
     def commit(self, offset: int) -> None:
@@ -244,9 +275,37 @@ class MetadataLog:
         del self._bases[i:]
         del self._where[i:]
         self.end_offset = offset
+        self.flushed_end = min(self.flushed_end, offset)
         while self.epoch_starts and self.epoch_starts[-1][1] >= offset:
             self.epoch_starts.pop()
         self.last_epoch = self.epoch_starts[-1][0] if self.epoch_starts else -1
+
+    def drop_segments_before(self, offset: int) -> int:
+        """Delete the segments wholly below ``offset`` (covered by a snapshot); never the
+        active one. Returns the new ``start_offset``."""
+        while len(self._segments) > 1 and self._segments[1].base_offset <= offset:
+            seg = self._segments.pop(0)
+            os.close(seg.fd)
+            os.unlink(seg.path)
+            k = bisect.bisect_left(self._bases, self._segments[0].base_offset)
+            del self._bases[:k]
+            del self._where[:k]
+            self._where = [(si - 1, pos, size, last) for si, pos, size, last in self._where]
+            self.start_offset = self._segments[0].base_offset
+            while len(self.epoch_starts) > 1 and self.epoch_starts[1][1] <= self.start_offset:
+                self.epoch_starts.pop(0)
+        return self.start_offset
+
+    def reset_to(self, offset: int) -> None:
+        """Drop the whole log; it starts empty at ``offset`` (after installing a snapshot)."""
+        for seg in self._segments:
+            os.close(seg.fd)
+            os.unlink(seg.path)
+        self._segments, self._bases, self._where, self.epoch_starts = [], [], [], []
+        self.start_offset = self.end_offset = self.flushed_end = offset
+        self.high_watermark = max(self.high_watermark, offset)
+        self.last_epoch = -1
+        self._roll(offset)
 
     # -- reading ----------------------------------------------------------------------
     def read(self, fetch_offset: int, max_bytes: int, *, limit: int | None = None) -> bytes:
@@ -289,3 +348,29 @@ class MetadataLog:
             except OSError:
                 pass
         self._segments = []
+
+
+def scan_batches(metadata_log_dir: str) -> list[tuple[int, int, int, int]]:
+    """Read-only: (base offset, last offset, leader epoch, CRC) of every good batch of a
+    metadata log, in order, stopping at the first bad one (what :meth:`MetadataLog.open`
+    would keep) — for checkers that compare controllers' logs after a run."""
+    directory = os.path.join(metadata_log_dir, DIR_NAME)
+    out: list[tuple[int, int, int, int]] = []
+    names = sorted(n for n in os.listdir(directory) if n.endswith(SUFFIX) and n[:-len(SUFFIX)].isdigit())
+    expected = None
+    for name in names:
+        with open(os.path.join(directory, name), "rb") as f:
+            data = f.read()
+        pos = 0
+        while pos < len(data):
+            try:
+                header = read_header(data, pos)
+            except CorruptBatch:
+                return out
+            if pos + header.size_bytes > len(data) or not crc_ok(data, pos, header) \
+                    or (expected is not None and header.base_offset != expected):
+                return out
+            out.append((header.base_offset, header.last_offset, header.partition_leader_epoch, header.crc))
+            expected = header.last_offset + 1
+            pos += header.size_bytes
+    return out

@@ -1,20 +1,32 @@
-"""The controller process: CONTROLLER listener + metadata log + the pure state machine.
+"""The controller process: CONTROLLER listener + Raft voter + the pure state machine.
 
-One asyncio loop, one lock around every state change, so changes are serialized:
+Every controller is a Raft voter (``raft_node``) over the metadata log. The **active**
+controller is the Raft leader; it runs the pure ``ControllerState``:
 
     handler(request, now_ms) -> ControllerResult(records, response)   (pure, reads the image)
-    log.append(records)  (+ fdatasync, in a worker thread so Fetch long-polls keep moving)
-    image.replay(record, offset) for each record
-    wake the metadata long-polls, write node events, send the response
+    raft.append(records)          write one batch, no sync yet (group commit: one fsync for
+                                  every request that arrived meanwhile, in a worker thread)
+    image.replay(record, offset)  at once, optimistically: the next request sees it
+    ... the response waits until the high watermark passes its records (a majority of
+    voters hold them durably); a request that wrote nothing waits for the last record
+    written before it, so no answer ever reveals an uncommitted change.
 
-A ``tick`` task runs the state machine's timers (session expiry fencing) the same way.
-Fetch (API 1) of ``__cluster_metadata`` partition 0 is served straight from the log,
-below the high watermark; a fetch at the end waits up to min(max_wait,
-``metadata.fetch.max.wait.ms``) and is woken at once by a commit.
+On commit the active controller writes the node events of what was committed and wakes the
+brokers' metadata long-polls (brokers read committed records only). If it loses the
+leadership with records still uncommitted, it fails their requests with NOT_CONTROLLER and
+rebuilds its image from the newest snapshot + the log up to the high watermark (Kafka
+reverts to its last committed in-memory snapshot the same way).
 
-A failure to write the metadata log (OSError) or to replay a record just written is fatal:
-the controller logs a ``halt`` event and the process exits non-zero (its state could no
-longer be trusted to match the log).
+Every other controller applies committed records only, as the high watermark moves, and
+answers broker-only RPCs with NOT_CONTROLLER (41) and the metadata Fetch with
+NOT_LEADER_OR_FOLLOWER naming the leader. Each writes a snapshot of its committed image
+every ``metadata.log.max.record.count.between.snapshots`` records (or
+``metadata.log.max.snapshot.interval.ms``) and drops the log segments it covers; start-up
+loads the newest snapshot and replays only the tail.
+
+A failure to write the metadata log, the quorum-state file or a snapshot, or to replay a
+record, is fatal: the controller logs a ``halt`` event with a one-line reason and exits
+non-zero; the other voters elect a new leader.
 """
 
 from __future__ import annotations
@@ -24,18 +36,30 @@ import datetime
 import os
 import sys
 import time
+from collections import deque
 from typing import Any
 
-from kafka_common import ids, meta_properties, wire
+from kafka_common import meta_properties, wire
 from kafka_common.config import ServerConfig
-from kafka_common.wire import ErrorCode
+from kafka_common.metadata import snapshot as snapshot_format
 from kafka_common.metadata.image import MetadataImage
-from kafka_common.metadata.records import RegisterBrokerRecord
-from controller_impl.log import MetadataLog
+from kafka_common.metadata.records import NoOpRecord
+from kafka_common.wire import ErrorCode
 from kafka_runtime.events import EventLog
 from kafka_runtime.limits import ListenerLimits
 from kafka_runtime.server import KafkaServer, RequestContext, SecurityConfig
+
+from controller_impl.log import MetadataLog
+from controller_impl.log.snapshots import SnapshotStore
+from controller_impl.raft import messages as m
+from controller_impl.raft.quorum import LEADER
+from controller_impl.runtime import raft_wire as rw
 from controller_impl.runtime import state_api
+from controller_impl.runtime.change_events import emit_changes
+from controller_impl.runtime.metadata_fetch import serve_fetch
+from controller_impl.runtime.image_io import (FatalError, ReplayFailed, apply_batches, compute, compute_without_gc,
+                                              load_image, read_tail)
+from controller_impl.runtime.raft_node import RaftNode
 from controller_impl.state.authz import API_RULES
 
 FETCH = 1
@@ -50,12 +74,17 @@ HANDLERS: dict[int, tuple[str, str]] = {
 }
 DEFAULT_VERSIONS: dict[int, tuple[int, int]] = {
     FETCH: (4, 17), 62: (2, 4), 63: (1, 2), 73: (0, 0), 56: (2, 3), 19: (2, 7), 64: (0, 0),
+    **rw.RAFT_VERSIONS,
 }
 TICK_INTERVAL_MS = 100
+# handlers whose work is O(1) (a heartbeat without offline dirs, a registration): run on the
+# loop; the others may touch any number of partitions and run in a worker thread
+INLINE_HANDLERS = frozenset({"handle_broker_heartbeat", "handle_broker_registration"})
+ZERO = datetime.timedelta(0)
 
 
-class FatalError(Exception):
-    """The controller cannot go on (metadata log unwritable, replay mismatch, bad storage)."""
+class NotActive(Exception):
+    """This controller is not (or no longer) the active one."""
 
 
 class SystemClock:
@@ -97,18 +126,40 @@ class ControllerRuntime:
         self.cluster_id = ""
         self.image = MetadataImage()
         self.log: MetadataLog | None = None
+        self.snapshots: SnapshotStore | None = None
+        self.raft: RaftNode | None = None
         self.state: Any = None
         self.server: KafkaServer | None = None
-        self._lock = asyncio.Lock()
         self._commit_event = asyncio.Event()
         self._tick_task: asyncio.Task | None = None
+        self._snapshot_task: asyncio.Task | None = None
         self.fatal: asyncio.Future | None = None
         self.supported_apis: dict[int, tuple[int, int]] = dict(DEFAULT_VERSIONS)
         self.api_rules = dict(API_RULES)  # the listener enforces them (permission, before auth)
-        self.leader_epoch = 1
-        self.stats = {"commits": 0, "records": 0}
+        # one holder at a time of the image and the state machine: a leader's request (its
+        # pure handler, encoding and optimistic replay run in a worker thread, so a
+        # 100k-record change never stalls Raft on the loop), a follower's apply of committed
+        # records, the new leader's catch-up, a resigned leader's rebuild
+        self._sm_lock = asyncio.Lock()
+        self._apply_upto = 0
+        self._apply_task: asyncio.Task | None = None
+        self._waiters: deque[tuple[int, asyncio.Future]] = deque()
+        self._pending_events: deque[tuple[int, list, str, Any]] = deque()
+        self._last_written = -1
+        self._last_write_ms = 0
+        self._last_snapshot_end = 0
+        self._last_snapshot_ms = 0
+        self.stats = {"commits": 0, "records": 0, "snapshots": 0}
 
     # -- life cycle -------------------------------------------------------------------
+    @property
+    def active(self) -> bool:
+        return self.state is not None and self.raft is not None and self.raft.is_leader
+
+    @property
+    def leader_epoch(self) -> int:
+        return self.raft.state.epoch if self.raft and self.raft.state else 0
+
     async def start(self) -> None:
         cfg = self.cfg
         self.fatal = asyncio.get_running_loop().create_future()
@@ -117,11 +168,18 @@ class ControllerRuntime:
         listener = cfg.listener(listener_name)
         if listener is None:
             raise FatalError(f"listeners: no listener named {listener_name} (controller.listener.names)")
+        if cfg.node_id not in {v.node_id for v in cfg.controller_quorum_voters}:
+            raise FatalError(f"controller.quorum.voters: node.id={cfg.node_id} is not one of the voters")
         t0 = time.monotonic()
         self.log = await asyncio.to_thread(
-            MetadataLog.open, cfg.metadata_log_dir,
-            segment_bytes=min(cfg.log_segment_bytes, 64 * 1024 * 1024), on_record=self.image.replay)
-        self.image.drain_changes()
+            MetadataLog.open, cfg.metadata_log_dir, segment_bytes=min(cfg.log_segment_bytes, 64 * 1024 * 1024))
+        self.snapshots = SnapshotStore(self.log.directory)
+        self.image = await asyncio.to_thread(load_image, self.log, self.snapshots)
+        snap_end = self.image.last_offset + 1
+        if snap_end > self.log.end_offset or self.log.start_offset > snap_end:
+            self.log.reset_to(snap_end)  # the log is behind its snapshot: the snapshot wins
+        self._last_snapshot_end = snap_end
+        self._last_snapshot_ms = self.clock.monotonic_ms()
         rec = self.log.recovery
         if rec.truncated_at is not None or rec.removed_segments:
             self.events.emit("metadata_log_truncated", segment=rec.truncated_at[0] if rec.truncated_at else "",
@@ -129,12 +187,13 @@ class ControllerRuntime:
                              bytes=rec.truncated_bytes, reason=rec.reason,
                              removed_segments=rec.removed_segments)
             self._log_line(f"metadata log: truncated torn/corrupt tail: {rec.reason}")
-        self.leader_epoch = max(1, self.log.last_epoch + 1)
-        self.state = state_api.make_state(self.image, cfg, self.cluster_id, self.clock.monotonic_ms(),
-                                         on_problem=lambda text: self._log_line(text))
-        self.supported_apis = state_api.supported_apis(self.state, DEFAULT_VERSIONS)
-        self._log_line(f"metadata log: {rec.batches} batches, {rec.records} records replayed in "
-                       f"{time.monotonic() - t0:.3f}s; end offset {self.log.end_offset}")
+        self.supported_apis = state_api.supported_apis(
+            state_api.make_state(MetadataImage(), cfg, self.cluster_id, 0), DEFAULT_VERSIONS)
+        self._log_line(f"metadata log: snapshot at {snap_end}, log [{self.log.start_offset}, "
+                       f"{self.log.end_offset}) opened in {time.monotonic() - t0:.3f}s")
+        self.raft = RaftNode(cfg, self.cluster_id, self.log, self.snapshots, clock=self.clock,
+                             events=self.events, log_line=self._log_line, owner=self)
+        self.raft.open_state()
         self.server = KafkaServer(self, host=listener.host or "0.0.0.0", port=listener.port,
                                   listener_name=listener_name,
                                   security=SecurityConfig.for_listener(cfg, listener_name),
@@ -142,52 +201,179 @@ class ControllerRuntime:
                                   events=self.events, log=self._log_line)
         await self.server.start()
         self.events.emit("controller_started", port=self.server.port, end_offset=self.log.end_offset,
-                         cluster_id=self.cluster_id)
-        self._log_line(f"listening on {listener.host}:{self.server.port} ({listener_name})")
+                         cluster_id=self.cluster_id, startup_ms=int((time.monotonic() - t0) * 1000))
+        self._log_line(f"listening on {listener.host}:{self.server.port} ({listener_name}); "
+                       f"voters {sorted(self.raft.voters)}")
+        await self.raft.start()
         self._tick_task = asyncio.get_running_loop().create_task(self._ticker())
 
     async def stop(self) -> None:
-        if self._tick_task is not None:
-            self._tick_task.cancel()
-            try:
-                await self._tick_task
-            except BaseException:
-                pass
-        # let an in-flight change finish (append + replay + response) before cutting
-        # connections, so the image and the log never part ways on a clean stop
+        for task in (self._tick_task, self._snapshot_task):
+            if task is not None:
+                task.cancel()
+                try:
+                    await task
+                except BaseException:
+                    pass
         if self.server is not None:
             self.server.stop_accepting()
-        async with self._lock:
-            if self.server is not None:
-                await self.server.stop()
-            if self.log is not None:
-                self.log.close()
+        if self.raft is not None:
+            halted = self.fatal is not None and self.fatal.done()
+            await self.raft.stop(resign=not halted)
+        self._fail_waiters()
+        if self.server is not None:
+            await self.server.stop()
+        if self.log is not None:
+            self.log.close()
         self.events.emit("controller_stopped")
 
     def _halt(self, reason: str) -> None:
-        self.events.emit("halt", reason=reason)
-        self._log_line(f"halt: {reason}")
         if self.fatal is not None and not self.fatal.done():
+            self.events.emit("halt", reason=reason)
+            self._log_line(f"halt: {reason}")
             self.fatal.set_result(reason)
 
-    # -- state changes ----------------------------------------------------------------
-    async def _run(self, fn_name: str, request: Any, reason: str) -> Any:
-        async with self._lock:
-            if self.fatal is not None and self.fatal.done():
-                raise FatalError("controller halted")
-            now = self.clock.monotonic_ms()
-            result = getattr(self.state, fn_name)(request, now) if request is not None \
-                else getattr(self.state, fn_name)(now)
-            records = list(result.records)
-            if records:
-                await self._commit(records, reason)
-            return result.response
+    # -- the Raft node's owner interface ----------------------------------------------
+    def on_fatal(self, reason: str) -> None:
+        self._halt(reason)
 
-    async def _commit(self, records: list[Any], reason: str) -> None:
-        assert self.log is not None
+    def on_role_change(self, change: m.RoleChange) -> None:
+        if change.previous_role == LEADER and change.role != LEADER:
+            self._resign()
+        if change.role == LEADER and change.previous_role != LEADER:
+            self._spawn(self._activate(change.epoch))
+
+    def on_epoch_start(self, epoch: int) -> None:
+        pass  # written by _activate, once the image holds the whole log
+
+    def on_commit(self, hw: int) -> None:
+        if self.active:
+            while self._waiters and self._waiters[0][0] < hw:
+                _, fut = self._waiters.popleft()
+                if not fut.done():
+                    fut.set_result(None)
+            committed = []
+            while self._pending_events and self._pending_events[0][0] < hw:
+                committed.append(self._pending_events.popleft())
+            if committed:  # after the answers (a 100k-partition change writes 100k events)
+                asyncio.get_running_loop().call_soon(self._emit_committed, committed)
+            self.state.on_committed(hw - 1)
+            self._maybe_snapshot(hw)
+        elif not self.raft.is_leader:
+            self._apply_upto = max(self._apply_upto, hw)
+            if self._apply_task is None or self._apply_task.done():
+                self._apply_task = self._spawn(self._apply_committed())
+        self._commit_event.set()
+        self._commit_event = asyncio.Event()
+
+    def on_snapshot_installed(self, snapshot_id: tuple[int, int], blob: bytes) -> None:
+        image, end, _ = snapshot_format.decode(blob)
+        self.image = image  # a follower: nothing else holds it (an apply in flight sees the swap)
+        self._last_snapshot_end = end
+        self._log_line(f"installed snapshot {snapshot_id} from the leader")
+
+    def _emit_committed(self, committed: list) -> None:
+        for _, records, reason, changes in committed:
+            self.stats["commits"] += 1
+            self.stats["records"] += len(records)
+            emit_changes(self.events, self.image, records, reason, changes)
+
+    def _spawn(self, coro) -> asyncio.Task:
+        return asyncio.get_running_loop().create_task(coro)
+
+    async def _apply_committed(self) -> None:
+        """A follower applies committed records, in chunks, off the loop: its fetch loop
+        (which tells the leader what it holds) never waits for it."""
+        while True:
+            async with self._sm_lock:
+                if self.raft.is_leader or self.image.last_offset + 1 >= self._apply_upto:
+                    return
+                upto = self._apply_upto
+                try:
+                    data = read_tail(self.log, self.image, upto)
+                    await asyncio.to_thread(apply_batches, self.image, data, upto)
+                except Exception as exc:
+                    self._halt(f"cannot replay committed records below {upto}: {type(exc).__name__}: {exc}")
+                    return
+                self.image.drain_changes()
+                self._maybe_snapshot(self.raft.state.high_watermark)
+
+    async def _activate(self, epoch: int) -> None:
+        async with self._sm_lock:
+            if not self.raft.is_leader or self.raft.state.epoch != epoch:
+                return
+            applied = 0
+            end = self.log.end_offset
+            hw = self.raft.state.high_watermark
+            tail_changes = None
+            try:  # the whole log commits with us: the image takes all of it
+                for upto in (min(hw, end), end):
+                    while self.image.last_offset + 1 < upto:
+                        applied += await asyncio.to_thread(apply_batches, self.image,
+                                                           read_tail(self.log, self.image, upto), upto)
+                    if upto == min(hw, end):
+                        self.image.drain_changes()       # committed before us: already reported
+                    else:
+                        tail_changes = self.image.drain_changes()
+            except Exception as exc:
+                self._halt(f"cannot replay the log as the new leader: {type(exc).__name__}: {exc}")
+                return
+            if not self.raft.is_leader or self.raft.state.epoch != epoch:
+                return  # lost it meanwhile: _resign rebuilds
+            if tail_changes is not None and not tail_changes.is_empty():
+                # the previous leader's uncommitted tail commits with our first record: its
+                # changes are reported then (a dir failure written just before a failover)
+                self._pending_events.append((end - 1, [], "previous_leader", tail_changes))
+            self.state = state_api.make_state(self.image, self.cfg, self.cluster_id, self.clock.monotonic_ms(),
+                                             on_problem=lambda text: self._log_line(text))
+            self._last_written = self.log.end_offset - 1
+            try:
+                self._write([NoOpRecord()], "leader_change")
+            except FatalError:
+                return
+            self.events.emit("controller_active", epoch=epoch, end_offset=self.log.end_offset, replayed=applied)
+            self._log_line(f"active controller in epoch {epoch} (log end {self.log.end_offset})")
+
+    def _resign(self) -> None:
+        was_active = self.state is not None
+        self.state = None
+        self._pending_events.clear()
+        self._fail_waiters()
+        hw = self.raft.state.high_watermark
+        if was_active:
+            self.events.emit("controller_inactive", epoch=self.raft.state.epoch, high_watermark=hw)
+        self._spawn(self._rebuild_committed())
+
+    async def _rebuild_committed(self) -> None:
+        """Back to the committed image after losing the leadership with records pending
+        (waits for a request still being computed: it may add more)."""
+        async with self._sm_lock:
+            hw = self.raft.state.high_watermark
+            if self.raft.is_leader or self.image.last_offset < hw:
+                return
+            try:
+                self.image = await asyncio.to_thread(load_image, self.log, self.snapshots, None)
+                while self.image.last_offset + 1 < hw:
+                    await asyncio.to_thread(apply_batches, self.image, read_tail(self.log, self.image, hw), hw)
+                self.image.drain_changes()
+            except Exception as exc:
+                self._halt(f"cannot rebuild the committed image: {type(exc).__name__}: {exc}")
+                return
+            self._log_line(f"image rebuilt to the high watermark {hw}")
+        if self._apply_upto > hw:
+            self.on_commit(self._apply_upto)
+
+    def _fail_waiters(self) -> None:
+        while self._waiters:
+            _, fut = self._waiters.popleft()
+            if not fut.done():
+                fut.set_exception(NotActive())
+
+    # -- state changes ----------------------------------------------------------------
+    def _write(self, records: list[Any], reason: str) -> int:
+        """Append + replay at once, on the loop (small writes); returns the last offset."""
         try:
-            first, _ = await asyncio.to_thread(self.log.append, records, leader_epoch=self.leader_epoch,
-                                               timestamp_ms=time.time_ns() // 1_000_000)
+            first, last = self.raft.append(records)
         except OSError as exc:
             self._halt(f"cannot write the metadata log: {exc}")
             raise FatalError(str(exc)) from None
@@ -195,120 +381,137 @@ class ControllerRuntime:
             for i, record in enumerate(records):
                 self.image.replay(record, first + i)
         except Exception as exc:
-            self._halt(f"replay of committed record failed at offset {first}: {exc}")
+            self._halt(f"replay of a record just written failed at offset {first}: {exc}")
             raise FatalError(str(exc)) from None
-        self.stats["commits"] += 1
-        self.stats["records"] += len(records)
-        commit_hook = getattr(self.state, "on_committed", None)
-        if commit_hook is not None:
-            commit_hook(self.log.high_watermark - 1)
-        self._commit_event.set()
-        self._commit_event = asyncio.Event()
-        self._emit_changes(records, reason)
+        self._pending_events.append((last, records, reason, self.image.drain_changes()))
+        self._last_written = last
+        self._last_write_ms = self.clock.monotonic_ms()
+        return last
 
-    def _emit_changes(self, records: list[Any], reason: str) -> None:
-        changes = self.image.drain_changes()
-        emit = self.events.emit
-        registered = set()
-        for rec in records:
-            if isinstance(rec, RegisterBrokerRecord):
-                registered.add(rec.broker_id)
-                emit("registered", broker_id=rec.broker_id, broker_epoch=rec.broker_epoch,
-                     incarnation_id=rec.incarnation_id, log_dirs=list(rec.log_dirs), fenced=rec.fenced)
-        for broker_id, (old, new) in changes.brokers.items():
-            if new is None:
-                emit("unregistered", broker_id=broker_id)
-                continue
-            if broker_id in registered and (old is None or old.epoch != new.epoch):
-                continue  # a new incarnation: "registered" says it all
-            if old is not None and old.fenced != new.fenced:
-                emit("fenced" if new.fenced else "unfenced", broker_id=broker_id,
-                     broker_epoch=new.epoch, reason=reason)
-            if old is not None and old.log_dirs != new.log_dirs and old.epoch == new.epoch:
-                emit("broker_log_dirs_changed", broker_id=broker_id, log_dirs=list(new.log_dirs),
-                     removed=[d for d in old.log_dirs if d not in new.log_dirs], reason=reason)
-        if not self.events.path and not self.events.echo:
-            self.events.count += len(changes.partitions)  # nobody reads them: skip formatting
-            return
-        for (topic_id, pid), (old, new) in changes.partitions.items():
-            if new is None:
-                continue
-            topic = self.image.topics.get(topic_id)
-            emit("partition_change", topic=topic.name if topic else ids.to_base64(topic_id),
-                 topic_id=topic_id, partition=pid, leader=new.leader, isr=list(new.isr),
-                 replicas=list(new.replicas), directories=list(new.directories),
-                 leader_epoch=new.leader_epoch, partition_epoch=new.partition_epoch,
-                 reason=reason if old is not None else "create_topics")
+    async def _run(self, fn_name: str, request: Any, reason: str) -> Any:
+        if self.fatal is not None and self.fatal.done():
+            raise FatalError("controller halted")
+        if not self.active:
+            raise NotActive()
+        async with self._sm_lock:
+            state, epoch, base = self.state, self.raft.state.epoch, self.log.end_offset
+            if not self.active or state is None:
+                raise NotActive()
+            args = (state, self.image, fn_name, request, self.clock.monotonic_ms(), base, epoch)
+            try:
+                if fn_name in INLINE_HANDLERS and not getattr(request, "offline_log_dirs", None):
+                    result, data, changes = compute(*args)  # small: a thread hop would cost more
+                else:
+                    result, data, changes = await asyncio.to_thread(compute_without_gc, *args)
+            except ReplayFailed as exc:
+                self._halt(str(exc))
+                raise FatalError(str(exc)) from None
+            records = list(result.records)
+            if records:
+                if not self.active or self.raft.state.epoch != epoch or self.log.end_offset != base:
+                    raise NotActive()  # the image ran ahead of a log we no longer write: _resign rebuilds it
+                try:
+                    _, last = self.raft.append_encoded(data)
+                except OSError as exc:
+                    self._halt(f"cannot write the metadata log: {exc}")
+                    raise FatalError(str(exc)) from None
+                self._pending_events.append((last, records, reason, changes))
+                self._last_written = last
+                self._last_write_ms = self.clock.monotonic_ms()
+            else:
+                last = self._last_written
+        if last >= self.raft.state.high_watermark:
+            fut = asyncio.get_running_loop().create_future()
+            self._waiters.append((last, fut))
+            await fut
+        return result.response
 
     async def _ticker(self) -> None:
         interval_s = TICK_INTERVAL_MS / 1000
         while True:
             await asyncio.sleep(interval_s)
+            if not self.active:
+                continue
             try:
                 await self._run("tick", None, "session_timeout")
-            except FatalError:
-                return
+                idle_ms = self.cfg.metadata_max_idle_interval_ms
+                if idle_ms and self.active and not self._sm_lock.locked() \
+                        and self.clock.monotonic_ms() - self._last_write_ms >= idle_ms:
+                    # Kafka's NoOpRecord every metadata.max.idle.interval.ms: the quorum's
+                    # liveness shows in the log, and a failed metadata disk is seen at once
+                    self._write([NoOpRecord()], "idle")
+            except (FatalError, NotActive):
+                continue
             except Exception as exc:
                 self.events.emit("tick_error", error=f"{type(exc).__name__}: {exc}")
                 self._log_line(f"tick failed: {type(exc).__name__}: {exc}")
 
+    # -- snapshots --------------------------------------------------------------------
+    def _maybe_snapshot(self, hw: int) -> None:
+        if self._snapshot_task is not None and not self._snapshot_task.done():
+            return
+        if self.image.last_offset + 1 != hw or hw <= self._last_snapshot_end:
+            return  # only a committed image is snapshotted (the leader's may run ahead)
+        due_count = hw - self._last_snapshot_end >= self.cfg.metadata_snapshot_record_count
+        interval = self.cfg.metadata_snapshot_interval_ms
+        due_time = interval > 0 and self.clock.monotonic_ms() - self._last_snapshot_ms >= interval
+        if not (due_count or due_time):
+            return
+        epoch = self.raft.state.log.epoch_of(hw - 1)
+        if epoch is None:
+            return
+        state = self.image.snapshot_state()
+        self._snapshot_task = asyncio.get_running_loop().create_task(self._write_snapshot(state, hw, epoch))
+
+    async def _write_snapshot(self, state: tuple, end: int, epoch: int) -> None:
+        t0 = time.monotonic()
+        try:
+            blob = await asyncio.to_thread(snapshot_format.encode_state, state, end, epoch)
+            await asyncio.to_thread(self.snapshots.write, (end, epoch), blob)
+        except OSError as exc:
+            self._halt(f"cannot write a snapshot: {exc}")
+            return
+        self._last_snapshot_end = end
+        self._last_snapshot_ms = self.clock.monotonic_ms()
+        self.stats["snapshots"] += 1
+        self.raft.state.log.snapshot_taken(end, epoch)
+        async with self.raft.io_lock:
+            start = self.log.drop_segments_before(end)
+        self.raft.state.log.drop_before(start)
+        self.events.emit("snapshot_written", end_offset=end, epoch=epoch, bytes=len(blob),
+                         write_ms=int((time.monotonic() - t0) * 1000), log_start_offset=start)
+
     # -- the listener's handler -------------------------------------------------------
     async def handle(self, ctx: RequestContext, header: Any, request: Any) -> Any:
         key, version = ctx.api_key, ctx.api_version
+        raft = self.raft
         if key == FETCH:
-            return await self._fetch(request, version)
+            return await serve_fetch(self, request, version)
+        try:
+            if key == rw.VOTE:
+                return raft.handle_vote(request, version)
+            if key == rw.BEGIN:
+                return raft.handle_begin(request, version)
+            if key == rw.END:
+                return raft.handle_end(request, version)
+            if key == rw.FETCH_SNAPSHOT:
+                return raft.handle_fetch_snapshot(request)
+            if key == rw.DESCRIBE:
+                return raft.describe(version)
+        except rw.RaftWireError as exc:
+            return wire.error_response(key, version, ErrorCode.invalid_request, str(exc))
         fn_name, reason = HANDLERS[key]
         if key == 63 and getattr(request, "offline_log_dirs", ()):
             reason = "log_dir_offline"
-        return await self._run(fn_name, request, reason)
-
-    async def _fetch(self, request: Any, version: int) -> Any:
-        log = self.log
-        assert log is not None
-        mod = wire.response_module(FETCH, version)
-        cls = wire.response_class(FETCH, version)
-        cluster_id = getattr(request, "cluster_id", None)
-        if cluster_id is not None and cluster_id != self.cluster_id:
-            return wire.error_response(FETCH, version, ErrorCode.inconsistent_cluster_id)
-        by_id = version >= 13
-        max_wait_ms = int(request.max_wait.total_seconds() * 1000) if request.max_wait else 0
-        max_wait_ms = max(0, min(max_wait_ms, self.cfg.metadata_fetch_max_wait_ms))
-        deadline = time.monotonic() + max_wait_ms / 1000
-
-        def wanted(topic: Any) -> bool:
-            if by_id:
-                return ids.from_wire(topic.topic_id) == ids.METADATA_TOPIC_ID
-            return topic.topic == ids.METADATA_TOPIC
-
-        while True:
-            hw = log.high_watermark
-            has_data = any(wanted(t) and p.partition == 0 and p.fetch_offset < hw
-                           for t in request.topics for p in t.partitions)
-            remaining = deadline - time.monotonic()
-            if has_data or remaining <= 0 or not request.topics:
-                break
-            try:
-                await asyncio.wait_for(self._commit_event.wait(), remaining)
-            except asyncio.TimeoutError:
-                break
-        hw = log.high_watermark
-        topics = []
-        for t in request.topics:
-            parts = []
-            for p in t.partitions:
-                records = b""
-                if not wanted(t) or p.partition != 0:
-                    code = ErrorCode.unknown_topic_id if by_id and not wanted(t) else ErrorCode.unknown_topic_or_partition
-                elif p.fetch_offset < 0 or p.fetch_offset > hw:
-                    code = ErrorCode.offset_out_of_range
-                else:
-                    code = ErrorCode.none
-                    records = log.read(p.fetch_offset, max(1, p.partition_max_bytes), limit=hw)
-                parts.append(wire.make(mod.PartitionData, partition_index=p.partition, error_code=code,
-                                       high_watermark=hw, last_stable_offset=hw, log_start_offset=0,
-                                       aborted_transactions=None, preferred_read_replica=-1,
-                                       records=records))
-            topics.append(wire.make(mod.FetchableTopicResponse, topic=t.topic if not by_id else None,
-                                    topic_id=t.topic_id if by_id else None, partitions=tuple(parts)))
-        return wire.make(cls, throttle_time=datetime.timedelta(0), error_code=ErrorCode.none,
-                         session_id=0, responses=tuple(topics))
+        try:
+            return await self._run(fn_name, request, reason)
+        except NotActive:
+            why = f"controller {self.cfg.node_id} is not the active controller (leader {raft.state.leader_id})"
+            if key == 19:  # CreateTopics has per-topic errors only
+                mod = wire.response_module(19, version)
+                topics = tuple(wire.make(mod.CreatableTopicResult, name=t.name, topic_id=None,
+                                         error_code=ErrorCode.not_controller, error_message=why,
+                                         num_partitions=-1, replication_factor=-1, configs=None)
+                               for t in request.topics)
+                return wire.make(wire.response_class(19, version), throttle_time=ZERO, topics=topics)
+            return wire.error_response(key, version, ErrorCode.not_controller, why)

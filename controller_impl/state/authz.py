@@ -8,7 +8,9 @@ which only ``super.users`` principals hold, as in Kafka:
   AlterPartition 56, UnregisterBroker 64;
 * Fetch 1 of the metadata log (``__cluster_metadata``): the whole cluster's metadata;
 * CreateTopics 19: brokers forward their clients' CreateTopics as their own (super-user)
-  principal, so clients keep creating topics through any broker.
+  principal, so clients keep creating topics through any broker;
+* the Raft RPCs between voters: Vote 52, BeginQuorumEpoch 53, EndQuorumEpoch 54,
+  FetchSnapshot 59 (DescribeQuorum 55 is open, for ``quorum-status``).
 
 With the authorizer disabled everyone may call everything (Kafka without an authorizer).
 A new controller API adds its line to :data:`API_RULES` (the Raft RPCs between voters need
@@ -20,6 +22,7 @@ from __future__ import annotations
 from kafka_common.authz import CLUSTER_ACTION, ApiRule, deny_create_topics, deny_fetch
 
 FETCH, CREATE_TOPICS = 1, 19
+VOTE, BEGIN_QUORUM_EPOCH, END_QUORUM_EPOCH, FETCH_SNAPSHOT = 52, 53, 54, 59
 API_RULES: dict[int, ApiRule] = {
     62: ApiRule(CLUSTER_ACTION),
     63: ApiRule(CLUSTER_ACTION),
@@ -28,6 +31,11 @@ API_RULES: dict[int, ApiRule] = {
     64: ApiRule(CLUSTER_ACTION),
     FETCH: ApiRule(CLUSTER_ACTION, deny=deny_fetch),
     CREATE_TOPICS: ApiRule(CLUSTER_ACTION, deny=deny_create_topics),
+    # the Raft RPCs between voters (controllers log in as a super user, sasl.plain.username)
+    VOTE: ApiRule(CLUSTER_ACTION),
+    BEGIN_QUORUM_EPOCH: ApiRule(CLUSTER_ACTION),
+    END_QUORUM_EPOCH: ApiRule(CLUSTER_ACTION),
+    FETCH_SNAPSHOT: ApiRule(CLUSTER_ACTION),
 }
 CLUSTER_ACTION_APIS = frozenset(k for k, rule in API_RULES.items() if rule.permission == CLUSTER_ACTION)
 

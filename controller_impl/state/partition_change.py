@@ -59,3 +59,48 @@ def build_change(view: WorkingView, part: PartitionRegistration, *,
         leader=r.NO_LEADER_CHANGE if leader == part.leader else leader,
         directories=None if dirs == part.directories else dirs,
         leader_recovery_state=lrs)
+
+
+class Eligibility:
+    """``acceptable`` of :func:`build_change` for many partitions in one handler, with the
+    brokers' state looked up once (valid while no broker record is emitted meanwhile: a dir
+    failure or a fence changes the broker's registration only after its partitions)."""
+
+    def __init__(self, view: WorkingView) -> None:
+        self.view = view
+        self._brokers: dict[int, tuple[bool, object]] = {}
+
+    def online(self, broker_id: int, directory: uuid.UUID) -> bool:
+        known = self._brokers.get(broker_id)
+        if known is None:
+            reg = self.view.broker(broker_id)
+            active = reg is not None and not reg.fenced and not reg.in_controlled_shutdown
+            known = self._brokers[broker_id] = (active, reg)
+        active, reg = known
+        return active and reg.has_online_dir(directory)
+
+
+def remove_replica(eligible: Eligibility, part: PartitionRegistration,
+                   broker_id: int) -> r.PartitionChangeRecord | None:
+    """``build_change(view, part, remove=broker_id)`` — the same rule, for the hot path of a
+    dir failure or a fence (100k partitions): ISR without the broker (never empty), and a
+    new leader among the replicas in that ISR whose broker is active and dir online."""
+    isr = part.isr
+    target = isr
+    if broker_id in isr:
+        target = tuple(b for b in isr if b != broker_id) or isr
+    replicas, dirs = part.replicas, part.directories
+    leader = part.leader
+    if leader == NO_LEADER or leader == broker_id or leader not in target \
+            or not eligible.online(leader, dirs[replicas.index(leader)]):
+        leader = NO_LEADER
+        for i, b in enumerate(replicas):
+            if b != broker_id and b in target and eligible.online(b, dirs[i]):
+                leader = b
+                break
+    if target == isr and leader == part.leader:
+        return None
+    return r.PartitionChangeRecord(
+        topic_id=part.topic_id, partition_id=part.partition_id,
+        isr=None if target == isr else target,
+        leader=r.NO_LEADER_CHANGE if leader == part.leader else leader)

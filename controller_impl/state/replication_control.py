@@ -16,7 +16,7 @@ from kafka_common.metadata import records as r
 from kafka_common.metadata.model import NO_LEADER
 from kafka_common.wire import ErrorCode
 
-from controller_impl.state.partition_change import build_change
+from controller_impl.state.partition_change import Eligibility, build_change, remove_replica
 from controller_impl.state.result import ZERO_THROTTLE
 from controller_impl.state.view import WorkingView
 
@@ -26,11 +26,12 @@ LRS_RECOVERED, LRS_RECOVERING = 0, 1
 
 def remove_from_isrs(view: WorkingView, broker_id: int) -> None:
     """Take ``broker_id`` out of every ISR it is in, moving its leaderships."""
-    for key in sorted(view.image.partitions_with_isr_member(broker_id)):
+    eligible = Eligibility(view)
+    for key in sorted_keys(view.image.partitions_with_isr_member(broker_id)):
         part = view.partition(*key)
         if part is None:
             continue
-        rec = build_change(view, part, remove=broker_id)
+        rec = remove_replica(eligible, part, broker_id)
         if rec is not None:
             view.emit(rec)
 
@@ -77,15 +78,33 @@ def dirs_offline(view: WorkingView, broker_id: int, newly_offline: set[uuid.UUID
         fence(view, broker_id)
 
 
+def sorted_keys(keys) -> list[tuple[uuid.UUID, int]]:
+    """``sorted(keys)`` of (topic id, partition) keys, grouped by topic first: ints compare
+    far faster than tuples of UUIDs (100k keys: ~20 ms instead of ~200)."""
+    by_topic: dict[uuid.UUID, list[int]] = {}
+    for tid, pid in keys:
+        pids = by_topic.get(tid)
+        if pids is None:
+            pids = by_topic[tid] = []
+        pids.append(pid)
+    out: list[tuple[uuid.UUID, int]] = []
+    for tid in sorted(by_topic, key=lambda t: t.int):
+        pids = by_topic[tid]
+        pids.sort()
+        out.extend([(tid, pid) for pid in pids])
+    return out
+
+
 def leave_isrs_in_dirs(view: WorkingView, broker_id: int, dirs: set[uuid.UUID]) -> None:
     """ISR shrink + leader move for the partitions whose replica on ``broker_id`` lives in
     one of ``dirs`` — found through the image's dir index, O(replicas in those dirs)."""
+    eligible = Eligibility(view)
     for dir_id in sorted(dirs, key=lambda d: d.int):
-        for key in sorted(view.image.partitions_in_dir(dir_id)):
+        for key in sorted_keys(view.image.partitions_in_dir(dir_id)):
             part = view.partition(*key)
             if part is None or broker_id not in part.replicas or part.directory(broker_id) != dir_id:
                 continue
-            rec = build_change(view, part, remove=broker_id)
+            rec = remove_replica(eligible, part, broker_id)
             if rec is not None:
                 view.emit(rec)
 

@@ -21,6 +21,16 @@ from kafka_common.metadata.model import (BrokerRegistration, Endpoint, Partition
 _GONE = object()
 
 
+class _Pending:
+    """A change emitted but not merged yet: most handlers never read a partition back after
+    changing it (a dir failure touches each of 100k partitions once), so the merge is done
+    on the next read only — the image does it anyway when the records are replayed."""
+    __slots__ = ("old", "record")
+
+    def __init__(self, old: PartitionRegistration, record: Any) -> None:
+        self.old, self.record = old, record
+
+
 class WorkingView:
     def __init__(self, image: MetadataImage) -> None:
         self.image = image
@@ -39,7 +49,11 @@ class WorkingView:
 
     def partition(self, topic_id: TopicId, partition_id: int) -> PartitionRegistration | None:
         part = self._parts.get((topic_id, partition_id))
-        return part if part is not None else self.image.partition(topic_id, partition_id)
+        if part is None:
+            return self.image.partition(topic_id, partition_id)
+        if type(part) is _Pending:
+            part = self._parts[(topic_id, partition_id)] = merge_partition_change(part.old, part.record)
+        return part
 
     def topic_exists(self, name: str) -> bool:
         return name in self._topic_names or name in self.image.topic_ids
@@ -66,7 +80,7 @@ class WorkingView:
             key = (TopicId(record.topic_id), record.partition_id)
             old = self.partition(*key)
             assert old is not None, f"change for unknown partition {key}"
-            self._parts[key] = merge_partition_change(old, record)
+            self._parts[key] = _Pending(old, record)
         elif kind is r.BrokerRegistrationChangeRecord:
             old = self.broker(record.broker_id)
             assert old is not None, f"change for unknown broker {record.broker_id}"

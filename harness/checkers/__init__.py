@@ -15,6 +15,7 @@ from harness.checkers.failover import check_failover
 from harness.checkers.fencing import check_fencing
 from harness.checkers.liveness import check_liveness
 from harness.checkers.metadata import check_metadata_invariants
+from harness.checkers.quorum_logs import check_quorum_logs
 from harness.checkers.service import analyse_service, check_service
 from harness.checkers.timeout import check_timeout_accuracy
 
@@ -29,6 +30,7 @@ CHECKERS: dict[str, Callable[..., CheckResult]] = {
     "fencing": check_fencing,
     "metadata_invariants": check_metadata_invariants,
     "service": check_service,
+    "quorum_logs": check_quorum_logs,
 }
 
 

@@ -83,7 +83,7 @@ def check_liveness(scenario, history: History) -> CheckResult:
         v = UNKNOWN if got is None else (got == want)
         if v is False:
             problems.append(f"broker {b}: expected {want}, observed {got}")
-        elif v is True and want in ("shutdown", "halted"):
+        elif v is True and want in ("shutdown", "halted") and b in scenario.topology.broker_ids():
             fenced, note = _fenced_after_exit(scenario, history, b, ev)
             ev["controller_fenced"] = note
             if fenced is not True:

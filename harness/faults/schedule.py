@@ -7,9 +7,10 @@ to resolve anything themselves.
 
 Targets (strings, validated against the topology and the workload's topics):
 
-- node refs: ``broker:<id>``, ``controller:<id>``, ``leader:<topic>/<p>`` (the leader of that
-  partition when the fault fires), ``follower:<topic>/<p>`` (its first ISR member that is not
-  the leader).
+- node refs: ``broker:<id>``, ``controller:<id>``, ``controller:active`` (the active
+  controller — the Raft leader — when the fault fires), ``leader:<topic>/<p>`` (the leader of
+  that partition when the fault fires), ``follower:<topic>/<p>`` (its first ISR member that is
+  not the leader).
 - dir refs: ``d1`` … ``dN`` (position in the broker's ``log.dirs``), ``metadata`` (the
   ``metadata.log.dir``), ``all`` (every data dir), ``replica:<topic>/<p>`` (the dir holding that
   partition's replica on the target broker), ``spare:<topic>/<p>`` (the first online data dir
@@ -53,7 +54,7 @@ from harness.fields import Fields, Problems, join, one_of
 __all__ = [
     "DISK_MODES", "NETWORK_ACTIONS", "PROCESS_ACTIONS", "FAULT_KINDS",
     "DiskFault", "NetworkFault", "ProcessFault", "ReplaceDisk", "MoveReplica", "Fault",
-    "NodeRef", "parse_node_ref", "parse_dir_ref", "fault_from_dict", "fault_to_dict",
+    "NodeRef", "ACTIVE_CONTROLLER", "parse_node_ref", "parse_dir_ref", "fault_from_dict", "fault_to_dict",
     "soak_schedule", "end_ms", "fault_label", "RefBindings", "fault_seed",
 ]
 
@@ -64,8 +65,11 @@ PROCESS_ACTIONS = ("kill", "pause", "restart")
 SIGNALS = ("SIGKILL", "SIGTERM")
 FAULT_KINDS = ("disk", "network", "process", "replace-disk", "move-replica")
 
-_NODE_RE = re.compile(r"^(broker|controller):(\d+)$|^(leader|follower):([A-Za-z0-9._-]+)/(\d+)$")
+_NODE_RE = re.compile(r"^(broker|controller):(\d+)$|^(leader|follower):([A-Za-z0-9._-]+)/(\d+)$|^controller:(active)$")
 _DIR_RE = re.compile(r"^d([1-9]\d*)$|^(metadata|all)$|^(replica|spare):([A-Za-z0-9._-]+)/(\d+)$")
+
+
+ACTIVE_CONTROLLER = "controller-active"
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +89,8 @@ def parse_node_ref(text: str) -> NodeRef | None:
         return None
     if m.group(1):
         return NodeRef(m.group(1), node_id=int(m.group(2)))
+    if m.group(6):
+        return NodeRef(ACTIVE_CONTROLLER)
     return NodeRef(m.group(3), topic=m.group(4), partition=int(m.group(5)))
 
 
@@ -261,15 +267,15 @@ class TargetCheck:
             return
         ref = parse_node_ref(text)
         if ref is None:
-            problems.add(path, f"{text!r} is not a node ref (broker:<id>, controller:<id>, "
+            problems.add(path, f"{text!r} is not a node ref (broker:<id>, controller:<id>, controller:active, "
                                "leader:<topic>/<p>, follower:<topic>/<p>)")
             return
         if ref.kind == "broker" and ref.node_id not in self.broker_ids:
             problems.add(path, f"no broker {ref.node_id} (brokers are {sorted(self.broker_ids)})")
-        elif ref.kind == "controller":
+        elif ref.kind in ("controller", ACTIVE_CONTROLLER):
             if broker_only:
                 problems.add(path, "must name a broker, not a controller")
-            elif ref.node_id not in self.controller_ids:
+            elif ref.kind == "controller" and ref.node_id not in self.controller_ids:
                 problems.add(path, f"no controller {ref.node_id} (controllers are {sorted(self.controller_ids)})")
         elif ref.topic is not None:
             self.topic_partition(ref.topic, ref.partition or 0, path, problems)
@@ -304,7 +310,11 @@ def fault_from_dict(data: Any, path: str, problems: Problems, targets: TargetChe
         p = f.float("p", None, lo=0.0, hi=1.0)
         delay_ms = f.int("delay_ms", None, lo=1)
         duration = f.int("duration_ms", None, lo=1)
-        targets.node(node, join(path, "node"), problems, broker_only=True)
+        # a controller has one disk: its metadata dir
+        on_controller = isinstance(node, str) and node.startswith("controller:")
+        targets.node(node, join(path, "node"), problems, broker_only=not on_controller)
+        if on_controller and dir_ != "metadata":
+            problems.add(join(path, "dir"), f"a controller has only its metadata dir, not {dir_!r}")
         targets.dir(dir_, join(path, "dir"), problems)
         if mode == "flaky" and p is None:
             problems.add(join(path, "p"), "mode 'flaky' needs p (probability 0..1)")

@@ -125,6 +125,125 @@ class MetadataImage:
         changes, self._changes = self._changes, ImageChanges()
         return changes
 
+    # --- snapshots (kafka_common.metadata.snapshot frames these) -------------------
+
+    def snapshot_state(self) -> tuple:
+        """The whole image as plain tuples of ints/bytes/str (fast to marshal). Directory
+        and topic ids are interned in a table so a partition carries small indexes."""
+        ids_table: dict[uuid.UUID, int] = {}
+
+        def ref(u: uuid.UUID) -> int:
+            i = ids_table.get(u)
+            if i is None:
+                i = ids_table[u] = len(ids_table)
+            return i
+
+        brokers = tuple((b.broker_id, b.epoch, ref(b.incarnation_id),
+                         tuple((e.name, e.host, e.port, e.security_protocol) for e in b.endpoints),
+                         b.rack, b.fenced, b.in_controlled_shutdown, tuple(ref(d) for d in b.log_dirs),
+                         self.register_offsets.get(b.broker_id, -1),
+                         tuple(ref(d) for d in sorted(self._known_dirs.get(b.broker_id, ()), key=lambda u: u.int)))
+                        for b in self.brokers.values())
+        refs: dict[tuple, tuple] = {}
+
+        def dir_refs(dirs: tuple) -> tuple:
+            out = refs.get(dirs)
+            if out is None:
+                out = refs[dirs] = tuple(ref(d) for d in dirs)
+            return out
+
+        topics = tuple((t.name, ref(t.topic_id),
+                        tuple((p.partition_id, p.replicas, p.isr, p.leader, p.leader_epoch, p.partition_epoch,
+                               dir_refs(p.directories), p.removing_replicas, p.adding_replicas,
+                               p.leader_recovery_state)
+                              for p in self._partitions[t.topic_id].values()))
+                       for t in self.topics.values())
+        table = tuple(u.bytes for u in ids_table)
+        return (1, self.last_offset, table, brokers, topics, tuple(self.features.items()))
+
+    @classmethod
+    def from_snapshot_state(cls, state: tuple) -> "MetadataImage":
+        """Rebuild an image from :meth:`snapshot_state` (no change tracking: a fresh image)."""
+        version, last_offset, table, brokers, topics, features = state
+        if version != 1:
+            raise ImageError(f"snapshot state version {version} is not 1")
+        uuids = [uuid.UUID(bytes=b) for b in table]
+        img = cls()
+        img.last_offset = last_offset
+        img.features = dict(features)
+        for (bid, epoch, inc, eps, rack, fenced, in_cs, dirs, reg_off, known) in brokers:
+            log_dirs = tuple(uuids[d] for d in dirs)
+            img.brokers[bid] = BrokerRegistration(broker_id=bid, epoch=epoch, incarnation_id=uuids[inc],
+                                                  endpoints=tuple(Endpoint(*e) for e in eps), rack=rack,
+                                                  fenced=fenced, in_controlled_shutdown=in_cs, log_dirs=log_dirs)
+            if reg_off >= 0:
+                img.register_offsets[bid] = reg_off
+            img._known_dirs[bid] = frozenset(uuids[d] for d in known)
+            for d in log_dirs:
+                img._dir_owner[d] = bid
+        reserved = [is_reserved(u) for u in uuids]
+        by_dir, by_isr, by_replica = img._by_dir, img._by_isr, img._by_replica
+        count = 0
+        new_part = PartitionRegistration
+        dir_tuples: dict[tuple, tuple] = {}
+        dir_sets: dict[tuple, list] = {}
+        for name, tref, parts in topics:
+            tid = TopicId(uuids[tref])
+            img.topics[tid] = TopicRegistration(name=name, topic_id=tid)
+            img.topic_ids[name] = tid
+            table_parts: dict[int, PartitionRegistration] = {}
+            img._partitions[tid] = table_parts
+            for (pid, replicas, isr, leader, le, pe, drefs, removing, adding, lrs) in parts:
+                dirs = dir_tuples.get(drefs)
+                if dirs is None:
+                    dirs = dir_tuples[drefs] = tuple(uuids[d] for d in drefs)
+                    dir_sets[drefs] = [by_dir.setdefault(uuids[d], set()) for d in drefs if not reserved[d]]
+                table_parts[pid] = new_part(tid, pid, replicas, isr, leader, le, pe, dirs, removing, adding, lrs)
+                key = (tid, pid)
+                for members in dir_sets[drefs]:
+                    members.add(key)
+                for b in isr:
+                    members = by_isr.get(b)
+                    if members is None:
+                        members = by_isr[b] = set()
+                    members.add(key)
+                for b in replicas:
+                    members = by_replica.get(b)
+                    if members is None:
+                        members = by_replica[b] = set()
+                    members.add(key)
+                count += 1
+        img._partition_count = count
+        return img
+
+    def replace_with(self, other: "MetadataImage") -> None:
+        """Become ``other`` (a snapshot's image) in place — holders of this object see the
+        new state — and record what differs as changes, as if replayed record by record."""
+        changes = self._changes
+        for tid in set(self._partitions) | set(other._partitions):
+            old_parts = self._partitions.get(tid, {})
+            new_parts = other._partitions.get(tid, {})
+            for pid in set(old_parts) | set(new_parts):
+                old, new = old_parts.get(pid), new_parts.get(pid)
+                if old != new:
+                    self._note_partition(old, new, key=(tid, pid))
+        for bid in set(self.brokers) | set(other.brokers):
+            old_b, new_b = self.brokers.get(bid), other.brokers.get(bid)
+            if old_b != new_b:
+                self._note_broker(bid, old_b, new_b)
+        for tid, topic in other.topics.items():
+            if tid not in self.topics:
+                changes.created_topics[tid] = topic
+        for tid, topic in self.topics.items():
+            if tid not in other.topics and changes.created_topics.pop(tid, None) is None:
+                changes.removed_topics[tid] = topic
+        for name, level in other.features.items():
+            if self.features.get(name) != level:
+                changes.features[name] = level
+        keep = self._changes
+        self.__dict__.update({k: v for k, v in other.__dict__.items() if k != "_changes"})
+        self._changes = keep
+
     # --- replay ---------------------------------------------------------------------
 
     def replay(self, record: Any, offset: int) -> None:
@@ -273,9 +392,24 @@ class MetadataImage:
         if old is None:
             raise ImageError(f"PartitionChangeRecord {rec.topic_id}:{rec.partition_id}: unknown partition")
         new = merge_partition_change(old, rec)
-        self._unindex(old)
         self._partitions[tid][rec.partition_id] = new
-        self._index(new)
+        if new.replicas == old.replicas and new.directories == old.directories:
+            # the common case (ISR/leader moves): only the ISR index can change
+            if new.isr != old.isr:
+                key = (tid, rec.partition_id)
+                for b in old.isr:
+                    if b not in new.isr:
+                        members = self._by_isr.get(b)
+                        if members is not None:
+                            members.discard(key)
+                            if not members:
+                                del self._by_isr[b]
+                for b in new.isr:
+                    if b not in old.isr:
+                        self._by_isr.setdefault(b, set()).add(key)
+        else:
+            self._unindex(old)
+            self._index(new)
         self._note_partition(old, new)
 
     def _feature(self, rec: r.FeatureLevelRecord, offset: int) -> None:
@@ -327,10 +461,9 @@ class MetadataImage:
 def merge_partition_change(old: PartitionRegistration, rec: r.PartitionChangeRecord) -> PartitionRegistration:
     """The registration ``rec`` turns ``old`` into (Kafka's ``PartitionRegistration.merge``);
     raises :class:`ImageError` if the result breaks an invariant."""
-    where = f"PartitionChangeRecord {rec.topic_id}:{rec.partition_id}"
     replicas = old.replicas if rec.replicas is None else tuple(rec.replicas)
     if rec.directories is not None:
-        dirs = _directories(rec.directories, replicas, where)
+        dirs = _directories(rec.directories, replicas, f"PartitionChangeRecord {rec.topic_id}:{rec.partition_id}")
     elif replicas != old.replicas:
         # Keep each retained replica's dir; added replicas: MIGRATING (KAFKA-16583).
         by_broker = dict(zip(old.replicas, old.directories))
@@ -340,18 +473,24 @@ def merge_partition_change(old: PartitionRegistration, rec: r.PartitionChangeRec
     leader, leader_epoch = old.leader, old.leader_epoch
     if rec.leader != r.NO_LEADER_CHANGE:
         leader, leader_epoch = rec.leader, old.leader_epoch + 1
-    new = _checked(PartitionRegistration, where,
-                   topic_id=old.topic_id, partition_id=old.partition_id, replicas=replicas,
-                   isr=old.isr if rec.isr is None else tuple(rec.isr),
-                   leader=leader, leader_epoch=leader_epoch,
-                   partition_epoch=old.partition_epoch + 1, directories=dirs,
-                   removing_replicas=old.removing_replicas if rec.removing_replicas is None
-                   else tuple(rec.removing_replicas),
-                   adding_replicas=old.adding_replicas if rec.adding_replicas is None
-                   else tuple(rec.adding_replicas),
-                   leader_recovery_state=old.leader_recovery_state
-                   if rec.leader_recovery_state == r.NO_LRS_CHANGE else rec.leader_recovery_state)
-    _validate(new)
+    try:
+        new = PartitionRegistration(
+            old.topic_id, old.partition_id, replicas, old.isr if rec.isr is None else tuple(rec.isr),
+            leader, leader_epoch, old.partition_epoch + 1, dirs,
+            old.removing_replicas if rec.removing_replicas is None else tuple(rec.removing_replicas),
+            old.adding_replicas if rec.adding_replicas is None else tuple(rec.adding_replicas),
+            old.leader_recovery_state if rec.leader_recovery_state == r.NO_LRS_CHANGE
+            else rec.leader_recovery_state)
+    except ValueError as exc:
+        raise ImageError(f"PartitionChangeRecord {rec.topic_id}:{rec.partition_id}: {exc}") from None
+    if replicas is old.replicas and not new.adding_replicas and not new.removing_replicas:
+        # the common case (ISR/leader moves over the same replicas): the ISR rules only
+        isr = new.isr
+        if (len(isr) > 1 and len(set(isr)) != len(isr)) or any(b not in replicas for b in isr) \
+                or (leader != NO_LEADER and leader not in isr):
+            _validate(new)
+    else:
+        _validate(new)
     return new
 
 

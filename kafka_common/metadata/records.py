@@ -19,6 +19,7 @@ No ``from __future__ import annotations`` here: kio introspects the real field t
 """
 
 import dataclasses
+import struct
 import uuid
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Union
@@ -27,6 +28,7 @@ from kio.static.constants import EntityType
 
 from kafka_common import wire
 from kafka_common.ids import from_wire
+from kafka_common.metadata import fast_records
 
 FRAME_VERSION = 1
 
@@ -280,6 +282,11 @@ def encode_record(record: Any) -> bytes:
     if RECORD_CLASSES.get(getattr(cls, "__api_key__", -1)) is not cls:
         raise RecordEncodeError(f"not a metadata record: {cls.__name__}")
     head = _uvarint(FRAME_VERSION) + _uvarint(cls.__api_key__) + _uvarint(cls.__version__)
+    if cls is PartitionChangeRecord:
+        try:
+            return head + fast_records.encode_partition_change(record)
+        except (struct.error, AttributeError, TypeError):
+            pass  # a malformed value: let kio say what is wrong
     try:
         return head + wire.encode(record)
     except Exception as exc:  # kio raises struct.error / TypeError / AttributeError
@@ -301,6 +308,11 @@ def decode_record(data: bytes | bytearray | memoryview) -> Any:
     if version != cls.__version__:
         raise RecordDecodeError(
             f"unsupported {cls.__name__} version {version} (this reader knows {cls.__version__})")
+    if cls is PartitionChangeRecord:
+        try:
+            return fast_records.decode_partition_change(cls, data, pos)
+        except (fast_records.Unsupported, struct.error, ValueError):
+            pass  # kio decides (and names the error)
     try:
         value, used = wire.decode(cls, data, pos)
     except wire.DecodeError as exc:

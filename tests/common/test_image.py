@@ -277,3 +277,68 @@ def test_known_and_offline_dirs_survive_a_restart_registration():
     assert img.offline_dirs(1) == frozenset()
     log.apply(r.UnregisterBrokerRecord(broker_id=1, broker_epoch=50))
     assert img.known_dirs(1) == frozenset()
+
+
+# -- snapshots ---------------------------------------------------------------------------
+def _snapshot_image():
+    import random as _random
+    from kafka_common import ids as _ids
+    from kafka_common.metadata import records as rr
+    rng = _random.Random(5)
+    img = MetadataImage()
+    dirs = {b: [_ids.random_directory_id(rng) for _ in range(2)] for b in (1, 2)}
+    off = 0
+    for b in (1, 2):
+        img.replay(rr.RegisterBrokerRecord(broker_id=b, incarnation_id=_ids.random_uuid(rng), broker_epoch=off,
+                                           end_points=(rr.BrokerEndpoint(name="PLAINTEXT", host="h", port=9000 + b,
+                                                                         security_protocol=0),),
+                                           fenced=b == 2, log_dirs=tuple(sorted(dirs[b], key=lambda u: u.int))), off)
+        off += 1
+    tid = _ids.random_uuid(rng)
+    img.replay(rr.TopicRecord(name="t", topic_id=tid), off)
+    off += 1
+    for p in range(6):
+        img.replay(rr.PartitionRecord(partition_id=p, topic_id=tid, replicas=(1, 2), isr=(1, 2), leader=1,
+                                      leader_epoch=0, partition_epoch=0,
+                                      directories=(dirs[1][p % 2], _ids.UNASSIGNED)), off)
+        off += 1
+    img.drain_changes()
+    return img, tid, dirs
+
+
+@pytest.mark.unit
+def test_snapshot_round_trip_keeps_state_and_indexes():
+    from kafka_common.metadata import snapshot
+    img, tid, dirs = _snapshot_image()
+    blob = snapshot.encode(img, img.last_offset + 1, 3)
+    assert snapshot.read_id(blob) == (img.last_offset + 1, 3)
+    back, end, epoch = snapshot.decode(blob)
+    assert (end, epoch) == (img.last_offset + 1, 3)
+    assert back.snapshot_state() == img.snapshot_state()
+    assert back.brokers == img.brokers and back.register_offsets == img.register_offsets
+    assert back.partitions_in_dir(dirs[1][0]) == img.partitions_in_dir(dirs[1][0])
+    assert back.partitions_with_isr_member(2) == img.partitions_with_isr_member(2)
+    assert back.partition_count() == 6 and back.known_dirs(1) == img.known_dirs(1)
+    with pytest.raises(snapshot.SnapshotError):
+        snapshot.decode(blob[:-1] + bytes([blob[-1] ^ 1]))
+    with pytest.raises(snapshot.SnapshotError):
+        snapshot.decode(b"not a snapshot at all, no")
+
+
+@pytest.mark.unit
+def test_replace_with_records_the_difference_as_changes():
+    from kafka_common.metadata import records as rr
+    img, tid, dirs = _snapshot_image()
+    newer, _, _ = _snapshot_image()
+    newer.replay(rr.PartitionChangeRecord(partition_id=0, topic_id=tid, isr=(1,), leader=1), newer.last_offset + 1)
+    newer.drain_changes()
+    holder = img
+    img.replace_with(newer)
+    assert holder.partition(tid, 0).isr == (1,) and holder.last_offset == newer.last_offset
+    changes = holder.drain_changes()
+    assert list(changes.partitions) == [(tid, 0)]
+    assert changes.partitions[(tid, 0)][0].isr == (1, 2)
+    empty = MetadataImage()
+    empty.replace_with(newer)
+    ch = empty.drain_changes()
+    assert len(ch.partitions) == 6 and set(ch.brokers) == {1, 2} and tid in ch.created_topics

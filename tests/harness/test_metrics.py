@@ -42,8 +42,9 @@ def by_metric(rows):
 
 def test_every_metric_has_its_known_value():
     m = by_metric(compute_metrics(timeline().build()))
-    # the service metrics have their own known-answer tests (test_service.py)
-    assert set(m) - set(SERVICE_METRICS) == set(METRIC_NAMES) - set(SERVICE_METRICS)
+    # the service metrics have their own known-answer tests (test_service.py); one controller
+    expected = set(METRIC_NAMES) - set(SERVICE_METRICS) - {"controller_failover_ms", "failover_report_ms"}
+    assert set(m) - set(SERVICE_METRICS) == expected
     assert set(m) <= set(METRIC_NAMES)
     assert [r["value"] for r in m["detect_ms"]] == [40.0]
     assert m["detect_ms"][0]["dir_id"] == DIRS[1][0] and m["detect_ms"][0]["fault_id"] == "f0"
@@ -78,3 +79,18 @@ def test_follower_fault_has_no_leader_failover_and_delay_has_no_detect():
     assert "leader_failover_ms" not in m
     assert [r["fault_id"] for r in m["detect_ms"]] == ["f0"]
     assert [r["value"] for r in m["report_ms"]] == [30.0]
+
+
+def test_controller_failover_and_a_report_across_it():
+    h = H().register_all(0).layout(1)
+    h.node(2, 3001, "controller", "controller_active", epoch=1)
+    h.disk_fault(5000, 1, 0, fault_id="f0")
+    h.node(5010, 1, "broker", "dir_offline", dir_id=DIRS[1][0])
+    h.harness(5040, "fault_injected", 3001, fault_id="f1", kind="process", action="kill", node_ref="controller:active")
+    h.node(6540, 3002, "controller", "controller_active", epoch=2)
+    h.partition(6600, 0, 2, [2, 3], reason="log_dir_offline")
+    h.harness(7000, "fault_injected", 3003, fault_id="f2", kind="process", action="kill", node_ref="controller:3003")
+    m = by_metric(compute_metrics(h.build()))
+    assert [(r["fault_id"], r["value"]) for r in m["controller_failover_ms"]] == [("f1", 1500.0)]  # not f2: 3003 was idle
+    assert [r["value"] for r in m["report_ms"]] == [1600.0]
+    assert [(r["fault_id"], r["value"]) for r in m["failover_report_ms"]] == [("f0", 1600.0)]

@@ -33,9 +33,14 @@ def test_every_catalog_scenario_round_trips_through_its_run_json_form(scenario):
     assert scenario.checks and scenario.expect.must_show
 
 
-def test_catalog_matrix_has_s1_to_s12_and_bounce_variants():
+def test_catalog_matrix_has_s1_to_s15_and_bounce_variants():
     every = catalog.all_scenarios()
-    assert {s.id for s in every} == {f"S{i}" for i in range(1, 13)}
+    assert {s.id for s in every} == {f"S{i}" for i in range(1, 16)}
+    for name in catalog.CONTROLLER_SCENARIOS:   # the quorum scenarios need a quorum
+        s = catalog.by_name(name)
+        assert s.topology.controllers == 3 and "quorum_logs" in s.checks
+        assert any(getattr(f, "node", None) == "controller:active" for f in s.faults)
+    assert catalog.by_name("S13").expect.outcomes["controller:active"] == "halted"
     variants = [s.variant for s in every]
     assert len(variants) == len(set(variants))
     for name in catalog.BOUNCE_APPLIES:
@@ -50,7 +55,7 @@ def test_catalog_matrix_has_s1_to_s12_and_bounce_variants():
     assert all("service" in s.checks for s in every)
     s1 = catalog.by_name("S1")
     assert s1.workload.topics[0].partitions == 12 and s1.workload.producers == 4
-    assert catalog.by_name("S12").workload.topics[0].partitions >= 300
+    assert catalog.by_name("S15").workload.topics[0].partitions >= 300
     with pytest.raises(KeyError, match="choose from"):
         catalog.by_name("nope")
 
@@ -94,7 +99,8 @@ def test_many_problems_reported_at_once_with_paths():
 @pytest.mark.parametrize("fault, path, needle", [
     ({"kind": "disk", "at_ms": 1, "node": "broker:1", "dir": "d9"}, "faults[0].dir", "3 data dirs"),
     ({"kind": "disk", "at_ms": 1, "node": "broker:1", "dir": "d1", "mode": "flaky"}, "faults[0].p", "needs p"),
-    ({"kind": "disk", "at_ms": 1, "node": "controller:3001", "dir": "d1"}, "faults[0].node", "must name a broker"),
+    ({"kind": "disk", "at_ms": 1, "node": "controller:3001", "dir": "d1"}, "faults[0].dir", "only its metadata dir"),
+    ({"kind": "network", "at_ms": 1, "node": "controller:7", "action": "isolate"}, "faults[0].node", "no controller 7"),
     ({"kind": "disk", "at_ms": 1, "node": "leader:t9/0", "dir": "d1"}, "faults[0].node", "'t9' is not one of t1"),
     ({"kind": "disk", "at_ms": 1, "node": "leader:t1/15", "dir": "d1"}, "faults[0].node", "partitions 0..11"),
     ({"kind": "network", "at_ms": 1, "node": "broker:1", "action": "partition"}, "faults[0].peer", "needs peer"),

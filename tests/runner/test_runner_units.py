@@ -24,7 +24,7 @@ pytestmark = pytest.mark.unit
 def test_node_defs_follow_the_topology() -> None:
     s = by_name("leader-dir-fails")
     nodes = node_defs(s)
-    assert sorted(nodes) == [1, 2, 3, 3001]
+    assert sorted(nodes) == [1, 2, 3, 3001, 3002, 3003]  # a 3-controller quorum by default
     assert nodes[1].name == "broker-1" and nodes[1].data_dirs == ("d1", "d2", "d3")
     assert nodes[1].disk_names == ("d1", "d2", "d3", "meta")
     assert nodes[3001].role == "controller" and nodes[3001].disk_names == ("meta",)
@@ -44,7 +44,8 @@ def test_broker_properties_parse_and_keep_events_outside_log_dirs() -> None:
     assert cfg.log_dir_failure_timeout_ms == s.configs.log_dir_failure_timeout_ms
     assert cfg.broker_heartbeat_interval_ms == s.configs.heartbeat_interval_ms
     assert cfg.broker_session_timeout_ms == s.configs.session_timeout_ms
-    assert props["controller.quorum.voters"] == "3001@controller-3001:9093"
+    assert props["controller.quorum.voters"] == \
+        "3001@controller-3001:9093,3002@controller-3002:9093,3003@controller-3003:9093"
     assert props["advertised.listeners"] == "PLAINTEXT://@IP@:9092"
 
 

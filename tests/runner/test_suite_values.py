@@ -16,7 +16,7 @@ def test_suite_keeps_the_catalog_value_but_the_workload_length(variant: str) -> 
     base, s = by_name(variant), suite_scenario(variant)
     assert s.configs == base.configs and s.checks == base.checks and s.expect == base.expect
     assert s.topology == base.topology and s.workload.topics == base.workload.topics
-    duration = MANY_DURATION_MS if base.id == "S12" else SUITE_DURATION_MS
+    duration = MANY_DURATION_MS if base.id == "S15" else SUITE_DURATION_MS
     assert s.workload.duration_ms == duration and s.workload.client == "confluent-kafka"
     assert all(f.at_ms < duration for f in s.faults)
     if variant.startswith("move-replica"):

@@ -48,7 +48,7 @@ def test_sasl_and_cluster_action(make_controller):
         await broker.connect("127.0.0.1", proc.port, sasl=("broker", "b-pw"))
         reader = MetadataReader(broker.client)
         await reader.catch_up()
-        assert reader.high_watermark == 0  # the refused requests changed nothing
+        assert all(type(r).__name__ == "NoOpRecord" for _, r in reader.records)  # the refused requests changed nothing
         assert (await broker.register()).error_code == ErrorCode.none
         await reader.catch_up()
         assert list(reader.image.brokers) == [1] and reader.high_watermark >= 1
