@@ -10,12 +10,14 @@ from __future__ import annotations
 import asyncio
 import faulthandler
 import logging
+import os
 import signal
 import sys
 
 from kafka_runtime.properties import load_or_exit
 
 PROG = "kraft-broker"
+TEARDOWN_S = 0.5
 
 
 async def _serve(cfg) -> int:
@@ -49,7 +51,31 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     faulthandler.register(signal.SIGUSR1)  # stack dump on demand (debugging a stuck broker)
     logging.basicConfig(level=logging.WARNING, format=f"{PROG}[{cfg.node_id}] %(levelname)s %(message)s")
-    return asyncio.run(_serve(cfg))
+    code = _run(cfg)
+    # The runtime has stopped (bounded, logs closed). Leave without the interpreter's exit
+    # joins: a thread still in a hung dir's I/O, or the default executor, must not keep a
+    # stopped broker's process alive.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def _run(cfg) -> int:
+    """``asyncio.run`` with a bounded teardown: tasks still alive after the stop are
+    cancelled and given ``TEARDOWN_S`` (3.11's ``wait_for`` may swallow a cancel, and
+    ``asyncio.run`` would wait for such a task forever)."""
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    try:
+        code = loop.run_until_complete(_serve(cfg))
+        tasks = [t for t in asyncio.all_tasks(loop) if not t.done()]
+        for t in tasks:
+            t.cancel()
+        if tasks:
+            loop.run_until_complete(asyncio.wait(tasks, timeout=TEARDOWN_S))
+        return code
+    finally:
+        asyncio.set_event_loop(None)
 
 
 if __name__ == "__main__":

@@ -28,8 +28,12 @@ that nothing is decoded that the connection may not send:
 5. authorization (``kafka_common.authz``): the API's rule; a refused request is answered
    with CLUSTER_AUTHORIZATION_FAILED and never reaches the handler;
 6. the handler (requests of one connection strictly in order — librdkafka pipelines — and
-   at most ~1 MiB of them queued before reading pauses). A handler exception is answered
-   with UNKNOWN_SERVER_ERROR; nothing here lets an exception out of the loop.
+   at most ~1 MiB of them queued before reading pauses), answered in that order; a handler
+   whose work is under way but whose answer must wait (Produce acks=all waiting for
+   replication) returns a :class:`DeferredResponse`: the connection goes on with its next
+   request meanwhile (at most ``MAX_DEFERRED`` outstanding) and the responses still leave
+   in request order. A handler exception (also one raised by a deferred answer) is
+   answered with UNKNOWN_SERVER_ERROR; nothing here lets an exception out of the loop.
 
 SASL PLAIN (SaslHandshake 17 v1 + SaslAuthenticate 36 v0–v2) when the listener maps to
 SASL_PLAINTEXT and ``authorizer.enabled=true``; a failed login answers
@@ -49,6 +53,7 @@ full, then one line with the count.
 from __future__ import annotations
 
 import asyncio
+import collections
 import dataclasses
 import itertools
 import sys
@@ -72,6 +77,18 @@ ANONYMOUS = "User:ANONYMOUS"
 _QUEUE_PAUSE = 64  # frames queued on one connection before reading pauses ...
 _QUEUE_PAUSE_BYTES = 1 << 20  # ... or bytes
 _REASON_CHARS = 300  # a logged reason is cut here (a peer chooses what goes into it)
+MAX_DEFERRED = 64  # deferred responses outstanding on one connection before it stops handling requests
+
+
+class DeferredResponse:
+    """A handler's result when the request's work is under way but its response is not ready
+    yet: ``awaitable`` yields the response (or ``None``: nothing to send). The server handles
+    the connection's next requests meanwhile and sends the responses in request order."""
+
+    __slots__ = ("awaitable",)
+
+    def __init__(self, awaitable: Any) -> None:
+        self.awaitable = awaitable
 
 
 @dataclass(frozen=True)
@@ -256,10 +273,15 @@ class _Connection(asyncio.Protocol):
         self._write_ok = asyncio.Event()
         self._write_ok.set()
         self._handshake_done = False
+        # responses not sent yet, in request order: (future of the response or the response,
+        # api key, version, correlation id); used while a deferred response is outstanding
+        self._outbox: collections.deque = collections.deque()
+        self._outbox_ready = asyncio.Event()
+        self._sender: asyncio.Task | None = None
 
     @property
     def busy(self) -> bool:
-        return self.in_request or not self.queue.empty()
+        return self.in_request or not self.queue.empty() or bool(self._outbox)
 
     # -- asyncio.Protocol -------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -305,6 +327,7 @@ class _Connection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         self._write_ok.set()
+        self._outbox_ready.set()
         if self.registered:
             self.registered = False
             server = self.server
@@ -329,6 +352,15 @@ class _Connection(asyncio.Protocol):
             self.transport.abort()
         if self.task is not None:
             self.task.cancel()
+        self._drop_outbox()
+
+    def _drop_outbox(self) -> None:
+        if self._sender is not None:
+            self._sender.cancel()
+        while self._outbox:
+            fut = self._outbox.popleft()[0]
+            if isinstance(fut, asyncio.Future) and not fut.done():
+                fut.cancel()
 
     def close(self) -> None:
         self.closed = True
@@ -374,6 +406,57 @@ class _Connection(asyncio.Protocol):
             pass
         except Exception as exc:  # a bug here must not take the process down
             self._bad(f"internal error: {type(exc).__name__}: {exc}")
+        finally:
+            if self.closed:
+                self._drop_outbox()
+
+    def _start_sender(self) -> None:
+        if self._sender is None or self._sender.done():
+            self._sender = asyncio.get_running_loop().create_task(self._send_outbox())
+
+    async def _send_outbox(self) -> None:
+        """Send the queued responses in request order, each once it is ready."""
+        server = self.server
+        while self._outbox and not self.closed:
+            fut, api_key, version, correlation_id = self._outbox[0]
+            response = fut
+            if isinstance(fut, asyncio.Future):
+                try:
+                    response = await asyncio.shield(fut)
+                except asyncio.CancelledError:
+                    if not fut.cancelled():
+                        raise  # the sender itself was cancelled (connection closing)
+                    response = None
+                except Exception as exc:
+                    server.stats["handler_errors"] += 1
+                    server.bad_log.report("handler_error", peer=self.peer, api_key=api_key, version=version,
+                                          error=f"{type(exc).__name__}: {exc}"[:_REASON_CHARS])
+                    response = wire.error_response(api_key, version, ErrorCode.unknown_server_error,
+                                                   f"{type(exc).__name__}")
+            self._outbox.popleft()
+            self._outbox_ready.set()
+            if response is not None:
+                await self._send(wire.encode_response(response, correlation_id))
+
+    async def _drain_outbox(self) -> None:
+        """Wait until every queued response is sent (before a raw write)."""
+        while self._outbox and not self.closed:
+            self._outbox_ready.clear()
+            await self._outbox_ready.wait()
+
+    async def _reply(self, response: Any, api_key: int, version: int, correlation_id: int) -> None:
+        """Send now, or queue behind the deferred responses still outstanding."""
+        if isinstance(response, DeferredResponse):
+            while len(self._outbox) >= MAX_DEFERRED and not self.closed:
+                self._outbox_ready.clear()
+                await self._outbox_ready.wait()
+            self._outbox.append((asyncio.ensure_future(response.awaitable), api_key, version, correlation_id))
+            self._start_sender()
+        elif self._outbox:
+            self._outbox.append((response, api_key, version, correlation_id))
+            self._start_sender()
+        elif response is not None:
+            await self._send(wire.encode_response(response, correlation_id))
 
     async def _process(self, frame: bytes) -> None:
         server = self.server
@@ -390,6 +473,7 @@ class _Connection(asyncio.Protocol):
         table = server.api_table()
         if api_key == API_VERSIONS and not (API_VERSIONS_RANGE[0] <= version <= API_VERSIONS_RANGE[1]
                                             and wire.schema_exists(api_key, version)):
+            await self._drain_outbox()
             await self._send(wire.api_versions_fallback(correlation_id, table))
             return
         supported = table.get(api_key)
@@ -422,6 +506,7 @@ class _Connection(asyncio.Protocol):
         elif api_key == SASL_AUTHENTICATE:
             response = self._authenticate(request, version)
             if response.error_code != ErrorCode.none:
+                await self._drain_outbox()
                 await self._send(wire.encode_response(response, correlation_id))
                 raise _Close(f"SASL authentication failed: {response.error_message}")
         else:
@@ -438,15 +523,14 @@ class _Connection(asyncio.Protocol):
                                  f"response defined") from None
                 response = wire.error_response(api_key, version, ErrorCode.unknown_server_error,
                                                f"{type(exc).__name__}")
-            if response is None:
-                return
-        await self._send(wire.encode_response(response, correlation_id))
+        await self._reply(response, api_key, version, correlation_id)
 
     async def _refuse_unsupported(self, api_key: int, version: int, correlation_id: int) -> None:
         """From the header alone: the standard UNSUPPORTED_VERSION reply where the protocol
         defines the response (the connection stays usable), else close."""
         if not wire.schema_exists(api_key, version):
             raise _Close(f"unsupported request: no schema for api_key={api_key} version={version}")
+        await self._drain_outbox()
         await self._send(wire.encode_response(
             wire.error_response(api_key, version, ErrorCode.unsupported_version), correlation_id))
 

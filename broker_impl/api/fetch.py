@@ -21,23 +21,33 @@
   replica's ``end_offset_for_epoch`` when it has one.
 - A replica fetch from a principal without CLUSTER_ACTION (authorizer enabled) →
   top-level CLUSTER_AUTHORIZATION_FAILED, as Kafka.
-- No incremental fetch sessions: ``session_id`` is always 0 (full responses).
+- Incremental fetch sessions (KIP-227) for replica fetches (v13+), see
+  :mod:`broker_impl.api.fetch_session`; consumers get ``session_id`` 0 (full responses).
 
 Reads run off the event loop (``BrokerView.replica_io``: the replica's log-dir worker in the
-broker); a partition with nothing to read (fetch offset at the HW/LEO) is answered from
-its offsets without a disk trip. The long poll waits, without I/O, until a target's
-leadership, offline state or offsets change (:func:`_signature`), then reads again.
+broker), one job per log dir for all that dir's partitions with data — unless the data
+asked for is among the newest appended batches, which the log keeps in memory
+(``PartitionLog.read_tail``, 64 KiB per partition: a follower at the tail needs no disk
+trip); a partition with
+nothing to read (fetch offset at the HW/LEO) is answered from its offsets without a disk
+trip. The long poll (fetch.min.bytes semantics) holds a purgatory ``Watch`` on its
+partitions: it answers as soon as the accumulated bytes reach ``min_bytes``, or on
+``max_wait``; each wake-up (append, HW move, leadership or offline change) re-checks and
+re-reads only the partitions that changed, so a long poll over many idle partitions costs
+nothing when another partition gets an append.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
+from broker_impl.api import fetch_session
 from broker_impl.api.entities import NO_THROTTLE, build, ms, replica_error, replica_io, response_type
 
 if TYPE_CHECKING:
@@ -89,12 +99,42 @@ def _targets(api: BrokerApi, req: Any) -> list[_Target]:
     return out
 
 
-def _read_replica(replica: Any, t: _Target, upper: int, budget: int, first: bool) -> bytes:
-    """The blocking part of one partition's read (on the replica's dir worker)."""
-    return replica.read(t.fetch_offset, max(1, min(t.max_bytes, budget)), upper, first)
+@dataclass(slots=True)
+class _Plan:
+    """A read that needs the replica's dir (decided on the loop, done on its worker)."""
+    index: int
+    replica: Any
+    target: _Target
+    upper: int
+    high_watermark: int
+    log_start_offset: int
 
 
-async def _read_one(api: BrokerApi, t: _Target, follower: bool, budget: int, first: bool, by_id: bool) -> _Read:
+def _read_group(plans: list[_Plan], budget: int, first: bool) -> list[Any]:
+    """The blocking reads of one dir's partitions, in request order, on that dir's worker:
+    each one's bytes or the exception it raised. The first partition with data gets at
+    least one whole batch; after it, the response budget holds."""
+    out: list[Any] = []
+    for plan in plans:
+        t = plan.target
+        if budget <= 0 and not first:
+            out.append(None)   # skipped: the budget is spent
+            continue
+        try:
+            data = plan.replica.read(t.fetch_offset, max(1, min(t.max_bytes, budget)), plan.upper, first)
+        except Exception as exc:
+            out.append(exc)
+            continue
+        if data:
+            first = False
+            budget -= len(data)
+        out.append(data)
+    return out
+
+
+def _check_one(api: BrokerApi, i: int, t: _Target, follower: bool, by_id: bool) -> "_Read | _Plan":
+    """Everything about one partition that needs no I/O (on the loop): its answer, or the
+    read to do."""
     view = api.view
     if t.topic_id is None:
         return _Read(ErrorCode.unknown_topic_id if by_id else ErrorCode.unknown_topic_or_partition)
@@ -124,10 +164,9 @@ async def _read_one(api: BrokerApi, t: _Target, follower: bool, budget: int, fir
         if t.fetch_offset < start or t.fetch_offset > leo:
             return _Read(ErrorCode.offset_out_of_range, hw, start)
         upper = leo if follower else hw
-        data = b""
-        if t.fetch_offset < upper and (budget > 0 or first):
-            data = await replica_io(view, replica, _read_replica, replica, t, upper, budget, first)
-        return _Read(ErrorCode.none, hw, start, data)
+        if t.fetch_offset < upper:
+            return _Plan(i, replica, t, upper, hw, start)
+        return _Read(ErrorCode.none, hw, start, b"")
     except Exception as exc:
         mapped = replica_error(view, t.topic_id, t.partition, "read", exc)
         if mapped is None:
@@ -135,39 +174,95 @@ async def _read_one(api: BrokerApi, t: _Target, follower: bool, budget: int, fir
         return _Read(mapped[0])
 
 
-async def _read_all(api: BrokerApi, targets: list[_Target], follower: bool, max_bytes: int, by_id: bool,
-                    strangers: set[int] = frozenset()) -> list[_Read]:  # type: ignore[assignment]
-    budget = max_bytes
-    reads = []
-    any_data = False
-    for i, t in enumerate(targets):
-        if i in strangers:
-            reads.append(_Read(ErrorCode.not_leader_or_follower))
-            continue
-        r = await _read_one(api, t, follower, budget, not any_data, by_id)
-        if r.records:
-            any_data = True
-            budget -= len(r.records)
-        reads.append(r)
-    return reads
-
-
-def _signature(api: BrokerApi, targets: list[_Target]) -> tuple:
-    """What a long-polling fetch waits to change (read without I/O): leadership, offline
-    state and the offsets of each target's replica."""
+async def _read_some(api: BrokerApi, targets: list[_Target], indexes: list[int], reads: "list[_Read | None]",
+                     follower: bool, max_bytes: int, by_id: bool, strangers: set[int],
+                     skipped: "set[int] | None" = None) -> None:
+    """(Re-)read ``indexes`` into ``reads``: the checks on the loop, then the reads that
+    have data to get, one job per log dir (dirs in the order they first appear), within
+    the response budget the other partitions' answers left."""
     view = api.view
-    out = []
-    for t in targets:
+    chosen = set(indexes)
+    others = [r for j, r in enumerate(reads) if r is not None and j not in chosen]
+    budget = max_bytes - sum(len(r.records) for r in others)
+    have_data = any(r.records for r in others)
+    groups: dict[Any, list[_Plan]] = {}
+    for i in indexes:
+        if i in strangers:
+            reads[i] = _Read(ErrorCode.not_leader_or_follower)
+            continue
+        got = _check_one(api, i, targets[i], follower, by_id)
+        if isinstance(got, _Read):
+            reads[i] = got
+            continue
+        t = got.target
+        tail = getattr(got.replica, "read_tail", None)
+        if tail is not None and (budget > 0 or not have_data):
+            # the newest batches are kept in memory: no trip to the dir's worker
+            data = tail(t.fetch_offset, max(1, min(t.max_bytes, budget)), got.upper, not have_data)
+            if data is not None:
+                reads[i] = _Read(ErrorCode.none, got.high_watermark, got.log_start_offset, data)
+                if data:
+                    have_data = True
+                    budget -= len(data)
+                continue
+        groups.setdefault(getattr(got.replica, "log_dir", id(got.replica)), []).append(got)
+    for plans in groups.values():
+        if budget <= 0 and have_data:
+            for plan in plans:
+                reads[plan.index] = _Read(ErrorCode.none, plan.high_watermark, plan.log_start_offset)
+                if skipped is not None:
+                    skipped.add(plan.index)
+            continue
+        results = await replica_io(view, plans[0].replica, _read_group, plans, budget, not have_data)
+        for plan, res in zip(plans, results):
+            t = plan.target
+            if isinstance(res, Exception):
+                mapped = replica_error(view, t.topic_id, t.partition, "read", res)
+                if mapped is None:
+                    raise res
+                reads[plan.index] = _Read(mapped[0])
+                continue
+            if res is None:
+                if skipped is not None:
+                    skipped.add(plan.index)
+                res = b""
+            reads[plan.index] = _Read(ErrorCode.none, plan.high_watermark, plan.log_start_offset, res)
+            if res:
+                have_data = True
+                budget -= len(res)
+
+
+def _key(t: _Target) -> tuple[Any, int]:
+    return (t.topic_key, t.partition)
+
+
+def _record_progress(api: BrokerApi, replica_id: int, targets: list[_Target], indexes: "range | list[int]",
+                     strangers: set[int]) -> None:
+    """A follower fetched these partitions at these offsets: ISR/HW bookkeeping (before
+    reading, so the answer's HW counts it). A broker that is no replica of a partition
+    gets NOT_LEADER_OR_FOLLOWER for it and records no progress."""
+    view = api.view
+    epochs = getattr(view, "last_fetched_epoch", None)
+    for i in indexes:
+        t = targets[i]
         reg = view.image.partition(t.topic_id, t.partition) if t.topic_id is not None else None
         if reg is None:
-            out.append(None)
             continue
-        offline = view.is_partition_offline(t.topic_id, t.partition)
-        replica = view.local_replica(t.topic_id, t.partition) if reg.leader == view.node_id and not offline else None
-        out.append((reg.leader, reg.leader_epoch, offline, id(replica),
-                    None if replica is None else (replica.log_start_offset, replica.log_end_offset,
-                                                  replica.high_watermark)))
-    return tuple(out)
+        if replica_id not in reg.replicas:
+            strangers.add(i)
+        elif reg.leader == view.node_id:
+            if epochs is not None:
+                epochs.setdefault((t.topic_id, t.partition, replica_id), t.last_fetched_epoch)
+            replica = view.local_replica(t.topic_id, t.partition)
+            hw = replica.high_watermark if replica is not None else None
+            view.on_follower_fetch(t.topic_id, t.partition, replica_id, t.fetch_offset)
+            if replica is None or replica.high_watermark != hw:   # acks=all waiters, consumers
+                api.notify_partition(t.topic_id, t.partition)
+
+
+def _top_error(version: int, code: ErrorCode, session_id: int = 0) -> Any:
+    return build(response_type(API_KEY, version, "FetchResponse"), throttle_time=NO_THROTTLE,
+                 error_code=code, session_id=session_id, responses=())
 
 
 async def handle_fetch(api: BrokerApi, ctx: Any, req: Any) -> Any:
@@ -179,39 +274,120 @@ async def handle_fetch(api: BrokerApi, ctx: Any, req: Any) -> Any:
     max_bytes = getattr(req, "max_bytes", 2**31 - 1)
     if follower and not getattr(ctx, "cluster_action_allowed", True):
         # replica fetches need CLUSTER_ACTION (only brokers' principals) when authorizing
-        return build(response_type(API_KEY, version, "FetchResponse"), throttle_time=NO_THROTTLE,
-                     error_code=ErrorCode.cluster_authorization_failed, session_id=0, responses=())
+        return _top_error(version, ErrorCode.cluster_authorization_failed)
+
+    # fetch sessions (KIP-227, broker_impl.api.fetch_session): replica fetches only
+    sessions = getattr(api, "fetch_sessions", None)
+    session_id = getattr(req, "session_id", 0) or 0
+    session_epoch = getattr(req, "session_epoch", -1)
+    session = None
+    incremental = False
+    if sessions is not None and version >= 7:
+        if session_id != 0:
+            found = sessions.get(session_id)
+            if session_epoch == -1:          # the fetcher closes its session: a full fetch
+                if found is not None:
+                    sessions.remove(session_id)
+            elif found is None or found.replica_id != replica_id:
+                return _top_error(version, ErrorCode.fetch_session_id_not_found)
+            elif session_epoch != found.epoch:
+                return _top_error(version, ErrorCode.invalid_fetch_session_epoch)
+            else:
+                session, incremental = found, True
+        elif session_epoch == 0 and follower and by_id:
+            session = sessions.create(replica_id, targets, _key)
+
     strangers: set[int] = set()  # target indexes: the fetching broker is not a replica
-    if follower:
-        for i, t in enumerate(targets):
-            reg = api.view.image.partition(t.topic_id, t.partition) if t.topic_id is not None else None
-            if reg is None:
-                continue
-            if replica_id not in reg.replicas:
-                strangers.add(i)
-            elif reg.leader == api.view.node_id:
-                api.view.on_follower_fetch(t.topic_id, t.partition, replica_id, t.fetch_offset)
-                api.notify_partition(t.topic_id, t.partition)
+    if incremental:
+        assert session is not None
+        forgotten = [(ft.topic_id, p) for ft in getattr(req, "forgotten_topics_data", ()) for p in ft.partitions]
+        fetch_session.apply_incremental(session, targets, forgotten, _key)
+        session.epoch = fetch_session.next_epoch(session.epoch)
+        session.last_used = time.monotonic()
+        # look only at what may have changed: named in the request, notified since the last
+        # answer, or left unfinished by its byte budget
+        look = session.dirty | session.watch.drain()
+        session.dirty = set()
+        named = {_key(t) for t in targets}
+        targets = targets + [session.parts[k].target for k in look if k in session.parts and k not in named]
+        now_ms = time.monotonic() * 1000
+        if follower:
+            _record_progress(api, replica_id, targets, range(len(targets)), strangers)
+            if now_ms - session.last_refresh_ms >= fetch_session.REFRESH_MS:
+                # the follower's unchanged partitions: still fetched (ISR "caught up" time)
+                session.last_refresh_ms = now_ms
+                seen = {_key(t) for t in targets}
+                rest = [cp.target for k, cp in session.parts.items() if k not in seen]
+                _record_progress(api, replica_id, rest, range(len(rest)), set())
+    elif follower:
+        _record_progress(api, replica_id, targets, range(len(targets)), strangers)
+    if session is not None:
+        session.watch.drain()   # its own progress notifications (just above) are no change to read
 
     wait_ms = min(max(ms(req.max_wait), 0), MAX_WAIT_CAP_MS)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + wait_ms / 1000
-    keys = [(t.topic_id, t.partition) for t in targets if t.topic_id is not None]
-    while True:
-        before = _signature(api, targets)
-        reads = await _read_all(api, targets, follower, max_bytes, by_id, strangers)
-        if (sum(len(r.records) for r in reads) >= max(req.min_bytes, 1)
-                or any(r.error is not ErrorCode.none for r in reads) or not targets or wait_ms <= 0):
-            break
-        remaining = deadline - loop.time()
-        if remaining <= 0:
-            break
-        if not await api.purgatory.wait_until(keys, lambda: _signature(api, targets) != before, remaining):
-            break
-    return _response(version, targets, reads)
+    keys = [(t.topic_id, t.partition) if t.topic_id is not None else None for t in targets]
+    reads: list[_Read | None] = [None] * len(targets)
+    skipped: set[int] = set()
+    min_bytes = max(req.min_bytes, 1)
+    # watching from before the first read: an append while it reads is not missed (a
+    # session's own watch runs between its fetches too)
+    own_watch = session is None
+    watch = api.purgatory.watch(k for k in keys if k is not None) if own_watch else session.watch
+    if session is not None:
+        session.busy = True
+    try:
+        await _read_some(api, targets, list(range(len(targets))), reads, follower, max_bytes, by_id, strangers,
+                         skipped)
+        while wait_ms > 0:
+            if (sum(len(r.records) for r in reads if r is not None) >= min_bytes
+                    or any(r is not None and r.error is not ErrorCode.none for r in reads)):
+                break
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                break
+            changed = await watch.wait(remaining)
+            if not changed:
+                break   # max_wait passed
+            # only the partitions that changed (append, HW, leadership, offline) are (re-)read
+            index = {k: i for i, k in enumerate(keys)}
+            again = []
+            for k in changed:
+                i = index.get(k)
+                if i is None and session is not None and k in session.parts:   # a session partition joins
+                    targets.append(session.parts[k].target)
+                    keys.append(k)
+                    reads.append(None)
+                    i = len(targets) - 1
+                if i is not None:
+                    again.append(i)
+            await _read_some(api, targets, again, reads, follower, max_bytes, by_id, strangers, skipped)
+    finally:
+        if own_watch:
+            watch.close()
+        if session is not None:
+            session.busy = False
+    if session is None:
+        return _response(version, targets, reads, 0)
+    # a session's answer: full (just created) or the partitions that changed; offsets sent
+    # are remembered, budget-skipped partitions looked at again next time
+    out_t, out_r = [], []
+    for i, (t, r) in enumerate(zip(targets, reads)):
+        cached = session.parts.get(_key(t))
+        if r is None or cached is None:
+            continue
+        if i in skipped:
+            session.dirty.add(_key(t))
+        if not incremental or fetch_session.must_answer(cached, r.error, r.records, r.diverging, r.high_watermark,
+                                                        r.log_start_offset, ErrorCode.none):
+            cached.last_hw, cached.last_log_start = r.high_watermark, r.log_start_offset
+            out_t.append(t)
+            out_r.append(r)
+    return _response(version, out_t, out_r, session.id)
 
 
-def _response(version: int, targets: list[_Target], reads: list[_Read]) -> Any:
+def _response(version: int, targets: list[_Target], reads: list[_Read], session_id: int = 0) -> Any:
     part_cls = response_type(API_KEY, version, "PartitionData")
     topic_cls = response_type(API_KEY, version, "FetchableTopicResponse")
     resp_cls = response_type(API_KEY, version, "FetchResponse")
@@ -227,4 +403,5 @@ def _response(version: int, targets: list[_Target], reads: list[_Read]) -> Any:
                   aborted_transactions=None, preferred_read_replica=-1, records=r.records, **extra))
     topics = tuple(build(topic_cls, topic=key, topic_id=key, partitions=tuple(parts))
                    for key, parts in grouped.items())
-    return build(resp_cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.none, session_id=0, responses=topics)
+    return build(resp_cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.none, session_id=session_id,
+                 responses=topics)

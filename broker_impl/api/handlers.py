@@ -29,6 +29,7 @@ import uuid
 from typing import Any, Awaitable, Callable
 
 from broker_impl.api import admin, fetch, legacy_produce, log_dirs, metadata, produce
+from broker_impl.api.fetch_session import FetchSessionCache
 from broker_impl.api.purgatory import Purgatory
 from broker_impl.api.view import BrokerView
 from broker_impl.state.producers import ProducerIdAllocator
@@ -75,6 +76,7 @@ class BrokerApi:
         # Request schemas kio 0.6.5 lacks; the listener must look here before kio's index.
         self.request_classes: dict[tuple[int, int], type] = dict(legacy_produce.REQUEST_CLASSES)
         self.purgatory = Purgatory()
+        self.fetch_sessions = FetchSessionCache(self.purgatory)   # replica fetches (KIP-227)
         # sequence state lives with each partition log (PartitionLog.producer_state)
         self.producer_ids = ProducerIdAllocator(producer_id_base)
 

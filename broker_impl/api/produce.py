@@ -11,7 +11,13 @@ duplicates answer NONE with their original offsets; see ``PartitionLog.append_as
 
 acks=all waits (purgatory) until the high watermark passes the last appended offset, or
 the request timeout (REQUEST_TIMED_OUT); if the ISR shrank below min.insync.replicas by
-then: NOT_ENOUGH_REPLICAS_AFTER_APPEND. acks=0 returns ``None``: no response is sent.
+then: NOT_ENOUGH_REPLICAS_AFTER_APPEND. The appends (queued, each
+partition's lock taken in request order) and that wait are returned as a
+:class:`kafka_runtime.server.DeferredResponse`: the listener goes on with the connection's
+next requests (librdkafka pipelines one Produce per partition batch) while this one appends
+and replicates, and the answers still leave in request order — a connection's acks=all
+throughput is not one request per append hop plus replication round trip. acks=0 returns ``None``: no
+response is sent.
 
 The append runs off the event loop (``BrokerView.replica_io``: the partition's log-dir
 worker in the broker), the partitions of one request concurrently, each under its
@@ -29,6 +35,7 @@ from kio.schema.errors import ErrorCode
 
 from broker_impl.api.entities import NO_THROTTLE, build, ms, replica_error, replica_io, response_type
 from kafka_common import batch_header as bh
+from kafka_runtime.server import DeferredResponse
 
 if TYPE_CHECKING:
     from broker_impl.api.handlers import BrokerApi
@@ -147,15 +154,29 @@ async def handle_produce(api: BrokerApi, ctx: Any, req: Any) -> Any | None:
             else:  # each partition appends on its own dir's worker, concurrently
                 results.append(asyncio.ensure_future(_append_partition(api, topic_id, pd.index, pd.records, acks)))
         per_topic.append((topic_key, results))
-    done = await asyncio.gather(*(f for _, fs in per_topic for f in fs))
-    it = iter(done)
-    per_topic = [(key, [next(it) for _ in fs]) for key, fs in per_topic]
-
+    if acks == -1:
+        # the appends are queued (each partition's lock taken in request order, so a later
+        # request's append to the same partition comes after); the connection goes on with
+        # its next request while they run and replicate (the answers stay in order)
+        return DeferredResponse(_replicated_response(api, version, per_topic, ms(req.timeout)))
+    resolved = await _resolve(per_topic)
     if acks == 0:
         return None
-    if acks == -1:
-        await _await_replication(api, [r for _, rs in per_topic for r in rs], ms(req.timeout))
-    return _response(version, per_topic)
+    return _response(version, resolved)
+
+
+async def _resolve(per_topic: list[tuple[Any, list["asyncio.Future[_PartitionResult]"]]]
+                   ) -> list[tuple[Any, list[_PartitionResult]]]:
+    done = await asyncio.gather(*(f for _, fs in per_topic for f in fs))
+    it = iter(done)
+    return [(key, [next(it) for _ in fs]) for key, fs in per_topic]
+
+
+async def _replicated_response(api: BrokerApi, version: int, per_topic: list[tuple[Any, list[Any]]],
+                               timeout_ms: int) -> Any:
+    resolved = await _resolve(per_topic)
+    await _await_replication(api, [r for _, rs in resolved for r in rs], timeout_ms)
+    return _response(version, resolved)
 
 
 async def _await_replication(api: BrokerApi, results: list[_PartitionResult], timeout_ms: int) -> None:

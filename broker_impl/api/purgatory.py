@@ -3,6 +3,10 @@
 A waiter registers one future on every partition it watches; :meth:`Purgatory.notify`
 resolves all futures of a partition, and each woken waiter re-evaluates its own condition.
 Conditions are re-read from the live state, so a missed or extra wake-up is harmless.
+
+A long-polling fetch instead holds a :class:`Watch` for its whole wait: it collects WHICH
+of its partitions were notified, so the fetch re-reads only those (a fetch of 100
+partitions woken by one append costs one partition's work, not 100).
 """
 
 from __future__ import annotations
@@ -11,9 +15,74 @@ import asyncio
 from typing import Callable, Hashable, Iterable
 
 
+class Watch:
+    """The keys notified since the last :meth:`wait` (registered until :meth:`close`)."""
+
+    def __init__(self, purgatory: "Purgatory", keys: Iterable[Hashable]) -> None:
+        self._purgatory = purgatory
+        self._keys = set(keys)
+        self.changed: set[Hashable] = set()
+        self._event = asyncio.Event()
+        for key in self._keys:
+            purgatory._watches.setdefault(key, set()).add(self)
+
+    def add(self, key: Hashable) -> None:
+        if key not in self._keys:
+            self._keys.add(key)
+            self._purgatory._watches.setdefault(key, set()).add(self)
+
+    def discard(self, key: Hashable) -> None:
+        if key in self._keys:
+            self._keys.discard(key)
+            self.changed.discard(key)
+            watches = self._purgatory._watches.get(key)
+            if watches is not None:
+                watches.discard(self)
+                if not watches:
+                    del self._purgatory._watches[key]
+
+    def drain(self) -> set[Hashable]:
+        """The keys notified so far (cleared), without waiting."""
+        out, self.changed = self.changed, set()
+        self._event.clear()
+        return out
+
+    def hit(self, key: Hashable) -> None:
+        self.changed.add(key)
+        self._event.set()
+
+    async def wait(self, timeout_s: float) -> set[Hashable]:
+        """The keys notified since the last call (waiting up to ``timeout_s`` for one);
+        empty on timeout."""
+        if not self.changed and timeout_s > 0:
+            try:
+                await asyncio.wait_for(self._event.wait(), timeout_s)
+            except asyncio.TimeoutError:
+                pass
+        out, self.changed = self.changed, set()
+        self._event.clear()
+        return out
+
+    def close(self) -> None:
+        for key in self._keys:
+            watches = self._purgatory._watches.get(key)
+            if watches is not None:
+                watches.discard(self)
+                if not watches:
+                    del self._purgatory._watches[key]
+        self._keys = set()
+
+    def __enter__(self) -> "Watch":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
 class Purgatory:
     def __init__(self) -> None:
         self._waiting: dict[Hashable, set[asyncio.Future[None]]] = {}
+        self._watches: dict[Hashable, set[Watch]] = {}
 
     def notify(self, key: Hashable) -> None:
         futures = self._waiting.pop(key, None)
@@ -21,14 +90,21 @@ class Purgatory:
             for fut in futures:
                 if not fut.done():
                     fut.set_result(None)
+        watches = self._watches.get(key)
+        if watches:
+            for w in watches:
+                w.hit(key)
 
     def notify_all(self) -> None:
-        for key in list(self._waiting):
+        for key in set(self._waiting) | set(self._watches):
             self.notify(key)
+
+    def watch(self, keys: Iterable[Hashable]) -> Watch:
+        return Watch(self, keys)
 
     @property
     def waiting(self) -> int:
-        return sum(len(f) for f in self._waiting.values())
+        return sum(len(f) for f in self._waiting.values()) + sum(len(w) for w in self._watches.values())
 
     async def wait_until(self, keys: Iterable[Hashable], condition: Callable[[], bool], timeout_s: float) -> bool:
         """Wait until ``condition()`` holds (re-checked on every notify of ``keys``) or the

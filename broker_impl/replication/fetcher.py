@@ -22,16 +22,37 @@ Per partition in the answer:
 A local storage error (the follower's dir failed) drops the partition from the fetcher:
 the DirFailureChannel has already reported the dir and the core stops the fetcher anyway.
 
-The storage step of each partition (:func:`_storage_step`) runs on that log's dir worker
-(``FetcherHost.run_io``, under ``partition_lock``), not on the event loop; the partition
-sits out of the next rounds until its step is done, so its appends stay in order and a
-slow dir holds up only its own partitions (other partitions of the same leader keep
-being fetched).
+One pipeline per leader (issue 10): a partition with new data never waits behind a
+long-poll for idle ones. Each round
+
+1. waits for the previous round's storage steps until they are ``step_wait_ms`` (50 ms)
+   old (a step already older — a slow or hung dir — is not waited for again);
+2. sends ONE Fetch with every partition followed from that leader except those whose step
+   is still running (a slow or hung dir: they sit out, so that dir holds up only its own
+   partitions) and those backing off;
+3. long-polls for ``replica.fetch.wait.max.ms`` only when no partition sits out; while one
+   does, ``max_wait`` is the age of its step (at least 10 ms, at most the configured
+   wait), so it rejoins soon after its step ends, and a hung dir costs only a slowly
+   growing poll; a partition backing off (an error from the leader) likewise limits
+   ``max_wait`` to the end of its back-off; a partition that starts being followed while a long poll (> 100 ms) is
+   in flight drops that fetch's connection (the leader answers a connection in order, so
+   a second fetch would wait behind it) and the next round, reconnected, carries it;
+4. applies the answer: a partition without records, divergence or error only takes the
+   leader's HW (``min(leader HW, local LEO)``, lock-free, on the loop); the others' storage
+   steps (:func:`_storage_step`) run on their log dir's worker (``FetcherHost.run_io``), one
+   job per dir per round for all that dir's partitions, under each partition's
+   ``partition_lock`` (a partition whose lock is held — a move's swap — gets a job of its
+   own, so it cannot hold up the rest of its dir).
+
+The leader answers a Fetch as soon as any partition in it has data (min_bytes=1), so the
+next fetch of a busy partition — the one that moves the leader's HW and completes acks=all
+— is always in flight right after its append.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime
 import logging
 import uuid
@@ -50,13 +71,45 @@ RESPONSE_MAX_BYTES = 10 * 1024 * 1024
 BACKOFF_S = 0.2
 
 
+STEP_WAIT_MS = 50          # a round waits this long for the previous round's storage steps
+MIN_STRAGGLER_POLL_MS = 10  # max_wait while a partition sits out: its step's age, at least this
+INTERRUPT_POLL_MS = 100     # a joining partition drops a fetch in flight that may poll longer than this
+
+
 @dataclass(slots=True)
 class FollowState:
     tp: TopicPartition
     topic_id: uuid.UUID
     leader_epoch: int
     backoff_until: float = 0.0
-    applying: "asyncio.Task | None" = None  # its storage step, while running
+    applying: "asyncio.Future | None" = None  # its storage step, while running
+    applying_since: float = 0.0                # loop time the step started
+
+
+def plan_round(states: "list[FollowState]", now: float, wait_max_ms: int) -> tuple[list[FollowState], int]:
+    """Which partitions the next Fetch carries and its ``max_wait`` (ms): every partition not
+    backing off and not in a storage step. The full long poll only when none sits out;
+    otherwise no longer than until the first back-off ends, nor than the age of the oldest
+    running step (≥ MIN_STRAGGLER_POLL_MS), so a partition that sits out rejoins soon after
+    its step or back-off ends, without busy-polling a hung dir."""
+    ready = [st for st in states if st.applying is None and st.backoff_until <= now]
+    wait_ms = wait_max_ms
+    running = [st.applying_since for st in states if st.applying is not None]
+    if running:
+        wait_ms = min(wait_ms, max(MIN_STRAGGLER_POLL_MS, int((now - min(running)) * 1000)))
+    backing_off = [st.backoff_until for st in states if st.applying is None and st.backoff_until > now]
+    if backing_off:
+        wait_ms = min(wait_ms, max(MIN_STRAGGLER_POLL_MS, int((min(backing_off) - now) * 1000) + 1))
+    return ready, wait_ms
+
+
+def needs_storage(p: Any) -> bool:
+    """Whether a partition's answer needs its dir (records, divergence, out-of-range): the
+    rest only carry the leader's HW, taken on the loop."""
+    if p.error_code == ErrorCode.none:
+        div = p.diverging_epoch
+        return bool(p.records) or (div is not None and div.epoch >= 0 and div.end_offset >= 0)
+    return p.error_code == ErrorCode.offset_out_of_range
 
 
 class FetcherHost:
@@ -76,21 +129,37 @@ class LeaderFetcher:
         self.partitions: dict[TopicPartition, FollowState] = {}
         self.client: KafkaClient | None = None
         self.changed = asyncio.Event()
+        self._interrupt = asyncio.Event()
+        self.polling_ms = 0  # max_wait of the fetch in flight (0: none)
+        self.interrupts = 0
+        self.session_resets = 0
+        self.session_id, self.session_epoch = 0, 0
+        self.sent: dict[TopicPartition, tuple] = {}  # what the leader's session holds per partition
         self.task = asyncio.create_task(self._run(), name=f"fetcher-{leader_id}")
         self.rounds = 0
 
-    async def close(self) -> None:
+    def wake(self) -> None:
+        """A partition joined: it must not wait for the long poll in flight to end. The leader
+        answers a connection in order, so a second fetch would queue behind the first: the
+        connection is dropped instead and the next round (reconnected) carries every partition."""
+        self.changed.set()
+        if self.polling_ms > INTERRUPT_POLL_MS:
+            self._interrupt.set()
+
+    async def close(self, timeout_s: float = 1.0) -> None:
+        """Cancel the fetch loop and close its connection, each bounded: Python 3.11's
+        ``wait_for`` may swallow a cancel that races a completing request, so the task is
+        never awaited without a limit."""
         self.task.cancel()
-        try:
-            await self.task
-        except (asyncio.CancelledError, Exception):
-            pass
-        if self.client is not None:
-            try:
-                await self.client.close()
-            except Exception:
-                pass
-            self.client = None
+        await asyncio.wait({self.task}, timeout=timeout_s)
+        if not self.task.done():
+            log.warning("fetcher for leader %s did not stop within %.1f s", self.leader_id, timeout_s)
+        client, self.client = self.client, None
+        if client is not None:
+            closing = asyncio.ensure_future(client.close())
+            await asyncio.wait({closing}, timeout=timeout_s)
+            if not closing.done():
+                closing.cancel()
 
     async def _connect(self) -> KafkaClient:
         if self.client is not None and not self.client.closed:
@@ -119,12 +188,14 @@ class LeaderFetcher:
                 raise
             except (ClientError, OSError, asyncio.TimeoutError) as exc:
                 failures += 1
+                self.reset_session()
                 log.info("fetch from leader %s failed: %s", self.leader_id, exc)
                 if self.client is not None:
                     await self.client.close()
                     self.client = None
                 await self._sleep(min(BACKOFF_S * failures, 2.0))
             except Exception:  # a bug must not kill replication silently
+                self.reset_session()
                 log.exception("fetcher for leader %s", self.leader_id)
                 await self._sleep(1.0)
 
@@ -135,70 +206,180 @@ class LeaderFetcher:
         except asyncio.TimeoutError:
             pass
 
-    def _request(self, client: KafkaClient, states: list[FollowState]) -> tuple[Any, int]:
+    def reset_session(self) -> None:
+        """Forget the fetch session (the next request is a full one asking for a new one)."""
+        self.session_id, self.session_epoch, self.sent = 0, 0, {}
+
+    def _request(self, client: KafkaClient, states: list[FollowState], wait_ms: int
+                 ) -> tuple[Any, int, dict[TopicPartition, tuple], int]:
+        """The Fetch for ``states``: full (asking for a session) when there is none, else
+        incremental — only the partitions whose fetch state changed since the last request,
+        and ``forgotten_topics_data`` for those that left (or sit out this round). Returns
+        (request, version, the session's partitions once answered, partitions covered)."""
         host, cfg = self.mgr.host, self.mgr
         version = client.pick_version(FETCH, 12, 16)
         mod = wire.request_module(FETCH, version)
+        use_session = version >= 13
+        incremental = use_session and self.session_id != 0
         topics: dict[uuid.UUID, list] = {}
         names: dict[uuid.UUID, str] = {}
+        sent: dict[TopicPartition, tuple] = {}
         for st in states:
             plog = host.get_log(st.tp)
             if plog is None:
                 continue
             epoch = plog.latest_epoch
+            state = (st.topic_id, st.leader_epoch, plog.log_end_offset, epoch if epoch is not None else -1,
+                     plog.log_start_offset)
+            sent[st.tp] = state
+            if incremental and self.sent.get(st.tp) == state:
+                continue   # unchanged: the leader's session has it
             topics.setdefault(st.topic_id, []).append(wire.make(
                 mod.FetchPartition, partition=st.tp.partition, current_leader_epoch=st.leader_epoch,
-                fetch_offset=plog.log_end_offset, last_fetched_epoch=epoch if epoch is not None else -1,
-                log_start_offset=plog.log_start_offset, partition_max_bytes=cfg.max_bytes))
+                fetch_offset=state[2], last_fetched_epoch=state[3], log_start_offset=state[4],
+                partition_max_bytes=cfg.max_bytes))
             names[st.topic_id] = st.tp.topic
+        forgotten: dict[uuid.UUID, list[int]] = {}
+        if incremental:
+            for tp, state in self.sent.items():
+                if tp not in sent:
+                    forgotten.setdefault(state[0], []).append(tp.partition)
         fetch_topics = tuple(wire.make(mod.FetchTopic, topic=names[t], topic_id=t, partitions=tuple(ps))
                              for t, ps in topics.items())
+        forgotten_topics = tuple(wire.make(mod.ForgottenTopic, topic_id=t, partitions=tuple(ps))
+                                 for t, ps in forgotten.items())
         fields: dict[str, Any] = dict(
-            replica_id=host.node_id, max_wait=datetime.timedelta(milliseconds=cfg.wait_max_ms), min_bytes=1,
-            max_bytes=RESPONSE_MAX_BYTES, isolation_level=0, session_id=0, session_epoch=-1, topics=fetch_topics,
-            forgotten_topics_data=(), rack_id="", cluster_id=None)
+            replica_id=host.node_id, max_wait=datetime.timedelta(milliseconds=wait_ms), min_bytes=1,
+            max_bytes=RESPONSE_MAX_BYTES, isolation_level=0,
+            session_id=self.session_id if incremental else 0,
+            session_epoch=self.session_epoch if incremental else (0 if use_session else -1),
+            topics=fetch_topics, forgotten_topics_data=forgotten_topics, rack_id="", cluster_id=None)
         if version >= 15:
             fields["replica_state"] = mod.ReplicaState(replica_id=host.node_id, replica_epoch=host.broker_epoch())
-        return wire.make(wire.request_class(FETCH, version), **fields), version
+        return wire.make(wire.request_class(FETCH, version), **fields), version, sent, len(sent)
 
     async def _round(self, client: KafkaClient) -> bool:
-        now = asyncio.get_running_loop().time()
-        states = [st for st in self.partitions.values() if st.backoff_until <= now and st.applying is None]
+        loop = asyncio.get_running_loop()
+        # the steps younger than step_wait_ms (the previous round's): wait for them, until the
+        # oldest of them reaches that age; older ones (a slow or hung dir) are not waited for
+        now = loop.time()
+        bound = self.mgr.step_wait_ms / 1000
+        young = [st for st in self.partitions.values() if st.applying is not None and now - st.applying_since < bound]
+        if young:
+            await asyncio.wait({st.applying for st in young},
+                               timeout=min(st.applying_since for st in young) + bound - now)
+        now = loop.time()
+        states, wait_ms = plan_round(list(self.partitions.values()), now, self.mgr.wait_max_ms)
         if not states:
             idle = [st.backoff_until for st in self.partitions.values() if st.applying is None]
             await self._sleep(min(idle) - now if idle else BACKOFF_S)  # an applied step wakes it
             return False
-        req, version = self._request(client, states)
-        if not req.topics:
+        req, version, sent, covered = self._request(client, states, wait_ms)
+        if not covered:
             await self._sleep(BACKOFF_S)
             return False
-        resp = await client.request(req, timeout_s=self.mgr.wait_max_ms / 1000 + 10)
+        self._interrupt.clear()
+        self.polling_ms = wait_ms
+        fetch = asyncio.ensure_future(client.request(req, timeout_s=wait_ms / 1000 + 10))
+        interrupted = asyncio.ensure_future(self._interrupt.wait())
+        try:
+            await asyncio.wait({fetch, interrupted}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            self.polling_ms = 0
+            interrupted.cancel()
+            if not fetch.done():
+                fetch.cancel()
+        if not fetch.done() or fetch.cancelled():  # a partition joined during a long poll
+            self.interrupts += 1
+            self.client = None
+            self.reset_session()
+            await client.close()
+            return False
+        try:
+            resp = fetch.result()
+        except BaseException:
+            self.reset_session()
+            raise
         self.rounds += 1
+        if resp.error_code in (ErrorCode.fetch_session_id_not_found, ErrorCode.invalid_fetch_session_epoch):
+            self.session_resets += 1
+            self.reset_session()   # the leader lost or refused the session: a full fetch next
+            return False
         if resp.error_code != ErrorCode.none:
+            self.reset_session()
             raise ClientError(f"fetch: {resp.error_code.name}")
+        if version >= 13:
+            if req.session_id == 0:          # full request: the leader's new session, if it made one
+                self.session_id, self.session_epoch = resp.session_id or 0, 1
+            else:
+                self.session_epoch = 1 if self.session_epoch >= 2**31 - 1 else self.session_epoch + 1
+            self.sent = sent if self.session_id else {}
         by_key = {(st.topic_id if version >= 13 else st.tp.topic, st.tp.partition): st for st in states}
         got = False
+        by_dir: dict[str, list[tuple[FollowState, Any, Any]]] = {}
         for topic in resp.responses:
             key_t = ids.from_wire(topic.topic_id) if version >= 13 else topic.topic
             for p in topic.partitions:
                 st = by_key.get((key_t, p.partition_index))
                 if st is None or self.partitions.get(st.tp) is not st:
                     continue  # removed or re-added while the fetch was in flight
-                # each partition's storage step runs on its own dir's worker; a partition
-                # stays out of the next rounds until its step is done (one at a time, in
-                # order), so a slow dir holds up only its own partitions
-                st.applying = asyncio.create_task(self._apply_done(st, p))
-                got |= bool(p.records) or p.diverging_epoch is not None
+                plog = self.mgr.host.get_log(st.tp)
+                if plog is None:
+                    continue
+                if not needs_storage(p):
+                    if p.error_code == ErrorCode.none:  # only the HW: lock-free, on the loop
+                        plog.high_watermark = min(p.high_watermark, plog.log_end_offset)
+                    else:
+                        self._settle(st, p, ("error", None))
+                    continue
+                got = True
+                by_dir.setdefault(getattr(plog, "log_dir", ""), []).append((st, plog, p))
+        for items in by_dir.values():
+            self._start_steps(items, now)
         return got
 
-    async def _apply_done(self, st: FollowState, p: Any) -> None:
+    def _start_steps(self, items: list[tuple[FollowState, Any, Any]], now: float) -> None:
+        """One job on the dir's worker for the partitions whose locks are free; a partition
+        whose lock is held (a move's swap) gets a job of its own."""
+        lock_of = getattr(self.mgr.host, "partition_lock", None)
+        free, busy = [], []
+        for item in items:
+            (free if lock_of is None or not lock_of(item[0].tp).locked() else busy).append(item)
+        for batch in ([free] if free else []) + [[item] for item in busy]:
+            task = asyncio.ensure_future(self._apply_batch(batch))
+            for st, _plog, _p in batch:
+                st.applying, st.applying_since = task, now
+
+    async def _apply_batch(self, items: list[tuple[FollowState, Any, Any]]) -> None:
         try:
-            await self._apply_async(st, p)
+            await self._apply_batch_async(items)
         except Exception:  # a bug must not kill replication silently
-            log.exception("follower %s", st.tp)
+            log.exception("follower %s", [st.tp for st, _plog, _p in items])
         finally:
-            st.applying = None
+            for st, _plog, _p in items:
+                st.applying = None
             self.changed.set()
+
+    async def _apply_batch_async(self, items: list[tuple[FollowState, Any, Any]]) -> None:
+        """The storage steps of one dir's partitions, in one job on that dir's worker, each
+        partition's lock held across it; outcomes settled on the loop."""
+        host = self.mgr.host
+        run_io = getattr(host, "run_io", None)
+        lock_of = getattr(host, "partition_lock", None)
+        async with contextlib.AsyncExitStack() as stack:
+            if lock_of is not None:
+                for st, _plog, _p in sorted(items, key=lambda it: (it[0].tp.topic, it[0].tp.partition)):
+                    await stack.enter_async_context(lock_of(st.tp))
+            live = [(st, plog, p) for st, plog, p in items if host.get_log(st.tp) is plog]  # not swapped meanwhile
+            if not live:
+                return
+            if run_io is None:
+                outcomes = _storage_steps([(plog, p) for _st, plog, p in live])
+            else:
+                outcomes = await run_io(live[0][1], _storage_steps, [(plog, p) for _st, plog, p in live])
+        for (st, _plog, p), outcome in zip(live, outcomes):
+            if self.partitions.get(st.tp) is st:
+                self._settle(st, p, outcome)
 
     def _apply(self, st: FollowState, p: Any) -> bool:
         """Apply one partition's answer synchronously (the storage step inline)."""
@@ -207,29 +388,6 @@ class LeaderFetcher:
             return False
         try:
             outcome = _storage_step(plog, p)
-        except (StorageError, OSError) as exc:
-            outcome = exc
-        return self._settle(st, p, outcome)
-
-    async def _apply_async(self, st: FollowState, p: Any) -> bool:
-        """Apply one partition's answer with the storage step on the log's dir worker, under
-        the partition's lock (never on the event loop)."""
-        host = self.mgr.host
-        plog = host.get_log(st.tp)
-        if plog is None:
-            return False
-        run_io = getattr(host, "run_io", None)
-        lock_of = getattr(host, "partition_lock", None)
-        try:
-            if run_io is None:
-                outcome: Any = _storage_step(plog, p)
-            elif lock_of is None:
-                outcome = await run_io(plog, _storage_step, plog, p)
-            else:
-                async with lock_of(st.tp):
-                    if host.get_log(st.tp) is not plog:  # swapped or gone meanwhile: next round
-                        return False
-                    outcome = await run_io(plog, _storage_step, plog, p)
         except (StorageError, OSError) as exc:
             outcome = exc
         return self._settle(st, p, outcome)
@@ -289,11 +447,25 @@ def _storage_step(plog: Any, p: Any) -> tuple[str, Any]:
     return "error", None
 
 
+def _storage_steps(items: list[tuple[Any, Any]]) -> list[Any]:
+    """Several partitions' storage steps in one job (one dir's worker): each one's result,
+    or the storage exception it raised (the others still run)."""
+    out: list[Any] = []
+    for plog, p in items:
+        try:
+            out.append(_storage_step(plog, p))
+        except (StorageError, OSError) as exc:
+            out.append(exc)
+    return out
+
+
 class FetcherManager:
     def __init__(self, host: FetcherHost, *, wait_max_ms: int, max_bytes: int,
-                 on_truncated: Callable[[TopicPartition, int], None] | None = None) -> None:
+                 on_truncated: Callable[[TopicPartition, int], None] | None = None,
+                 step_wait_ms: int = STEP_WAIT_MS) -> None:
         self.host = host
         self.wait_max_ms = wait_max_ms
+        self.step_wait_ms = step_wait_ms
         self.max_bytes = max_bytes
         self.fetchers: dict[int, LeaderFetcher] = {}
         self.leader_of: dict[TopicPartition, int] = {}
@@ -311,7 +483,7 @@ class FetcherManager:
             f = self.fetchers[leader_id] = LeaderFetcher(self, leader_id)
         f.partitions[tp] = FollowState(tp, topic_id, leader_epoch)
         self.leader_of[tp] = leader_id
-        f.changed.set()
+        f.wake()
 
     def remove(self, tps) -> None:
         for tp in tps:
@@ -322,7 +494,8 @@ class FetcherManager:
     def following(self) -> dict[TopicPartition, int]:
         return dict(self.leader_of)
 
-    async def close(self) -> None:
+    async def close(self, timeout_s: float = 1.0) -> None:
+        """Every fetcher at once, bounded (see :meth:`LeaderFetcher.close`)."""
         fetchers, self.fetchers = list(self.fetchers.values()), {}
-        for f in fetchers:
-            await f.close()
+        if fetchers:
+            await asyncio.wait([asyncio.ensure_future(f.close(timeout_s)) for f in fetchers], timeout=2 * timeout_s)

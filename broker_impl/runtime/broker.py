@@ -68,7 +68,8 @@ log = logging.getLogger(__name__)
 PROG = "kraft-broker"
 HW_CHECKPOINT_INTERVAL_MS = 5000
 RECOVERY_CHECKPOINT_INTERVAL_MS = 60000
-STOP_CLOSE_TIMEOUT_S = 10.0
+# the whole stop (after the controlled shutdown): every step gets a share of what is left
+STOP_BUDGET_S = 4.0
 
 
 STORAGE_EFFECTS = (fx.CreateLog, fx.DeleteLog, fx.MarkDirOffline, fx.RenameStray, fx.CreateFutureLog,
@@ -508,43 +509,56 @@ class BrokerRuntime:
         self._feed(self.core.begin_controlled_shutdown(self._now()))
 
     async def stop(self) -> None:
-        """Cancel the tasks, close the controller connections and the logs (each step
-        bounded, so a stuck connection cannot keep the process alive)."""
+        """Stop within ``STOP_BUDGET_S`` whatever hangs: cancel the tasks, close the controller
+        connections and the logs, each step bounded by a share of the budget (``asyncio.wait``
+        with a timeout: Python 3.11's ``wait_for`` can swallow a cancel, so no task is ever
+        awaited without a limit). A step that does not finish is left behind (daemon
+        threads, abandoned tasks); the ``stopped`` event lists each step's time."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + STOP_BUDGET_S
+        steps: dict[str, float] = {}
+        late: list[str] = []
+
+        async def bounded(name: str, aw: Any, share: float) -> None:
+            t0 = loop.time()
+            task = asyncio.ensure_future(aw)
+            await asyncio.wait({task}, timeout=max(0.05, (deadline - t0) * share))
+            steps[name] = round((loop.time() - t0) * 1000, 1)
+            if not task.done():
+                task.cancel()
+                late.append(name)
+                log.warning("stop: %s did not finish in time; left behind", name)
+            elif not task.cancelled() and task.exception() is not None:
+                log.warning("stop: %s failed: %s", name, task.exception())
+
         self._stopping = True
         self._wake.set()
         if self.dataplane is not None:
-            await self.dataplane.stop()
+            await bounded("dataplane", self.dataplane.stop(), 0.3)
         tasks = self._tasks + list(self._bg)
         for t in tasks:
             t.cancel()
         if tasks:
-            _, pending = await asyncio.wait(tasks, timeout=5)
-            if pending:
-                log.warning("tasks still running at stop: %s", [t.get_name() for t in pending])
-        for ch in (getattr(self, "channel", None), getattr(self, "metadata_channel", None),
-                   getattr(self, "data_channel", None)):
-            if ch is not None:
-                try:
-                    await asyncio.wait_for(ch.close(), 5)
-                except asyncio.TimeoutError:
-                    log.warning("closing the controller connection timed out")
+            await bounded("tasks", asyncio.wait(tasks), 0.2)
+        channels = [ch for ch in (getattr(self, "channel", None), getattr(self, "metadata_channel", None),
+                                  getattr(self, "data_channel", None)) if ch is not None]
+        if channels:
+            await bounded("controller_connections", asyncio.gather(*(ch.close() for ch in channels),
+                                                                   return_exceptions=True), 0.2)
         pool = getattr(self, "_storage_pool", None)
         if pool is not None:
             pool.close()
         dir_io = getattr(self, "dir_io", None)
         if dir_io is not None:  # let the queued steps finish first (bounded: a hung dir's never do)
             dir_io.close()
-            stuck = await asyncio.wrap_future(daemon_call(lambda: dir_io.join(STOP_CLOSE_TIMEOUT_S / 2)))
-            if stuck:
-                log.warning("log dir workers still busy at stop: %s", ", ".join(stuck))
+            budget = max(0.05, (deadline - loop.time()) * 0.3)
+            await bounded("dir_workers", asyncio.wrap_future(daemon_call(lambda: dir_io.join(budget))), 0.35)
         if self.lm is not None:
             # bounded: a hung dir must not keep the process alive (its logs stay unflushed,
             # no clean-shutdown marker: recovery at the next start)
-            closer = daemon_call(self.lm.close)
-            try:
-                await asyncio.wait_for(asyncio.wrap_future(closer), STOP_CLOSE_TIMEOUT_S)
-            except asyncio.TimeoutError:
-                log.warning("closing the logs timed out after %.0f s (a hung log dir)", STOP_CLOSE_TIMEOUT_S)
-                self.events.emit("close_timed_out", timeout_s=STOP_CLOSE_TIMEOUT_S)
+            await bounded("close_logs", asyncio.wrap_future(daemon_call(self.lm.close)), 1.0)
+            if "close_logs" in late:
+                log.warning("closing the logs timed out after %.1f s (a hung log dir)", steps["close_logs"] / 1000)
+                self.events.emit("close_timed_out", timeout_s=round(steps["close_logs"] / 1000, 2))
+        self.events.emit("stopped", steps_ms=steps, left_behind=late)
         self.events.close()
-

@@ -75,6 +75,7 @@ class LogConfig:
     flush_interval_ms: int = 2**63 - 1
     index_interval_bytes: int = 4096
     producer_state_scan_bytes: int = 32 << 20  # log tail read to rebuild the producer state
+    tail_cache_bytes: int = 64 << 10           # the newest appended bytes kept in memory (read_tail)
 
     @classmethod
     def from_server_config(cls, cfg) -> "LogConfig":
@@ -137,6 +138,9 @@ class PartitionLog:
         self.recovery = RecoverySummary()
         self.producer_state = ProducerState()
         self.closed = False
+        # the newest appended batches, as written: (batch bases, batch ends, byte positions,
+        # bytes), replaced as a whole (readers on the event loop take a snapshot)
+        self._tail: tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...], bytes] | None = None
 
     # ---- creation and loading ------------------------------------------------------------
     @classmethod
@@ -380,14 +384,53 @@ class PartitionLog:
                              or now - seg.created_ms >= self.config.roll_ms
                              or not seg.can_hold(last_offset)):
             seg = self._roll(headers[0][1].base_offset)
+            self._tail = None   # read() does not cross segments: neither does read_tail()
         with self._channel.io(self.log_dir, "append"):
             seg.append(data, headers)
+        self._remember_tail(data, headers)
         for _, header in headers:
             self.producer_state.record_header(header)
         self._dirty.add(seg.base_offset)
         self._unflushed_messages += sum(h.record_count for _, h in headers)
         if self._unflushed_messages >= self.config.flush_interval_messages:
             self.flush()
+
+    def _remember_tail(self, data: bytes | bytearray | memoryview, headers: list[tuple[int, bh.BatchHeader]]) -> None:
+        cap = self.config.tail_cache_bytes
+        old = self._tail
+        if len(data) > cap:
+            self._tail = None
+            return
+        bases = tuple(h.base_offset for _, h in headers)
+        ends = tuple(h.next_offset for _, h in headers)
+        if old is not None and old[1][-1] == bases[0] and len(old[3]) + len(data) <= cap:
+            shift = len(old[3])
+            self._tail = (old[0] + bases, old[1] + ends, old[2] + tuple(shift + p for p, _ in headers),
+                          old[3] + bytes(data))
+        else:
+            self._tail = (bases, ends, tuple(p for p, _ in headers), bytes(data))
+
+    def read_tail(self, offset: int, max_bytes: int, upper_offset: int | None = None,
+                  min_one: bool = True) -> bytes | None:
+        """``read`` served from the newest appended batches kept in memory, without a lock or
+        I/O (for the event loop): the same bytes ``read`` would return, or ``None`` when
+        ``offset`` is not among them (read from the disk then)."""
+        t = self._tail
+        if t is None or self.closed or t[1][-1] != self.log_end_offset:
+            return None
+        bases, ends, positions, data = t
+        i = bisect.bisect_right(bases, offset) - 1
+        if i < 0 or offset >= ends[i]:
+            return None
+        start = end = positions[i]
+        for j in range(i, len(bases)):
+            if upper_offset is not None and bases[j] >= upper_offset:
+                break
+            stop = positions[j + 1] if j + 1 < len(bases) else len(data)
+            if stop - start > max_bytes and not (min_one and j == i):
+                break
+            end = stop
+        return data[start:end]
 
     def _roll(self, base_offset: int) -> LogSegment:
         old = self._segments[-1]
@@ -497,6 +540,7 @@ class PartitionLog:
             self._after_truncation()
 
     def _after_truncation(self) -> None:
+        self._tail = None
         leo = self.log_end_offset
         self.epoch_cache.truncate_from_end(leo)
         self._hw = min(max(self._hw, self._log_start), leo)
@@ -508,6 +552,7 @@ class PartitionLog:
         with self._lock:
             for seg in self._segments:
                 seg.close()
+            self._tail = None
             self.closed = True
 
     def delete(self) -> None:

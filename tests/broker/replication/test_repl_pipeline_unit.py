@@ -1,0 +1,136 @@
+"""Pure parts of the replication pipeline (issue 10): the follower's round planning
+(``plan_round``), which answers need the dir (``needs_storage``), and the purgatory ``Watch``
+a long-polling fetch holds (which partitions changed)."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import pytest
+
+from broker_impl.api.purgatory import Purgatory
+from broker_impl.replication.fetcher import (MIN_STRAGGLER_POLL_MS, FollowState, needs_storage, plan_round)
+from broker_impl.state.effects import TopicPartition
+from kafka_common import wire
+from kafka_common.wire import ErrorCode
+
+pytestmark = pytest.mark.unit
+TID = uuid.UUID(int=7)
+
+
+def st(p: int, *, applying_since: float | None = None, backoff_until: float = 0.0) -> FollowState:
+    s = FollowState(TopicPartition("t", p), TID, 1, backoff_until=backoff_until)
+    if applying_since is not None:
+        s.applying, s.applying_since = object(), applying_since  # type: ignore[assignment]
+    return s
+
+
+def test_every_idle_partition_rides_the_full_long_poll():
+    states = [st(p) for p in range(100)]
+    ready, wait_ms = plan_round(states, now=10.0, wait_max_ms=30000)
+    assert ready == states and wait_ms == 30000
+
+
+def test_a_partition_in_its_storage_step_sits_out_and_shortens_the_poll():
+    busy = st(0, applying_since=9.990)   # its step has run 10 ms
+    idle = [st(p) for p in range(1, 5)]
+    ready, wait_ms = plan_round([busy, *idle], now=10.0, wait_max_ms=30000)
+    assert ready == idle
+    assert wait_ms == 10     # it rejoins about when a step that old would be done
+
+
+def test_a_hung_step_grows_the_poll_up_to_the_configured_wait():
+    young = plan_round([st(0, applying_since=10.0), st(1)], now=10.0, wait_max_ms=500)[1]
+    old = plan_round([st(0, applying_since=7.0), st(1)], now=10.0, wait_max_ms=500)[1]
+    assert young == MIN_STRAGGLER_POLL_MS and old == 500
+
+
+def test_a_partition_backing_off_limits_the_poll_to_its_backoff():
+    backing = st(0, backoff_until=10.2)
+    ready, wait_ms = plan_round([backing, st(1)], now=10.0, wait_max_ms=30000)
+    assert [s.tp.partition for s in ready] == [1]
+    assert 200 <= wait_ms <= 201
+    ready, _ = plan_round([backing, st(1)], now=10.25, wait_max_ms=30000)
+    assert len(ready) == 2
+
+
+def part(**kw):
+    mod = wire.response_module(1, 12)
+    return wire.make(mod.PartitionData, partition_index=0, error_code=kw.pop("error_code", ErrorCode.none),
+                     high_watermark=5, log_start_offset=0, aborted_transactions=None,
+                     records=kw.pop("records", None),
+                     diverging_epoch=mod.EpochEndOffset(**kw.pop("diverging", {"epoch": -1, "end_offset": -1})))
+
+
+def test_only_records_divergence_and_out_of_range_need_the_dir():
+    assert not needs_storage(part())                                    # only the HW: on the loop
+    assert needs_storage(part(records=b"x" * 70))
+    assert needs_storage(part(diverging={"epoch": 3, "end_offset": 4}))
+    assert needs_storage(part(error_code=ErrorCode.offset_out_of_range))
+    assert not needs_storage(part(error_code=ErrorCode.not_leader_or_follower))
+
+
+def test_watch_reports_which_keys_changed_and_unregisters():
+    async def go():
+        pg = Purgatory()
+        with pg.watch([("a", 0), ("a", 1), ("a", 2)]) as w:
+            assert await w.wait(0.01) == set()          # nothing yet: timeout
+            pg.notify(("a", 1))
+            pg.notify(("b", 9))                          # not watched
+            assert await w.wait(5) == {("a", 1)}
+            waiter = asyncio.ensure_future(w.wait(5))
+            await asyncio.sleep(0)
+            pg.notify(("a", 2))
+            pg.notify(("a", 0))
+            assert await waiter == {("a", 0), ("a", 2)}
+            assert pg.waiting == 3
+        assert pg.waiting == 0
+        pg.notify(("a", 1))                              # after close: harmless
+    asyncio.run(go())
+
+
+class _NoLeader:
+    node_id = 2
+
+    def broker_epoch(self):
+        return 1
+
+    def leader_address(self, leader_id):
+        return None   # the fetch loop just backs off
+
+    def get_log(self, tp):
+        return None
+
+    def sasl(self):
+        return None
+
+
+def test_fetcher_close_is_bounded_even_when_its_task_swallows_the_cancel():
+    """Python 3.11's ``wait_for`` returns a result instead of raising when a cancel races a
+    completing request, so a fetch loop can survive its cancel; closing the fetchers (part of
+    the broker's stop) must not wait for it forever (it once did, and a controlled shutdown
+    ran into the test's 20 s kill)."""
+    from broker_impl.replication.fetcher import FetcherManager
+
+    async def go():
+        mgr = FetcherManager(_NoLeader(), wait_max_ms=100, max_bytes=1)
+        mgr.add(TopicPartition("t", 0), TID, 1, 5)
+        f = mgr.fetchers[1]
+        f.task.cancel()
+        swallowed = []
+
+        async def stubborn():
+            while True:
+                try:
+                    await asyncio.sleep(3600)
+                except asyncio.CancelledError:
+                    if len(swallowed) >= 1:
+                        raise
+                    swallowed.append(1)   # the first cancel is lost, as with 3.11's wait_for
+        f.task = asyncio.ensure_future(stubborn())
+        await asyncio.sleep(0)
+        await asyncio.wait_for(mgr.close(), 20)
+        assert swallowed == [1] and not f.task.done()
+        f.task.cancel()
+    asyncio.run(go())

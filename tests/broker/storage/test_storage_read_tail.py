@@ -1,0 +1,73 @@
+"""``PartitionLog.read_tail``: the newest appended batches served from memory (the leader
+answers a follower at the tail without a trip to the dir's worker) must be exactly what
+``read`` returns from the disk, for every offset, limit and upper bound it accepts; and it
+must step aside (None) after a truncation, a segment roll or a close."""
+
+from __future__ import annotations
+
+import os
+import random
+import sys
+import uuid
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from storage_batches import make_batch  # noqa: E402
+
+from broker_impl.storage.failure import DirFailureChannel  # noqa: E402
+from broker_impl.storage.partition_log import LogConfig, PartitionLog  # noqa: E402
+
+pytestmark = pytest.mark.integration
+TID = uuid.UUID(int=0x77)
+
+
+def new_log(tmp_path, name: str, **cfg) -> PartitionLog:
+    d = tmp_path / name
+    d.mkdir()
+    return PartitionLog.create(str(d), "t", 0, TID, LogConfig(**cfg), DirFailureChannel(lambda *a: None), lambda: 0)
+
+
+def test_read_tail_equals_read_for_every_offset_and_limit(tmp_path):
+    rng = random.Random(7)
+    log = new_log(tmp_path, "d", tail_cache_bytes=4096)
+    served = 0
+    for round_ in range(40):
+        batches = b"".join(make_batch(rng.randint(1, 4), rng.randint(1, 300)) for _ in range(rng.randint(1, 3)))
+        log.append_as_leader(batches, leader_epoch=1 + round_ // 10)
+        leo = log.log_end_offset
+        for offset in range(max(0, leo - 30), leo + 1):
+            for max_bytes in (1, 150, 700, 5000):
+                for upper in (None, leo, max(0, leo - 3)):
+                    for min_one in (True, False):
+                        got = log.read_tail(offset, max_bytes, upper, min_one)
+                        if got is None:
+                            continue
+                        served += 1
+                        assert got == log.read(offset, max_bytes, upper, min_one), (offset, max_bytes, upper, min_one)
+    assert served > 1000   # the cache did answer (not only fall back)
+    assert log.read_tail(0, 1 << 20) is None or log.read(0, 1 << 20).endswith(log.read_tail(0, 1 << 20))
+
+
+def test_follower_appends_fill_it_and_truncation_roll_and_close_clear_it(tmp_path):
+    leader = new_log(tmp_path, "leader")
+    for _ in range(5):
+        leader.append_as_leader(make_batch(2), 3)
+    follower = new_log(tmp_path, "follower", segment_bytes=2000)
+    follower.append_as_follower(leader.read(0, 1 << 20))
+    assert follower.read_tail(0, 1 << 20) == follower.read(0, 1 << 20) == leader.read(0, 1 << 20)
+    follower.truncate_to(4)
+    assert follower.read_tail(0, 1 << 20) is None and follower.read_tail(2, 1 << 20) is None
+    assert follower.read(0, 1 << 20) == leader.read(0, 1 << 20)[:len(follower.read(0, 1 << 20))]
+    # a batch that rolls a new segment: read() does not cross segments, nor does read_tail()
+    big = make_batch(1, 1800, base_offset=follower.log_end_offset, epoch=3)
+    follower.append_as_follower(big)
+    assert follower.segment_count == 2
+    assert follower.read_tail(0, 1 << 20) is None
+    assert follower.read_tail(4, 1 << 20) == follower.read(4, 1 << 20) == big
+    # batches bigger than the cache are not kept
+    small = new_log(tmp_path, "small", tail_cache_bytes=100)
+    small.append_as_leader(make_batch(1, 500), 1)
+    assert small.read_tail(0, 1 << 20) is None
+    follower.close()
+    assert follower.read_tail(4, 1 << 20) is None
