@@ -163,6 +163,8 @@ def test_a_slow_disk_is_judged_from_its_heal():
     a = analyse_service(SC, h.build())
     assert a.valid is True, a.summary
     assert a.partitions[0].recovery_ms["f0"] == 6000.0       # 0 ms after the heal, measured from the fault
+    assert a.partitions[0].recovery_judged_ms["f0"] == 0.0   # judged from the heal
+    assert "recovered within 6000 ms of the fault (1 held by a slow dir: within 0 ms of its heal)" in a.summary
     assert a.windows.to_dict()["after"] == [6000.0, 10950.0]   # rounded: the last invoke + 1 ns
     assert a.partitions[0].stats["after"]["p50_ms"] == 20.0
     # outside partitions must not slow down because of someone else's slow disk
