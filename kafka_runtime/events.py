@@ -75,6 +75,19 @@ class EventLog:
             print(text, file=sys.stderr, flush=True)
         return line
 
+    def write_lines(self, lines: list[str]) -> None:
+        """Lines already formatted as :meth:`emit` would (JSON objects, no newline), written
+        and flushed at once: many events of one kind without per-line overhead."""
+        if not lines:
+            return
+        with self._lock:
+            self.count += len(lines)
+            if self._file is not None:
+                self._file.write("\n".join(lines) + "\n")
+                self._file.flush()
+        if self.echo:
+            print("\n".join(lines), file=sys.stderr, flush=True)
+
     def close(self) -> None:
         with self._lock:
             if self._file is not None:

@@ -247,6 +247,69 @@ class MetadataLog:
             self.flushed_end = self.end_offset
         return header.base_offset, header.last_offset
 
+    def append_fetched(self, data: bytes | memoryview) -> list[tuple[int, int, int]]:
+        """A follower's fetched bytes as they are: the whole batches that continue the log
+        (those below ``end_offset`` are skipped: already held), each checked once (header,
+        CRC) and written with one ``pwrite`` per segment, not synced. Stops at the first gap
+        or bad batch (what precedes it is kept). Returns (base, last, leader epoch) of each
+        batch written."""
+        view = memoryview(data)
+        total = len(view)
+        written: list[tuple[int, int, int]] = []
+        run_start = run_end = 0          # the bytes of the run not written yet
+        run: list[tuple[int, int, int, int, int]] = []   # (base, last, epoch, pos in data, size)
+        expected = self.end_offset
+        pos = 0
+        while pos < total:
+            try:
+                header = read_header(view, pos)
+            except CorruptBatch:
+                break
+            size = header.size_bytes
+            if pos + size > total or header.base_offset > expected:
+                break
+            if header.base_offset < expected:
+                if header.last_offset >= expected:
+                    break  # overlaps what we hold: not a batch boundary of ours
+                pos += size
+                continue
+            if not crc_ok(view, pos, header):
+                break
+            seg = self._segments[-1]
+            pending = run_end - run_start
+            if seg.size + pending > 0 and seg.size + pending + size > self.segment_bytes:
+                self._write_run(view, run_start, run_end, run)
+                written.extend((b, last, e) for b, last, e, _, _ in run)
+                run = []
+                seg = self._segments[-1]
+                if seg.size > 0:
+                    os.fdatasync(seg.fd)  # a rolled segment is complete and durable
+                    self._roll(expected)
+                run_start = run_end = pos
+            if not run:
+                run_start = run_end = pos
+            run.append((header.base_offset, header.last_offset, header.partition_leader_epoch, pos, size))
+            run_end = pos + size
+            expected = header.last_offset + 1
+            pos += size
+        if run:
+            self._write_run(view, run_start, run_end, run)
+            written.extend((b, last, e) for b, last, e, _, _ in run)
+        return written
+
+    def _write_run(self, view: memoryview, start: int, end: int, run: list) -> None:
+        seg = self._segments[-1]
+        at = seg.size
+        chunk = view[start:end]
+        done = 0
+        while done < len(chunk):
+            done += os.pwrite(seg.fd, chunk[done:], at + done)
+        seg_index = len(self._segments) - 1
+        for base, last, epoch, pos, size in run:
+            self._index(base, last, epoch, seg_index, at + pos - start, size)
+        seg.size += end - start
+        self.bytes_written += end - start
+
     def commit(self, offset: int) -> None:
         """Everything below ``offset`` is committed (never moves backwards)."""
         if offset > self.end_offset:

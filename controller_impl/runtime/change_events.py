@@ -1,19 +1,27 @@
 """Node events for committed changes (``registered``, ``fenced``/``unfenced``,
 ``broker_log_dirs_changed``, ``unregistered``, ``partition_change``): written by the active
-controller once the records that made them are committed."""
+controller once the records that made them are committed.
+
+A dir failure commits 100k partition changes at once: their ``partition_change`` lines are
+formatted by hand (the same JSON object ``EventLog.emit`` writes, ~5x cheaper) and written
+in slices (:func:`partition_change_lines`), so the writer can yield to the loop between
+slices — Raft must keep answering while 100k lines are written."""
 
 from __future__ import annotations
 
-from typing import Any
+import json
+import time
+from typing import Any, Iterator
 
 from kafka_common import ids
 from kafka_common.metadata.image import ImageChanges, MetadataImage
 from kafka_common.metadata.records import RegisterBrokerRecord
 from kafka_runtime.events import EventLog
 
+SLICE = 2000  # partition_change lines written at once
 
-def emit_changes(events: EventLog, image: MetadataImage, records: list[Any], reason: str,
-                 changes: ImageChanges) -> None:
+
+def emit_broker_changes(events: EventLog, records: list[Any], reason: str, changes: ImageChanges) -> None:
     emit = events.emit
     registered = set()
     for rec in records:
@@ -33,15 +41,57 @@ def emit_changes(events: EventLog, image: MetadataImage, records: list[Any], rea
         if old is not None and old.log_dirs != new.log_dirs and old.epoch == new.epoch:
             emit("broker_log_dirs_changed", broker_id=broker_id, log_dirs=list(new.log_dirs),
                  removed=[d for d in old.log_dirs if d not in new.log_dirs], reason=reason)
-    if not events.path and not events.echo:
-        events.count += len(changes.partitions)  # nobody reads them: skip formatting
-        return
+
+
+def partition_change_lines(events: EventLog, image: MetadataImage, reason: str,
+                           changes: ImageChanges, slice_size: int = SLICE) -> Iterator[list[str]]:
+    """The ``partition_change`` lines of ``changes`` (JSON, no newline), ``slice_size`` at a
+    time; a deleted partition has none."""
+    head = f',"node_id":{json.dumps(events.node_id)},"role":{json.dumps(events.role)},' \
+           f'"event":"partition_change","topic":'
+    uuid_text: dict[Any, str] = {}
+    topic_text: dict[Any, tuple[str, str]] = {}
+
+    def text(u: Any) -> str:
+        t = uuid_text.get(u)
+        if t is None:
+            t = uuid_text[u] = json.dumps(ids.to_base64(u))
+        return t
+
+    def ints(values: tuple[int, ...]) -> str:
+        return "[" + ",".join(map(str, values)) + "]"
+
+    reasons = (json.dumps(reason), json.dumps("create_topics"))
+    out: list[str] = []
     for (topic_id, pid), (old, new) in changes.partitions.items():
         if new is None:
             continue
-        topic = image.topics.get(topic_id)
-        emit("partition_change", topic=topic.name if topic else ids.to_base64(topic_id),
-             topic_id=topic_id, partition=pid, leader=new.leader, isr=list(new.isr),
-             replicas=list(new.replicas), directories=list(new.directories),
-             leader_epoch=new.leader_epoch, partition_epoch=new.partition_epoch,
-             reason=reason if old is not None else "create_topics")
+        names = topic_text.get(topic_id)
+        if names is None:
+            topic = image.topics.get(topic_id)
+            names = topic_text[topic_id] = (json.dumps(topic.name if topic else ids.to_base64(topic_id)),
+                                            text(topic_id))
+        dirs = new.directories
+        out.append(
+            '{"ts_ns":' + str(time.time_ns()) + head + names[0] + ',"topic_id":' + names[1]
+            + ',"partition":' + str(pid) + ',"leader":' + str(new.leader) + ',"isr":' + ints(new.isr)
+            + ',"replicas":' + ints(new.replicas)
+            + ',"directories":[' + ",".join([text(d) for d in dirs]) + "]"
+            + ',"leader_epoch":' + str(new.leader_epoch) + ',"partition_epoch":' + str(new.partition_epoch)
+            + ',"reason":' + reasons[old is None] + "}")
+        if len(out) >= slice_size:
+            yield out
+            out = []
+    if out:
+        yield out
+
+
+def emit_changes(events: EventLog, image: MetadataImage, records: list[Any], reason: str,
+                 changes: ImageChanges) -> None:
+    """Every event of one committed change, at once."""
+    emit_broker_changes(events, records, reason, changes)
+    if not events.path and not events.echo:
+        events.count += len(changes.partitions)  # nobody reads them: skip formatting
+        return
+    for lines in partition_change_lines(events, image, reason, changes):
+        events.write_lines(lines)

@@ -55,10 +55,10 @@ from controller_impl.raft import messages as m
 from controller_impl.raft.quorum import LEADER
 from controller_impl.runtime import raft_wire as rw
 from controller_impl.runtime import state_api
-from controller_impl.runtime.change_events import emit_changes
+from controller_impl.runtime.change_events import emit_broker_changes, partition_change_lines
 from controller_impl.runtime.metadata_fetch import serve_fetch
-from controller_impl.runtime.image_io import (FatalError, ReplayFailed, apply_batches, compute, compute_without_gc,
-                                              load_image, read_tail)
+from controller_impl.runtime.image_io import (BIG_CHANGE_RECORDS, FatalError, ReplayFailed, apply_batches, compute,
+                                              load_image, log_big_change, read_tail, replay_records, without_gc)
 from controller_impl.runtime.raft_node import RaftNode
 from controller_impl.state.authz import API_RULES
 
@@ -77,9 +77,18 @@ DEFAULT_VERSIONS: dict[int, tuple[int, int]] = {
     **rw.RAFT_VERSIONS,
 }
 TICK_INTERVAL_MS = 100
+# a follower applies committed records once none arrived for APPLY_QUIET_MS, or the oldest
+# waiting commit is APPLY_MAX_DELAY_MS old; APPLY_CHUNK_BYTES of batches per worker-thread
+# hop (the loop runs in between)
+APPLY_QUIET_MS = 100
+APPLY_MAX_DELAY_MS = 1000
+APPLY_CHUNK_BYTES = 2 << 20
 # handlers whose work is O(1) (a heartbeat without offline dirs, a registration): run on the
 # loop; the others may touch any number of partitions and run in a worker thread
 INLINE_HANDLERS = frozenset({"handle_broker_heartbeat", "handle_broker_registration"})
+# results written as one batch whatever their size (all or nothing); the others are split
+# into batches of MAX_RECORDS_PER_BATCH as Kafka's controller does
+ATOMIC_HANDLERS = frozenset({"handle_create_topics", "handle_broker_registration"})
 ZERO = datetime.timedelta(0)
 
 
@@ -142,11 +151,17 @@ class ControllerRuntime:
         # records, the new leader's catch-up, a resigned leader's rebuild
         self._sm_lock = asyncio.Lock()
         self._apply_upto = 0
+        self._apply_pending_since_ms = 0
         self._apply_task: asyncio.Task | None = None
         self._waiters: deque[tuple[int, asyncio.Future]] = deque()
         self._pending_events: deque[tuple[int, list, str, Any]] = deque()
+        self._committed_events: deque[tuple[int, list, str, Any]] = deque()
+        self._emit_task: asyncio.Task | None = None
         self._last_written = -1
         self._last_write_ms = 0
+        # the image holds records the log may not (an optimistic replay whose batch was
+        # never appended, or uncommitted records of a lost leadership): rebuilt before use
+        self._image_ahead = False
         self._last_snapshot_end = 0
         self._last_snapshot_ms = 0
         self.stats = {"commits": 0, "records": 0, "snapshots": 0}
@@ -208,7 +223,12 @@ class ControllerRuntime:
         self._tick_task = asyncio.get_running_loop().create_task(self._ticker())
 
     async def stop(self) -> None:
-        for task in (self._tick_task, self._snapshot_task):
+        if self._emit_task is not None and not self._emit_task.done():
+            try:  # committed changes' events: finish writing them
+                await asyncio.wait_for(asyncio.shield(self._emit_task), 10)
+            except (asyncio.TimeoutError, Exception):
+                pass
+        for task in (self._tick_task, self._snapshot_task, self._apply_task):
             if task is not None:
                 task.cancel()
                 try:
@@ -256,12 +276,15 @@ class ControllerRuntime:
             while self._pending_events and self._pending_events[0][0] < hw:
                 committed.append(self._pending_events.popleft())
             if committed:  # after the answers (a 100k-partition change writes 100k events)
-                asyncio.get_running_loop().call_soon(self._emit_committed, committed)
+                self._committed_events.extend(committed)
+                if self._emit_task is None or self._emit_task.done():
+                    self._emit_task = self._spawn(self._emit_committed())
             self.state.on_committed(hw - 1)
             self._maybe_snapshot(hw)
         elif not self.raft.is_leader:
             self._apply_upto = max(self._apply_upto, hw)
             if self._apply_task is None or self._apply_task.done():
+                self._apply_pending_since_ms = self.clock.monotonic_ms()
                 self._apply_task = self._spawn(self._apply_committed())
         self._commit_event.set()
         self._commit_event = asyncio.Event()
@@ -272,25 +295,45 @@ class ControllerRuntime:
         self._last_snapshot_end = end
         self._log_line(f"installed snapshot {snapshot_id} from the leader")
 
-    def _emit_committed(self, committed: list) -> None:
-        for _, records, reason, changes in committed:
+    async def _emit_committed(self) -> None:
+        """Node events of committed changes, in commit order, a slice at a time with the
+        loop free in between (a dir failure of 100k replicas writes 100k lines)."""
+        events = self.events
+        while self._committed_events:
+            _, records, reason, changes = self._committed_events.popleft()
             self.stats["commits"] += 1
             self.stats["records"] += len(records)
-            emit_changes(self.events, self.image, records, reason, changes)
+            emit_broker_changes(events, records, reason, changes)
+            if not events.path and not events.echo:
+                events.count += len(changes.partitions)  # nobody reads them: skip formatting
+                continue
+            for lines in partition_change_lines(events, self.image, reason, changes):
+                events.write_lines(lines)
+                await asyncio.sleep(0)
 
     def _spawn(self, coro) -> asyncio.Task:
         return asyncio.get_running_loop().create_task(coro)
 
     async def _apply_committed(self) -> None:
-        """A follower applies committed records, in chunks, off the loop: its fetch loop
-        (which tells the leader what it holds) never waits for it."""
+        """A follower applies committed records off the loop (its fetch loop, which tells
+        the leader what it holds, never waits for it), and lazily: not while records keep
+        arriving (a big change being replicated: the fetches and fsyncs of the commit path
+        come first), but once none came for ``APPLY_QUIET_MS`` or the oldest waiting commit
+        is ``APPLY_MAX_DELAY_MS`` old. Its image serves snapshots and a leadership, and a
+        new leader applies the rest of its log before it acts anyway."""
         while True:
+            now = self.clock.monotonic_ms()
+            wait_ms = min(self.raft.last_append_ms + APPLY_QUIET_MS,
+                          self._apply_pending_since_ms + APPLY_MAX_DELAY_MS) - now
+            if wait_ms > 0:
+                await asyncio.sleep(wait_ms / 1000)
+                continue
             async with self._sm_lock:
                 if self.raft.is_leader or self.image.last_offset + 1 >= self._apply_upto:
                     return
                 upto = self._apply_upto
                 try:
-                    data = read_tail(self.log, self.image, upto)
+                    data = read_tail(self.log, self.image, upto, APPLY_CHUNK_BYTES)
                     await asyncio.to_thread(apply_batches, self.image, data, upto)
                 except Exception as exc:
                     self._halt(f"cannot replay committed records below {upto}: {type(exc).__name__}: {exc}")
@@ -307,6 +350,8 @@ class ControllerRuntime:
             hw = self.raft.state.high_watermark
             tail_changes = None
             try:  # the whole log commits with us: the image takes all of it
+                if self._image_ahead or self.image.last_offset + 1 > end:
+                    await self._rebuild_image(min(hw, end))
                 for upto in (min(hw, end), end):
                     while self.image.last_offset + 1 < upto:
                         applied += await asyncio.to_thread(apply_batches, self.image,
@@ -319,6 +364,7 @@ class ControllerRuntime:
                 self._halt(f"cannot replay the log as the new leader: {type(exc).__name__}: {exc}")
                 return
             if not self.raft.is_leader or self.raft.state.epoch != epoch:
+                self._image_ahead = True
                 return  # lost it meanwhile: _resign rebuilds
             if tail_changes is not None and not tail_changes.is_empty():
                 # the previous leader's uncommitted tail commits with our first record: its
@@ -340,6 +386,8 @@ class ControllerRuntime:
         self._pending_events.clear()
         self._fail_waiters()
         hw = self.raft.state.high_watermark
+        if self.image.last_offset >= hw:
+            self._image_ahead = True  # uncommitted records of ours: the log may lose them
         if was_active:
             self.events.emit("controller_inactive", epoch=self.raft.state.epoch, high_watermark=hw)
         self._spawn(self._rebuild_committed())
@@ -349,19 +397,24 @@ class ControllerRuntime:
         (waits for a request still being computed: it may add more)."""
         async with self._sm_lock:
             hw = self.raft.state.high_watermark
-            if self.raft.is_leader or self.image.last_offset < hw:
-                return
+            if self.raft.is_leader or not (self._image_ahead or self.image.last_offset >= hw):
+                return  # a leader again: _activate rebuilds it
             try:
-                self.image = await asyncio.to_thread(load_image, self.log, self.snapshots, None)
-                while self.image.last_offset + 1 < hw:
-                    await asyncio.to_thread(apply_batches, self.image, read_tail(self.log, self.image, hw), hw)
-                self.image.drain_changes()
+                await self._rebuild_image(hw)
             except Exception as exc:
                 self._halt(f"cannot rebuild the committed image: {type(exc).__name__}: {exc}")
                 return
             self._log_line(f"image rebuilt to the high watermark {hw}")
         if self._apply_upto > hw:
             self.on_commit(self._apply_upto)
+
+    async def _rebuild_image(self, upto: int) -> None:
+        """The image afresh: the newest snapshot + the log below ``upto`` (lock held)."""
+        self.image = await asyncio.to_thread(load_image, self.log, self.snapshots, None)
+        while self.image.last_offset + 1 < upto:
+            await asyncio.to_thread(apply_batches, self.image, read_tail(self.log, self.image, upto), upto)
+        self.image.drain_changes()
+        self._image_ahead = False
 
     def _fail_waiters(self) -> None:
         while self._waiters:
@@ -393,38 +446,153 @@ class ControllerRuntime:
             raise FatalError("controller halted")
         if not self.active:
             raise NotActive()
-        async with self._sm_lock:
+        await self._sm_lock.acquire()
+        handed_over = False  # the lock passes to the install task of a deferred install
+        try:
             state, epoch, base = self.state, self.raft.state.epoch, self.log.end_offset
             if not self.active or state is None:
                 raise NotActive()
-            args = (state, self.image, fn_name, request, self.clock.monotonic_ms(), base, epoch)
-            try:
-                if fn_name in INLINE_HANDLERS and not getattr(request, "offline_log_dirs", None):
-                    result, data, changes = compute(*args)  # small: a thread hop would cost more
-                else:
-                    result, data, changes = await asyncio.to_thread(compute_without_gc, *args)
-            except ReplayFailed as exc:
-                self._halt(str(exc))
-                raise FatalError(str(exc)) from None
-            records = list(result.records)
-            if records:
-                if not self.active or self.raft.state.epoch != epoch or self.log.end_offset != base:
-                    raise NotActive()  # the image ran ahead of a log we no longer write: _resign rebuilds it
-                try:
-                    _, last = self.raft.append_encoded(data)
-                except OSError as exc:
-                    self._halt(f"cannot write the metadata log: {exc}")
-                    raise FatalError(str(exc)) from None
-                self._pending_events.append((last, records, reason, changes))
-                self._last_written = last
-                self._last_write_ms = self.clock.monotonic_ms()
+            now = self.clock.monotonic_ms()
+            atomic = fn_name in ATOMIC_HANDLERS
+            if fn_name in INLINE_HANDLERS and not getattr(request, "offline_log_dirs", None):
+                # small: a thread hop would cost more than the work
+                result, chunks, datas, timings, plan = compute(state, fn_name, request, now, base, epoch, atomic)
+                inline = True
+            else:
+                result, chunks, datas, timings, plan = await asyncio.to_thread(
+                    without_gc, compute, state, fn_name, request, now, base, epoch, atomic)
+                inline = False
+            if chunks and plan is not None:
+                last = self._append_then_install(chunks, datas, plan, epoch, base, reason, timings)
+                handed_over = True
+                log_big_change(fn_name, last - base + 1, len(chunks), timings)
+            elif chunks:
+                last = await self._append_chunks(chunks, datas, epoch, base, inline, reason, timings)
+                log_big_change(fn_name, last - base + 1, len(chunks), timings)
             else:
                 last = self._last_written
+        finally:
+            if not handed_over:
+                self._sm_lock.release()
         if last >= self.raft.state.high_watermark:
             fut = asyncio.get_running_loop().create_future()
             self._waiters.append((last, fut))
             await fut
         return result.response
+
+    def _append_then_install(self, chunks: list[tuple[list[Any], Any]], datas: list[bytes], first: list[int],
+                             epoch: int, base: int, reason: str, timings: dict) -> int:
+        """A big result of partition changes merged from this image
+        (:func:`~controller_impl.runtime.image_io.plan_deferred_install`): its broker
+        records replayed (``first``: a refusal still writes nothing), every batch appended,
+        and the merges installed by a task that holds the state-machine lock until done —
+        the answer waits for the commit only, while the image takes the change. Called with
+        the lock held; returns the last offset written."""
+        records = [rec for chunk, _ in chunks for rec in chunk]
+        pairs = [m for _, merged in chunks for m in merged if m is not None]
+        try:
+            for i in first:
+                self.image.replay(records[i], base + i)
+        except Exception as exc:
+            self._image_ahead = True
+            self._halt(f"replay of a record just produced failed at offset {base + i}: {exc}")
+            raise FatalError(str(exc)) from None
+        offset = base
+        try:
+            for data in datas:
+                if not self.active or self.raft.state.epoch != epoch or self.log.end_offset != offset:
+                    raise NotActive()
+                try:
+                    _, last = self.raft.append_encoded(data)
+                except OSError as exc:
+                    self._halt(f"cannot write the metadata log: {exc}")
+                    raise FatalError(str(exc)) from None
+                offset = last + 1
+                self._last_written = last
+                self._last_write_ms = self.clock.monotonic_ms()
+        except BaseException:
+            self._image_ahead = True  # the broker records are in the image, maybe not in the log
+            if offset > base and self.active and self.raft.state.epoch == epoch:
+                # what was written is reported if it commits (the image is rebuilt anyway)
+                self._pending_events.append((offset - 1, records[:offset - base], reason,
+                                             self.image.drain_changes()))
+            raise
+        self._spawn(self._install(pairs, offset - 1, records, reason, epoch, timings))
+        return offset - 1
+
+    async def _install(self, pairs: list[Any], last: int, records: list[Any], reason: str, epoch: int,
+                       timings: dict) -> None:
+        """The deferred half of :meth:`_append_then_install` (owns the state-machine lock)."""
+        t0 = time.perf_counter()
+        try:
+            await asyncio.to_thread(without_gc, self.image.install_merged, pairs, last)
+            changes = self.image.drain_changes()
+            if self.active and self.raft.state.epoch == epoch:
+                self._queue_events(last, records, reason, changes)
+            else:
+                self._image_ahead = True  # uncommitted records of a lost leadership: rebuilt
+        except Exception as exc:
+            self._image_ahead = True
+            self._halt(f"cannot install a change just written at offset {last}: {type(exc).__name__}: {exc}")
+        finally:
+            self._sm_lock.release()
+        if len(records) >= BIG_CHANGE_RECORDS:
+            self._log_line(f"installed {len(pairs)} merged partition changes in "
+                           f"{(time.perf_counter() - t0) * 1000:.0f} ms after the append")
+
+    def _queue_events(self, last: int, records: list[Any], reason: str, changes: Any) -> None:
+        """A change's node events: written once ``last`` is committed (now if it is)."""
+        if last < self.raft.state.high_watermark:
+            self._committed_events.append((last, records, reason, changes))
+            if self._emit_task is None or self._emit_task.done():
+                self._emit_task = self._spawn(self._emit_committed())
+        else:
+            self._pending_events.append((last, records, reason, changes))
+
+    async def _append_chunks(self, chunks: list[tuple[list[Any], Any]], datas: list[bytes], epoch: int, base: int,
+                             inline: bool, reason: str, timings: dict) -> int:
+        """Replay then append each batch in turn (holding the state-machine lock): the
+        followers copy and sync batch k while batch k+1 is replayed here. A batch is
+        appended only once the image took it (a record the image refuses is never
+        written); if the leadership is lost in between, the image has run ahead of the
+        log and is rebuilt (:meth:`_resign`, :meth:`_activate`)."""
+        offset = base
+        written: list[Any] = []
+        t_replay = 0.0
+        try:
+            for (chunk, merged), data in zip(chunks, datas):
+                t0 = time.perf_counter()
+                try:
+                    if inline:
+                        replay_records(self.image, chunk, offset, merged)
+                    else:
+                        await asyncio.to_thread(without_gc, replay_records, self.image, chunk, offset, merged)
+                except ReplayFailed as exc:
+                    self._image_ahead = True
+                    self._halt(str(exc))
+                    raise FatalError(str(exc)) from None
+                t_replay += time.perf_counter() - t0
+                if not self.active or self.raft.state.epoch != epoch or self.log.end_offset != offset:
+                    self._image_ahead = True  # the image ran ahead of a log we no longer write
+                    raise NotActive()
+                try:
+                    _, last = self.raft.append_encoded(data)
+                except OSError as exc:
+                    self._image_ahead = True
+                    self._halt(f"cannot write the metadata log: {exc}")
+                    raise FatalError(str(exc)) from None
+                written.extend(chunk)
+                offset = last + 1
+                self._last_written = last
+                self._last_write_ms = self.clock.monotonic_ms()
+        finally:
+            changes = self.image.drain_changes()
+            if written and self.active and self.raft.state.epoch == epoch:
+                # reported when committed, whatever happened to the rest (after a lost
+                # leadership the next leader reports what commits of it)
+                self._pending_events.append((offset - 1, written, reason, changes))
+        timings["replay"] = t_replay * 1000
+        return offset - 1
 
     async def _ticker(self) -> None:
         interval_s = TICK_INTERVAL_MS / 1000
@@ -450,18 +618,29 @@ class ControllerRuntime:
     def _maybe_snapshot(self, hw: int) -> None:
         if self._snapshot_task is not None and not self._snapshot_task.done():
             return
+        if self._snapshot_due(hw):
+            self._snapshot_task = asyncio.get_running_loop().create_task(self._take_snapshot())
+
+    def _snapshot_due(self, hw: int) -> bool:
         if self.image.last_offset + 1 != hw or hw <= self._last_snapshot_end:
-            return  # only a committed image is snapshotted (the leader's may run ahead)
-        due_count = hw - self._last_snapshot_end >= self.cfg.metadata_snapshot_record_count
+            return False  # only a committed image is snapshotted (the leader's may run ahead)
+        if hw - self._last_snapshot_end >= self.cfg.metadata_snapshot_record_count:
+            return True
         interval = self.cfg.metadata_snapshot_interval_ms
-        due_time = interval > 0 and self.clock.monotonic_ms() - self._last_snapshot_ms >= interval
-        if not (due_count or due_time):
-            return
-        epoch = self.raft.state.log.epoch_of(hw - 1)
-        if epoch is None:
-            return
-        state = self.image.snapshot_state()
-        self._snapshot_task = asyncio.get_running_loop().create_task(self._write_snapshot(state, hw, epoch))
+        return interval > 0 and self.clock.monotonic_ms() - self._last_snapshot_ms >= interval
+
+    async def _take_snapshot(self) -> None:
+        """The committed image's state, taken in a worker thread while nothing else touches
+        the image (the state-machine lock), then written."""
+        async with self._sm_lock:
+            hw = self.raft.state.high_watermark
+            if self._image_ahead or not self._snapshot_due(hw):
+                return
+            epoch = self.raft.state.log.epoch_of(hw - 1)
+            if epoch is None:
+                return
+            state = await asyncio.to_thread(without_gc, self.image.snapshot_state)
+        await self._write_snapshot(state, hw, epoch)
 
     async def _write_snapshot(self, state: tuple, end: int, epoch: int) -> None:
         t0 = time.monotonic()

@@ -12,6 +12,7 @@ from typing import Any
 
 from kafka_common.metadata import snapshot as snapshot_format
 from kafka_common.metadata.batches import decode_batches, encode_batch
+from kafka_common.metadata import records as r
 from kafka_common.metadata.image import MetadataImage
 
 from controller_impl.log import MetadataLog
@@ -19,6 +20,16 @@ from controller_impl.log.snapshots import SnapshotStore
 
 REPLAY_CHUNK_BYTES = 16 << 20
 BIG_CHANGE_RECORDS = 10_000  # a change this big logs where its time went
+# Kafka's controller writes a non-atomic result in batches of at most this many records
+# (QuorumController's maxRecordsPerBatch): followers copy and sync the first batches while
+# the leader still replays the next ones
+MAX_RECORDS_PER_BATCH = 10_000
+# a result this big whose records are all partition changes merged by the handler (or
+# broker records) is answered once committed while the image installs the merges
+DEFERRED_INSTALL_MIN_RECORDS = 1000
+# records whose replay reads and writes only the broker side of the image (registrations,
+# dir owners), never a partition: replayed ahead of the partition changes before them
+BROKER_RECORDS = frozenset({r.BrokerRegistrationChangeRecord, r.FenceBrokerRecord, r.UnfenceBrokerRecord})
 
 
 class FatalError(Exception):
@@ -53,14 +64,14 @@ def replay_log(log: MetadataLog, image: MetadataImage, upto: int) -> int:
     return applied
 
 
-def read_tail(log: MetadataLog, image: MetadataImage, upto: int) -> bytes:
+def read_tail(log: MetadataLog, image: MetadataImage, upto: int, max_bytes: int = REPLAY_CHUNK_BYTES) -> bytes:
     """The next chunk of whole batches the image lacks, below ``upto`` (on the loop: the
     log's index is the loop's)."""
     start = image.last_offset + 1
     if start < log.start_offset:
         raise FatalError(f"the log starts at {log.start_offset}, the image ends at {start - 1}: "
                          f"no snapshot covers the gap")
-    data = log.read(start, REPLAY_CHUNK_BYTES, limit=upto)
+    data = log.read(start, max_bytes, limit=upto)
     if not data:
         raise FatalError(f"the log has no records from {start} to {upto}")
     return data
@@ -68,7 +79,7 @@ def read_tail(log: MetadataLog, image: MetadataImage, upto: int) -> bytes:
 
 def apply_batches(image: MetadataImage, data: bytes, upto: int) -> int:
     """Decode + replay (pure CPU: safe in a worker thread while nothing else touches the
-    image), the cyclic collector paused as in :func:`compute_without_gc`."""
+    image), the cyclic collector paused as in :func:`without_gc`."""
     start = image.last_offset + 1
     applied = 0
     was = gc.isenabled()
@@ -86,40 +97,108 @@ def apply_batches(image: MetadataImage, data: bytes, upto: int) -> int:
     return applied
 
 
-def compute(state: Any, image: MetadataImage, fn_name: str, request: Any, now_ms: int, base: int,
-            epoch: int) -> tuple[Any, bytes, Any]:
-    """A leader's request, off the loop: the pure handler, its records encoded as one batch
-    at ``base``, and replayed into the image (optimistically: answered after commit)."""
+def run_handler(state: Any, fn_name: str, request: Any, now_ms: int) -> Any:
     fn = getattr(state, fn_name)
+    return fn(request, now_ms) if request is not None else fn(now_ms)
+
+
+def split_records(records: list[Any], atomic: bool) -> list[list[Any]]:
+    """The batches a result is written as: at most :data:`MAX_RECORDS_PER_BATCH` records
+    each (Kafka's controller splits a non-atomic result the same way), or one batch for an
+    atomic result (CreateTopics: a topic exists with all its partitions or not at all)."""
+    n = MAX_RECORDS_PER_BATCH
+    if atomic or len(records) <= n:
+        return [records]
+    return [records[i:i + n] for i in range(0, len(records), n)]
+
+
+def compute(state: Any, fn_name: str, request: Any, now_ms: int, base: int, epoch: int,
+            atomic: bool = False) -> tuple[Any, list[tuple[list[Any], Any]], list[bytes], dict, list[int] | None]:
+    """A leader's request, off the loop: the pure handler, then its records split into
+    batches and encoded at ``base`` (an encoding error shows before anything is written).
+    Returns (result, chunks, batch bytes, timings in ms, deferred plan); a chunk is
+    (records, the handler's merges aligned with them or None: ``ControllerResult.merged``);
+    the plan: see :func:`plan_deferred_install`."""
     t0 = time.perf_counter()
-    result = fn(request, now_ms) if request is not None else fn(now_ms)
+    result = run_handler(state, fn_name, request, now_ms)
     records = list(result.records)
-    if not records:
-        return result, b"", None
     t1 = time.perf_counter()
-    data = encode_batch(base, records, leader_epoch=epoch, timestamp_ms=time.time_ns() // 1_000_000)
+    if not records:
+        return result, [], [], {}, None
+    split = split_records(records, atomic)
+    merged = result.merged
+    ts = time.time_ns() // 1_000_000
+    chunks = []
+    datas = []
+    offset = base
+    for chunk in split:
+        datas.append(encode_batch(offset, chunk, leader_epoch=epoch, timestamp_ms=ts))
+        start = offset - base
+        chunks.append((chunk, None if merged is None else merged[start:start + len(chunk)]))
+        offset += len(chunk)
     t2 = time.perf_counter()
+    plan = None if atomic else plan_deferred_install(state.image, records, merged)
+    t3 = time.perf_counter()
+    return result, chunks, datas, {"handler": (t1 - t0) * 1000, "encode": (t2 - t1) * 1000,
+                                   "plan": (t3 - t2) * 1000}, plan
+
+
+def plan_deferred_install(image: MetadataImage, records: list[Any], merged: Any) -> list[int] | None:
+    """Whether a big result may be written before the image installs it: every record is
+    either a partition change whose merge the handler made from this very image (checked:
+    :meth:`MetadataImage.merges_apply`; installing it cannot fail) or a broker record
+    (:data:`BROKER_RECORDS`, independent of partitions). Returns the indexes of the broker
+    records — replayed first, so that a record the image refuses is still never written —
+    or None (replay every record before its batch is appended, as for any other result)."""
+    if merged is None or len(records) < DEFERRED_INSTALL_MIN_RECORDS:
+        return None
+    first = []
+    pairs = []
+    for i, m in enumerate(merged):
+        if m is not None:
+            pairs.append(m)
+        elif type(records[i]) in BROKER_RECORDS:
+            first.append(i)
+        else:
+            return None
+    return first if image.merges_apply(pairs) else None
+
+
+def replay_records(image: MetadataImage, records: list[Any], base: int, merged: Any = None) -> None:
+    """The optimistic replay of records just produced (before they are appended: a record
+    the image refuses is never written). ``merged`` (aligned with ``records``, see
+    ``ControllerResult.merged``): the registrations the handler computed already, installed
+    without a second merge (:meth:`MetadataImage.replay_merged`)."""
+    replay = image.replay
     try:
-        for i, record in enumerate(records):
-            image.replay(record, base + i)
+        if merged is None:
+            for i, record in enumerate(records):
+                replay(record, base + i)
+        else:
+            replay_merged = image.replay_merged
+            for i, (record, m) in enumerate(zip(records, merged)):
+                if m is None:
+                    replay(record, base + i)
+                else:
+                    replay_merged(record, base + i, m[0], m[1])
     except Exception as exc:
         raise ReplayFailed(f"replay of a record just produced failed at offset {base}: {exc}") from exc
-    if len(records) >= BIG_CHANGE_RECORDS:
-        print(f"{fn_name}: {len(records)} records: handler {(t1 - t0) * 1000:.0f} ms, encode "
-              f"{(t2 - t1) * 1000:.0f} ms, replay {(time.perf_counter() - t2) * 1000:.0f} ms", file=sys.stderr, flush=True)
-    return result, data, image.drain_changes()
 
 
-def compute_without_gc(*args: Any) -> tuple[Any, bytes, Any]:
-    """:func:`compute` with the cyclic collector paused: a 100k-partition change allocates
+def without_gc(fn: Any, *args: Any) -> Any:
+    """``fn(*args)`` with the cyclic collector paused: a 100k-partition change allocates
     ~10⁶ objects, none of them cyclic garbage, and each collection they trigger would walk
     them all again (the image itself is frozen out of collections at load)."""
     was = gc.isenabled()
     gc.disable()
     try:
-        return compute(*args)
+        return fn(*args)
     finally:
         if was:
             gc.enable()
 
 
+def log_big_change(fn_name: str, records: int, batches: int, timings: dict) -> None:
+    if records >= BIG_CHANGE_RECORDS:
+        print(f"{fn_name}: {records} records in {batches} batches: "
+              + ", ".join(f"{k} {v:.0f} ms" for k, v in timings.items()), file=sys.stderr, flush=True)

@@ -26,7 +26,6 @@ import random
 import time
 from typing import Any, Callable
 
-from kafka_common.batch_header import iter_batches
 from kafka_common.config import ServerConfig
 from kafka_common.wire import ErrorCode
 from kafka_runtime.client import ClientError, KafkaClient
@@ -109,6 +108,7 @@ class RaftNode:
         self._snapshot_wanted: tuple[int, tuple[int, int]] | None = None
         self._stopped = False
         self.stats = {"fsyncs": 0, "batches": 0}
+        self.last_append_ms = 0  # when a follower last appended fetched records
 
     # ------------------------------------------------------------------ life cycle
     def open_state(self) -> None:
@@ -328,17 +328,16 @@ class RaftNode:
                     self.execute(st.on_log_flushed(end))
 
     def _append_fetched(self, records: bytes) -> bool:
+        """The fetched batches appended as they came (raw bytes, one write); decoded only
+        when committed, by the owner's apply."""
         st = self.state
-        appended = False
-        for pos, header in iter_batches(records):
-            if header.base_offset < self.log.end_offset:
-                continue
-            if header.base_offset > self.log.end_offset:
-                break
-            self.log.append_batch(bytes(records[pos:pos + header.size_bytes]), sync=False)
-            st.on_log_appended(header.base_offset, header.last_offset, header.partition_leader_epoch)
-            appended = True
-        return appended
+        written = self.log.append_fetched(records)
+        for base, last, epoch in written:
+            st.on_log_appended(base, last, epoch)
+        if written:
+            self.last_append_ms = self.clock.monotonic_ms()
+            self.stats["batches"] += len(written)
+        return bool(written)
 
     async def _fetch_snapshot(self, leader: int, snapshot_id: tuple[int, int]) -> None:
         st = self.state

@@ -132,7 +132,7 @@ class ControllerState:
         assert final is not None
         return ControllerResult(tuple(view.records), wire.make(
             cls, throttle_time=ZERO_THROTTLE, error_code=ErrorCode.none, is_caught_up=caught_up,
-            is_fenced=final.fenced, should_shut_down=transition is Transition.SHUTDOWN))
+            is_fenced=final.fenced, should_shut_down=transition is Transition.SHUTDOWN), view.merged())
 
     def handle_assign_replicas_to_dirs(self, request: Any, now_ms: int) -> ControllerResult:
         view = WorkingView(self.image)
@@ -167,7 +167,7 @@ class ControllerState:
         for broker_id in expired:
             self._problem(f"broker {broker_id} session expired: fencing")
             replication_control.fence(view, broker_id)
-        return ControllerResult(tuple(view.records))
+        return ControllerResult(tuple(view.records), None, view.merged())
 
     def next_deadline_ms(self) -> int | None:
         return self.sessions.next_deadline_ms(self.image)

@@ -75,9 +75,14 @@ class Eligibility:
         if known is None:
             reg = self.view.broker(broker_id)
             active = reg is not None and not reg.fenced and not reg.in_controlled_shutdown
-            known = self._brokers[broker_id] = (active, reg)
-        active, reg = known
-        return active and reg.has_online_dir(directory)
+            known = self._brokers[broker_id] = (active, reg, {})
+        active, reg, dirs = known
+        if not active:
+            return False
+        online = dirs.get(directory)
+        if online is None:
+            online = dirs[directory] = reg.has_online_dir(directory)
+        return online
 
 
 def remove_replica(eligible: Eligibility, part: PartitionRegistration,
@@ -88,19 +93,20 @@ def remove_replica(eligible: Eligibility, part: PartitionRegistration,
     isr = part.isr
     target = isr
     if broker_id in isr:
-        target = tuple(b for b in isr if b != broker_id) or isr
-    replicas, dirs = part.replicas, part.directories
-    leader = part.leader
+        target = tuple([b for b in isr if b != broker_id]) or isr
+    replicas = part.replicas
+    old_leader = leader = part.leader
     if leader == NO_LEADER or leader == broker_id or leader not in target \
-            or not eligible.online(leader, dirs[replicas.index(leader)]):
+            or not eligible.online(leader, part.directories[replicas.index(leader)]):
         leader = NO_LEADER
+        dirs = part.directories
         for i, b in enumerate(replicas):
             if b != broker_id and b in target and eligible.online(b, dirs[i]):
                 leader = b
                 break
-    if target == isr and leader == part.leader:
+    if target is isr and leader == old_leader:
         return None
     return r.PartitionChangeRecord(
         topic_id=part.topic_id, partition_id=part.partition_id,
-        isr=None if target == isr else target,
-        leader=r.NO_LEADER_CHANGE if leader == part.leader else leader)
+        isr=None if target is isr else target,
+        leader=r.NO_LEADER_CHANGE if leader == old_leader else leader)

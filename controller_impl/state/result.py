@@ -15,6 +15,10 @@ class ControllerResult:
 
     records: tuple[Any, ...]
     response: Any = None
+    # optional, aligned with records: (registration read, registration it becomes) for a
+    # PartitionChangeRecord whose merge the handler did already (replayed with
+    # MetadataImage.replay_merged, no second merge), None for the others
+    merged: tuple[Any, ...] | None = None
 
 
 ZERO_THROTTLE = datetime.timedelta(0)

@@ -36,6 +36,11 @@ class WorkingView:
         self.image = image
         self.records: list[Any] = []
         self._parts: dict[tuple[TopicId, int], PartitionRegistration] = {}
+        # partition changes emitted in bulk (emit_merged_changes), not indexed in _parts
+        # until something reads a partition back: a dir failure's 100k never are
+        self._unindexed: list[tuple[tuple[TopicId, int], PartitionRegistration, Any, PartitionRegistration]] = []
+        # aligned with records once a merged change was emitted: (read, merged) or None
+        self._merged: list[Any] | None = None
         self._brokers: dict[int, Any] = {}
         self._topic_names: dict[str, TopicId] = {}
 
@@ -48,12 +53,30 @@ class WorkingView:
         return reg if reg is not None else self.image.brokers.get(broker_id)
 
     def partition(self, topic_id: TopicId, partition_id: int) -> PartitionRegistration | None:
+        if self._unindexed:
+            self._index_pending()
         part = self._parts.get((topic_id, partition_id))
         if part is None:
             return self.image.partition(topic_id, partition_id)
         if type(part) is _Pending:
             part = self._parts[(topic_id, partition_id)] = merge_partition_change(part.old, part.record)
         return part
+
+    def has_changes(self) -> bool:
+        """Whether any partition was changed or created in this view so far."""
+        return bool(self._parts or self._unindexed)
+
+    def _index_pending(self) -> None:
+        parts = self._parts
+        for key, _old, _record, new in self._unindexed:
+            parts[key] = new
+        self._unindexed = []
+
+    def merged(self) -> tuple[Any, ...] | None:
+        """``ControllerResult.merged`` for the records emitted so far (None: none merged)."""
+        if self._merged is None:
+            return None
+        return tuple(self._merged) + (None,) * (len(self.records) - len(self._merged))
 
     def topic_exists(self, name: str) -> bool:
         return name in self._topic_names or name in self.image.topic_ids
@@ -73,6 +96,20 @@ class WorkingView:
         return base_next_offset + len(self.records)
 
     # writes
+
+    def emit_merged_changes(self, changes: list[tuple[tuple[TopicId, int], PartitionRegistration, Any,
+                                                      PartitionRegistration]]) -> None:
+        """Emit many PartitionChangeRecords at once: ``(key, current, record, merged)``
+        where ``current`` is what :meth:`partition` returns for ``key`` now, each key
+        appears once and ``merged`` = ``merge_isr_leader(current, record)`` —
+        :meth:`emit` for each, without the per-record lookups, the merges kept for the
+        image (:meth:`merged`)."""
+        if self._merged is None:
+            self._merged = []
+        self._merged.extend([None] * (len(self.records) - len(self._merged)))
+        self._merged.extend([(c[1], c[3]) for c in changes])
+        self._unindexed.extend(changes)
+        self.records.extend([c[2] for c in changes])
 
     def emit(self, record: Any) -> None:
         kind = type(record)

@@ -66,17 +66,35 @@ def encode_batch(base_offset: int, records: Sequence[Any], *, leader_epoch: int 
         raise ValueError("a metadata batch needs at least one record")
     if base_offset < 0:
         raise ValueError(f"base_offset must be >= 0, got {base_offset}")
-    parts = []
+    parts: list[bytes] = []
+    append = parts.append
+    zz = _zz_table(len(records))
     for i, rec in enumerate(records):
         value = encode_record(rec)
         # attributes 0, timestamp delta 0, offset delta i, null key, value, no headers
-        body = b"\x00\x00" + _zz(i) + _NULL_KEY + _zz(len(value)) + value + b"\x00"
-        parts.append(_zz(len(body)))
-        parts.append(body)
+        vlen = len(value)
+        zi = zz[i]
+        zv = zz[vlen] if vlen < len(zz) else _zz(vlen)
+        body_len = 4 + len(zi) + len(zv) + vlen
+        append((zz[body_len] if body_len < len(zz) else _zz(body_len)) + b"\x00\x00" + zi + _NULL_KEY + zv)
+        append(value)
+        append(b"\x00")
     tail = _BATCH_TAIL.pack(0, len(records) - 1, timestamp_ms, timestamp_ms, NO_PRODUCER_ID, -1, -1,
                             len(records)) + b"".join(parts)
     crc = crc32c.crc32c(tail)
     return _BATCH_HEAD.pack(base_offset, len(tail) + 9, leader_epoch, 2, crc) + tail
+
+
+_ZZ: list[bytes] = []
+
+
+def _zz_table(n: int) -> list[bytes]:
+    """Zigzag varints of 0..max(n, 1024) (offset deltas and lengths), built once."""
+    global _ZZ
+    table = _ZZ
+    if len(table) < max(n, 1024):
+        table = _ZZ = [_zz(v) for v in range(max(n, 1024, 2 * len(table)))]
+    return table
 
 
 def encode_batch_kio(base_offset: int, records: Sequence[Any], *, leader_epoch: int = 0,

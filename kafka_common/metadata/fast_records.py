@@ -40,7 +40,33 @@ class Unsupported(Exception):
     """Not a shape this codec handles: use kio."""
 
 
+_tails: dict[tuple, bytes] = {}
+_TAILS_MAX = 4096
+_last_topic: tuple[Any, bytes] = (None, b"")
+
+
 def encode_partition_change(rec: Any) -> bytes:
+    """The message bytes of ``rec``. The common shape of a dir failure or a fence (only the
+    ISR and/or the leader set) is assembled from cached pieces: the tagged fields of each
+    distinct (ISR, leader) pair are built once, the topic id's bytes once per topic."""
+    global _last_topic
+    if (rec.replicas is None and rec.directories is None and rec.removing_replicas is None
+            and rec.adding_replicas is None and rec.leader_recovery_state == -1):
+        key = (rec.isr, rec.leader)
+        tail = _tails.get(key)
+        if tail is None:
+            tail = _tagged(rec)
+            if len(_tails) < _TAILS_MAX:
+                _tails[key] = tail
+        topic = rec.topic_id
+        last = _last_topic  # one read: another thread may replace it meanwhile
+        if last[0] is not topic:
+            last = _last_topic = (topic, topic.bytes)
+        return _I32.pack(rec.partition_id) + last[1] + tail
+    return _HEAD.pack(rec.partition_id, rec.topic_id.bytes) + _tagged(rec)
+
+
+def _tagged(rec: Any) -> bytes:
     tags: list[bytes] = []
     count = 0
     if rec.isr is not None:
@@ -62,7 +88,7 @@ def encode_partition_change(rec: Any) -> bytes:
         body = _uv(len(rec.directories) + 1) + b"".join(d.bytes for d in rec.directories)
         tags.append(b"\x08" + _uv(len(body)) + body)
         count += 1
-    return _HEAD.pack(rec.partition_id, rec.topic_id.bytes) + _uv(count) + b"".join(tags)
+    return _uv(count) + b"".join(tags)
 
 
 def _read_uv(data: bytes, pos: int) -> tuple[int, int]:

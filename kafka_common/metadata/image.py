@@ -387,12 +387,17 @@ class MetadataImage:
         self._note_partition(old, new, key=(tid, rec.partition_id))
 
     def _partition_change(self, rec: r.PartitionChangeRecord, offset: int) -> None:
-        tid = TopicId(rec.topic_id)
-        old = self.partition(tid, rec.partition_id)
+        tid = rec.topic_id  # a TopicId (NewType: the uuid itself)
+        pid = rec.partition_id
+        parts = self._partitions.get(tid)
+        old = None if parts is None else parts.get(pid)
         if old is None:
             raise ImageError(f"PartitionChangeRecord {rec.topic_id}:{rec.partition_id}: unknown partition")
+        if is_isr_leader_change(rec, old):
+            self._install(parts, old, merge_isr_leader(old, rec))
+            return
         new = merge_partition_change(old, rec)
-        self._partitions[tid][rec.partition_id] = new
+        parts[pid] = new
         if new.replicas == old.replicas and new.directories == old.directories:
             # the common case (ISR/leader moves): only the ISR index can change
             if new.isr != old.isr:
@@ -411,6 +416,87 @@ class MetadataImage:
             self._unindex(old)
             self._index(new)
         self._note_partition(old, new)
+
+    def replay_merged(self, record: r.PartitionChangeRecord, offset: int, old: PartitionRegistration,
+                      new: PartitionRegistration) -> None:
+        """:meth:`replay` of a PartitionChangeRecord whose result is known already: ``new``
+        = :func:`merge_isr_leader` (``old``, ``record``), computed (and so checked) by
+        whoever made the record from this image. Installed as is if the partition's
+        registration is still ``old`` itself, else replayed."""
+        parts = self._partitions.get(old.topic_id)
+        if (offset <= self.last_offset or parts is None or parts.get(old.partition_id) is not old
+                or record.partition_id != old.partition_id or record.topic_id != old.topic_id):
+            self.replay(record, offset)
+            return
+        self._install(parts, old, new)
+        self.last_offset = offset
+
+    def merges_apply(self, merged: Iterable[tuple[PartitionRegistration, PartitionRegistration]]) -> bool:
+        """Whether :meth:`install_merged` of ``merged`` (in order) is exactly the replay of
+        their records: each ``old`` is its partition's registration at that point (the
+        image's own object, or the ``new`` of an earlier pair), i.e. the merges were made
+        from this image, with :func:`merge_isr_leader`'s checks."""
+        partitions = self._partitions
+        pending: dict[tuple[int, int], PartitionRegistration] = {}
+        last_tid = parts = None
+        for old, new in merged:
+            tid = old.topic_id
+            if tid is not last_tid:
+                parts = partitions.get(tid)
+                if parts is None:
+                    return False
+                last_tid = tid
+            pid = old.partition_id
+            if new.partition_id != pid or (new.topic_id is not tid and new.topic_id != tid):
+                return False
+            k = (id(parts), pid)
+            current = pending.get(k)
+            if current is None:
+                current = parts.get(pid)
+            if current is not old:
+                return False
+            pending[k] = new
+        return True
+
+    def install_merged(self, merged: Iterable[tuple[PartitionRegistration, PartitionRegistration]],
+                       last_offset: int) -> None:
+        """Install the pairs :meth:`merges_apply` approved (the replay of their records,
+        the last at ``last_offset``)."""
+        partitions = self._partitions
+        install = self._install
+        last_tid = parts = None
+        for old, new in merged:
+            tid = old.topic_id
+            if tid is not last_tid:
+                parts = partitions[tid]
+                last_tid = tid
+            install(parts, old, new)
+        self.last_offset = max(self.last_offset, last_offset)
+
+    def _install(self, parts: dict[int, PartitionRegistration], old: PartitionRegistration,
+                 new: PartitionRegistration) -> None:
+        tid, pid = new.topic_id, new.partition_id
+        parts[pid] = new
+        key = (tid, pid)
+        old_isr, isr = old.isr, new.isr
+        if isr != old_isr:
+            by_isr = self._by_isr
+            for b in old_isr:
+                if b not in isr:
+                    members = by_isr.get(b)
+                    if members is not None:
+                        members.discard(key)
+                        if not members:
+                            del by_isr[b]
+            for b in isr:
+                if b not in old_isr:
+                    members = by_isr.get(b)
+                    if members is None:
+                        members = by_isr[b] = set()
+                    members.add(key)
+        changes = self._changes.partitions
+        prev = changes.get(key)
+        changes[key] = (old if prev is None else prev[0], new)
 
     def _feature(self, rec: r.FeatureLevelRecord, offset: int) -> None:
         self.features[rec.name] = rec.feature_level
@@ -492,6 +578,40 @@ def merge_partition_change(old: PartitionRegistration, rec: r.PartitionChangeRec
     else:
         _validate(new)
     return new
+
+
+def is_isr_leader_change(rec: r.PartitionChangeRecord, old: PartitionRegistration) -> bool:
+    """Whether ``rec`` on ``old`` moves only the ISR and/or the leader (no replica,
+    directory or recovery-state change, no reassignment in progress):
+    :func:`merge_isr_leader`'s case."""
+    return (rec.replicas is None and rec.directories is None and rec.removing_replicas is None
+            and rec.adding_replicas is None and rec.leader_recovery_state == r.NO_LRS_CHANGE
+            and not old.adding_replicas and not old.removing_replicas)
+
+
+def merge_isr_leader(old: PartitionRegistration, rec: r.PartitionChangeRecord) -> PartitionRegistration:
+    """:func:`merge_partition_change` for a record where :func:`is_isr_leader_change`
+    holds — the same result and the same checks (raises :class:`ImageError`), cheaper."""
+    replicas = old.replicas
+    isr = old.isr
+    if rec.isr is not None:
+        isr = tuple(rec.isr)
+        for b in isr:
+            if b not in replicas:
+                raise ImageError(f"PartitionChangeRecord {rec.topic_id}:{rec.partition_id}: "
+                                 f"ISR {isr} not a subset of replicas {replicas}")
+        if len(isr) > 1 and len(set(isr)) != len(isr):
+            raise ImageError(f"PartitionChangeRecord {rec.topic_id}:{rec.partition_id}: "
+                             f"duplicate ISR members {isr}")
+    leader, leader_epoch = old.leader, old.leader_epoch
+    if rec.leader != r.NO_LEADER_CHANGE:
+        leader, leader_epoch = rec.leader, leader_epoch + 1
+    if leader != NO_LEADER and leader not in isr:
+        raise ImageError(f"PartitionChangeRecord {rec.topic_id}:{rec.partition_id}: "
+                         f"leader {leader} not in ISR {isr}")
+    return PartitionRegistration(old.topic_id, old.partition_id, replicas, isr, leader, leader_epoch,
+                                 old.partition_epoch + 1, old.directories, old.removing_replicas,
+                                 old.adding_replicas, old.leader_recovery_state)
 
 
 def merge_broker_change(old: BrokerRegistration, fenced: int, in_controlled_shutdown: int,

@@ -276,12 +276,17 @@ def _read_uvarint(data: bytes | memoryview, pos: int, what: str) -> tuple[int, i
     raise RecordDecodeError(f"{what} varint longer than 5 bytes")
 
 
+_HEADS: dict[type, bytes] = {}  # record class -> frame version | type | version
+
+
 def encode_record(record: Any) -> bytes:
     """The framed bytes of ``record`` (one of :data:`RECORD_CLASSES`)."""
     cls = type(record)
-    if RECORD_CLASSES.get(getattr(cls, "__api_key__", -1)) is not cls:
-        raise RecordEncodeError(f"not a metadata record: {cls.__name__}")
-    head = _uvarint(FRAME_VERSION) + _uvarint(cls.__api_key__) + _uvarint(cls.__version__)
+    head = _HEADS.get(cls)
+    if head is None:
+        if RECORD_CLASSES.get(getattr(cls, "__api_key__", -1)) is not cls:
+            raise RecordEncodeError(f"not a metadata record: {cls.__name__}")
+        head = _HEADS[cls] = _uvarint(FRAME_VERSION) + _uvarint(cls.__api_key__) + _uvarint(cls.__version__)
     if cls is PartitionChangeRecord:
         try:
             return head + fast_records.encode_partition_change(record)

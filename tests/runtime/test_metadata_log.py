@@ -177,3 +177,34 @@ def test_any_damage_recovers_to_a_clean_prefix(tmp_path_factory, damage):
     again = []
     MetadataLog.open(str(root), segment_bytes=2048, on_record=lambda r, o: again.append(o)).close()
     assert again == list(range(len(seen) + 2))
+
+
+def test_follower_appends_fetched_bytes_as_they_come(tmp_path):
+    """append_fetched: batches it holds already are skipped, a partial or corrupt batch
+    stops it (what precedes stays), segments roll at the size limit, and the result reads
+    back as the leader's log."""
+    leader = MetadataLog.open(str(tmp_path / "a"))
+    fill(leader, 12)
+    data = leader.read(0, 1 << 20)
+    sizes = [h.size_bytes for h, _ in decode_batches(data)]
+    follower = MetadataLog.open(str(tmp_path / "b"), segment_bytes=3 * sizes[0] + 1)
+    assert follower.append_fetched(data[:sizes[0] + sizes[1] + 5]) == [(0, 1, 0), (2, 3, 0)]  # cut mid-batch
+    assert follower.end_offset == 4
+    # a resend from offset 0 skips what is held; a corrupt 6th batch stops it there
+    bad = bytearray(data)
+    bad[sum(sizes[:5]) + sizes[5] - 1] ^= 0xFF
+    written = follower.append_fetched(bytes(bad))
+    assert [w[0] for w in written] == [4, 6, 8] and follower.end_offset == 10
+    assert follower.append_fetched(memoryview(data)[sum(sizes[:5]):]) == [(10, 11, 0)] + [
+        (b, b + 1, 0) for b in range(12, 24, 2)]
+    assert follower.append_fetched(data[sum(sizes[:3]):]) == []  # nothing new
+    assert len(os.listdir(follower.directory)) > 2  # rolled
+    follower.commit(24)
+    assert follower.read(0, 1 << 20) == data
+    follower.close()
+    reopened = MetadataLog.open(str(tmp_path / "b"), segment_bytes=3 * sizes[0] + 1)
+    assert reopened.end_offset == 24
+    reopened.commit(24)
+    assert reopened.read(0, 1 << 20) == data
+    reopened.close()
+    leader.close()

@@ -93,9 +93,12 @@ def image_summary(image):
 
 # -- the main flow --------------------------------------------------------------------------
 
-def test_register_unfence_create_assign_and_dir_failure(controller):
+# 3300 partitions: ~1100 replicas in the failed dir, a change big enough to be answered
+# while the controller's image installs it (image_io.DEFERRED_INSTALL_MIN_RECORDS)
+@pytest.mark.parametrize("partitions", [9, 3300])
+def test_register_unfence_create_assign_and_dir_failure(controller, partitions):
     async def body():
-        brokers, admin, reader, topic_id = await setup_cluster(controller, partitions=9)
+        brokers, admin, reader, topic_id = await setup_cluster(controller, partitions=partitions)
         image = reader.image
         assert {b: (reg.fenced, len(reg.log_dirs)) for b, reg in image.brokers.items()} == \
             {1: (False, 3), 2: (False, 3)}
@@ -123,6 +126,16 @@ def test_register_unfence_create_assign_and_dir_failure(controller):
         resp = await brokers[0].heartbeat(reader.next_offset - 1)
         assert resp.error_code == ErrorCode.none
         assert await reader.catch_up() == 0
+        # the controller's next change starts from the registrations the failure left: with
+        # broker 2 fenced, a partition of the failed dir keeps its last ISR member, leaderless
+        resp = await brokers[1].heartbeat(reader.next_offset - 1, want_fence=True)
+        assert resp.error_code == ErrorCode.none and resp.is_fenced
+        await reader.catch_up()
+        for pid, p in image.partitions_of(topic_id).items():
+            if pid in in_dir:
+                assert p.isr == (2,) and p.leader == -1, p
+            else:
+                assert 2 not in p.isr and p.leader == 1, p
         await close_all(brokers, admin)
         return in_dir, failed
     in_dir, failed = run(body())
