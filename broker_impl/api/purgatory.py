@@ -15,6 +15,11 @@ import asyncio
 from typing import Callable, Hashable, Iterable
 
 
+def _wake(fut: "asyncio.Future[None]") -> None:
+    if not fut.done():
+        fut.set_result(None)
+
+
 class Watch:
     """The keys notified since the last :meth:`wait` (registered until :meth:`close`)."""
 
@@ -22,7 +27,7 @@ class Watch:
         self._purgatory = purgatory
         self._keys = set(keys)
         self.changed: set[Hashable] = set()
-        self._event = asyncio.Event()
+        self._waiter: asyncio.Future[None] | None = None
         for key in self._keys:
             purgatory._watches.setdefault(key, set()).add(self)
 
@@ -44,23 +49,27 @@ class Watch:
     def drain(self) -> set[Hashable]:
         """The keys notified so far (cleared), without waiting."""
         out, self.changed = self.changed, set()
-        self._event.clear()
         return out
 
     def hit(self, key: Hashable) -> None:
         self.changed.add(key)
-        self._event.set()
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
 
     async def wait(self, timeout_s: float) -> set[Hashable]:
         """The keys notified since the last call (waiting up to ``timeout_s`` for one);
         empty on timeout."""
         if not self.changed and timeout_s > 0:
+            loop = asyncio.get_running_loop()
+            self._waiter = fut = loop.create_future()
+            timer = loop.call_later(timeout_s, _wake, fut)
             try:
-                await asyncio.wait_for(self._event.wait(), timeout_s)
-            except asyncio.TimeoutError:
-                pass
+                await fut
+            finally:
+                timer.cancel()
+                self._waiter = None
         out, self.changed = self.changed, set()
-        self._event.clear()
         return out
 
     def close(self) -> None:
@@ -119,11 +128,13 @@ class Purgatory:
             fut: asyncio.Future[None] = loop.create_future()
             for key in keys:
                 self._waiting.setdefault(key, set()).add(fut)
+            # a plain timer on the future, not asyncio.wait_for (its extra future and
+            # callbacks per call): every acks=all request waits here
+            timer = loop.call_at(deadline, _wake, fut)
             try:
-                await asyncio.wait_for(fut, remaining)
-            except asyncio.TimeoutError:
-                pass
+                await fut
             finally:
+                timer.cancel()
                 for key in keys:
                     futures = self._waiting.get(key)
                     if futures is not None:
