@@ -3,17 +3,34 @@ service around a dir failure. Real kraft-controller + 3 kraft-brokers × 3 dirs 
 confluent-kafka (librdkafka) clients.
 
     jbodlab bench replication [-- --part scale|failover|all] [--partitions 1,2,10,100,1000]
-                              [--producers 1,4,16] [--seconds 8] [--value-bytes 1024]
-                              [--window 1000] [--failover-runs 1] [--out FILE]
+                              [--producers 1,4,16] [--producers-at 1,100]
+                              [--modes throughput,latency[,window]] [--seconds 8] [--ramp 2]
+                              [--rate-mbs 10] [--value-bytes 1024] [--window 1000]
+                              [--profile-at 100,1000] [--failover-runs 1] [--out FILE]
 
 1. **scale**: one topic per partition count N (every partition led by broker 1, replicas
    [1, 2, 3], min.insync.replicas=2), P confluent-kafka producers (acks=all, idempotent,
-   linger 5 ms), each a closed loop with at most ``--window`` records outstanding, values of
-   ``--value-bytes``, spread round-robin over the N partitions, for ``--seconds``. Figures:
-   aggregate MB/s, p50/p99 delivery latency (delivery callback − produce call), CPU seconds
-   per MB of the three brokers together and of the leader alone (/proc/<pid>/stat). N sweeps
-   1, 2, 10, 100, 1000 with one producer; P sweeps 1, 4, 16 at N=1 and N=100. Topics of
-   earlier rows stay (idle) while later rows run.
+   linger 5 ms, otherwise librdkafka's defaults), values of ``--value-bytes``, round-robin
+   over the N partitions. N sweeps 1, 2, 10, 100, 1000 with one producer; P sweeps 1, 4, 16
+   at N in ``--producers-at``. Topics of earlier rows stay (idle) while later rows run. Each
+   row runs these phases (``--modes``), each measured for ``--seconds`` after ``--ramp``:
+   - ``throughput`` — answers "aggregate throughput at 100 partitions ≥ 0.8× 1 partition":
+     each producer calls produce() as fast as librdkafka's queue (100k records / 1 GiB)
+     accepts, so batches grow to what linger/batch.size/in-flight limits make of them, as
+     in a user's bulk producer. Figure: acked MB/s (no per-record callbacks, so the client
+     costs little CPU), brokers' CPU s/MB. Its latency would only be queue depth /
+     throughput, so none is reported.
+   - ``latency`` — answers "p99 under load within 2× of the 1-partition p99": a fixed
+     offered load of ``--rate-mbs`` MB/s in total (default 10, a fraction of what one
+     partition carries) paced by the clock, spread over the producers and partitions;
+     p50/p99 of delivery latency (callback − produce call) of the records sent while
+     measured, sent MB/s (below the offer when the client queue refuses), brokers' CPU s/MB.
+   - ``window`` — the first method, kept for comparison: at most ``--window`` records
+     outstanding per producer, so each batch holds ~window/N records and the figure falls
+     with N by construction; MB/s and the p50/p99 of that saturated window.
+   CPU: /proc/<pid>/stat of the three brokers together and of the leader alone.
+   ``--profile-at N,…``: the 1-producer phases at those N run with py-spy attached to the
+   leader and one follower (samples in /tmp/jbodlab-repl-bench-{leader,follower}-MODE-N.txt).
 2. **failover** (issue 10's outside-the-lab case): topic of 9 partitions RF 3 (leaders
    spread), broker 1's first data dir an ext4 loop fs; a confluent-kafka producer, acks=all,
    NOT idempotent, 300 records/s round-robin; after 10 s the fs is shut down
@@ -68,14 +85,110 @@ def pct(values: list[float], q: float) -> float:
 
 
 # ---------------------------------------------------------------------------- scale
+def _producer(bootstrap: str, idempotent: bool, extra: dict | None = None):
+    from confluent_kafka import Producer
+    conf = {"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": idempotent,
+            "linger.ms": 5, "message.timeout.ms": 120000}
+    conf.update(extra or {})
+    return Producer(conf)
+
+
+class SaturatingProducer:
+    """The shape users run for throughput: librdkafka's defaults (queue of 100k records /
+    1 GiB, batch.size 1 MB, linger.ms 5) and a thread producing as fast as produce() accepts,
+    round-robin over the partitions. No per-record callbacks (``delivery.report.only.error``):
+    delivered = produced − still queued or in flight (``len(producer)``) − errors."""
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int, value: bytes, offset: int,
+                 idempotent: bool) -> None:
+        self.errors: list[str] = []
+        self.p = _producer(bootstrap, idempotent, {"delivery.report.only.error": True,
+                                                   "on_delivery": self._cb})
+        self.topic, self.partitions, self.value = topic, partitions, value
+        self.next = offset
+        self.produced = 0
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _cb(self, err, msg) -> None:
+        if err and not self.stop.is_set():   # the purge at the end fails what is still queued
+            self.errors.append(str(err))
+
+    def delivered(self) -> int:
+        return self.produced - len(self.p) - len(self.errors)
+
+    def _run(self) -> None:
+        p, topic, value, n = self.p, self.topic, self.value, self.partitions
+        while not self.stop.is_set():
+            try:
+                for _ in range(256):
+                    p.produce(topic, value, partition=self.next % n)
+                    self.next += 1
+                    self.produced += 1
+            except BufferError:
+                p.poll(0.001)
+                continue
+            p.poll(0)
+        # drop what is still queued (a slow build would need minutes to drain it)
+        p.purge(in_queue=True, in_flight=False)
+        p.flush(60)
+
+
+class FixedLoadProducer:
+    """A fixed offered load: ``rate`` records/s, round-robin over the partitions, each record's
+    delivery latency (callback − produce call) recorded."""
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int, value: bytes, offset: int,
+                 idempotent: bool, rate: float) -> None:
+        self.p = _producer(bootstrap, idempotent)
+        self.topic, self.partitions, self.value, self.rate = topic, partitions, value, rate
+        self.next = offset
+        self.lat: list[float] = []
+        self.errors: list[str] = []
+        self.sent = 0
+        self.measuring = False
+        self.sent_measuring = 0
+        self.delivered = 0
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _cb(self, err, msg, t: float, measured: bool) -> None:
+        if err:
+            self.errors.append(str(err))
+        elif measured:
+            self.delivered += 1
+            self.lat.append(time.perf_counter() - t)
+
+    def _run(self) -> None:
+        p, topic, value, n = self.p, self.topic, self.value, self.partitions
+        t0 = time.perf_counter()
+        while not self.stop.is_set():
+            now = time.perf_counter()
+            due = int((now - t0) * self.rate)
+            m = self.measuring
+            while self.sent < due:
+                try:
+                    p.produce(topic, value, partition=self.next % n,
+                              on_delivery=lambda err, msg, t=now, m=m: self._cb(err, msg, t, m))
+                except BufferError:
+                    break
+                self.next += 1
+                self.sent += 1
+                if m:
+                    self.sent_measuring += 1
+            p.poll(0.001)
+        p.flush(60)
+        p.purge(in_queue=True, in_flight=False)
+        p.flush(10)
+
+
 class ClosedLoopProducer:
-    """One confluent-kafka producer thread with at most ``window`` records outstanding."""
+    """The issue's first method, kept for comparison (``--modes window``): at most ``window``
+    records outstanding per producer, so at N partitions each batch carries ~window/N records."""
 
     def __init__(self, bootstrap: str, topic: str, partitions: int, value: bytes, window: int, offset: int,
                  idempotent: bool) -> None:
-        from confluent_kafka import Producer
-        self.p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": idempotent,
-                           "linger.ms": 5, "message.timeout.ms": 120000})
+        self.p = _producer(bootstrap, idempotent)
         self.topic, self.partitions, self.value, self.window = topic, partitions, value, window
         self.next = offset
         self.outstanding = 0
@@ -93,12 +206,6 @@ class ClosedLoopProducer:
         elif self.measuring:
             self.delivered += 1
             self.lat.append(time.perf_counter() - t)
-
-    def warm(self) -> int:
-        """One record per partition; returns how many were not delivered within 30 s."""
-        for i in range(self.partitions):
-            self.p.produce(self.topic, b"warm", partition=i)
-        return self.p.flush(30)
 
     def _run(self) -> None:
         p = self.p
@@ -119,44 +226,174 @@ class ClosedLoopProducer:
         p.flush(10)
 
 
-def scale_row(c: Cluster, topic: str, partitions: int, producers: int, args) -> dict:
-    value = os.urandom(args.value_bytes // 2).hex().encode()[:args.value_bytes]
-    ps = [ClosedLoopProducer(c.bootstrap, topic, partitions, value, args.window, i * 7919, args.idempotent)
+def warm(c: Cluster, topic: str, partitions: int, idempotent: bool) -> int:
+    """One record per partition; returns how many were not delivered within 30 s."""
+    p = _producer(c.bootstrap, idempotent)
+    for i in range(partitions):
+        p.produce(topic, b"warm", partition=i)
+    return p.flush(30)
+
+
+class _Measure:
+    """Brokers' CPU (/proc/<pid>/stat) and optional py-spy samplers over one measured phase."""
+
+    def __init__(self, c: Cluster, profile_tag: str | None) -> None:
+        self.samplers = []
+        if profile_tag:
+            from broker_bench import Sampler
+            self.samplers = [(role, Sampler(b.proc.pid, f"/tmp/jbodlab-repl-bench-{role}-{profile_tag}.txt"))
+                             for role, b in (("leader", c.brokers[0]), ("follower", c.brokers[1]))]
+        self.pids = [b.proc.pid for b in c.brokers]
+        self.cpu0 = [cpu_s(pid) for pid in self.pids]
+        self.t0 = time.perf_counter()
+
+    def done(self) -> tuple[float, list[float], dict]:
+        elapsed = time.perf_counter() - self.t0
+        cpu = [cpu_s(pid) - c0 for pid, c0 in zip(self.pids, self.cpu0)]
+        return elapsed, cpu, {role: smp.stop() for role, smp in self.samplers}
+
+
+def _cpu_fields(cpu: list[float], mb: float) -> dict:
+    return {"brokers_cpu_s_per_mb": round(sum(cpu) / mb, 4) if mb else None,
+            "leader_cpu_s_per_mb": round(cpu[0] / mb, 4) if mb else None}
+
+
+def throughput_phase(c: Cluster, topic: str, partitions: int, producers: int, value: bytes, args,
+                     profile_tag: str | None) -> dict:
+    ps = [SaturatingProducer(c.bootstrap, topic, partitions, value, i * 7919, args.idempotent)
           for i in range(producers)]
-    undelivered = sum(p.warm() for p in ps)   # a build that cannot ack them still gets its row measured
     for p in ps:
         p.thread.start()
-    time.sleep(1.0)  # ramp: connections busy, windows full
-    samplers = []
-    if partitions in args.profile_at and producers == 1:
-        from broker_bench import Sampler
-        samplers = [(role, Sampler(b.proc.pid, f"/tmp/jbodlab-repl-bench-{role}-{partitions}.txt"))
-                    for role, b in (("leader", c.brokers[0]), ("follower", c.brokers[1]))]
-    pids = [b.proc.pid for b in c.brokers]
-    cpu0 = [cpu_s(pid) for pid in pids]
+    time.sleep(args.ramp)  # queues full, every connection busy
+    d0 = sum(p.delivered() for p in ps)
+    m = _Measure(c, profile_tag)
+    time.sleep(args.seconds)
+    d1 = sum(p.delivered() for p in ps)
+    elapsed, cpu, profiles = m.done()
+    for p in ps:
+        p.stop.set()
+    for p in ps:
+        p.thread.join(150)
+    errors = [e for p in ps for e in p.errors]
+    mb = (d1 - d0) * args.value_bytes / 1e6
+    return {"seconds": round(elapsed, 2), "records": d1 - d0, "mb_per_s": round(mb / elapsed, 2),
+            **_cpu_fields(cpu, mb), "errors": len(errors), "first_errors": errors[:3],
+            **({"profile": profiles} if any(profiles.values()) else {})}
+
+
+def latency_phase(c: Cluster, topic: str, partitions: int, producers: int, value: bytes, args,
+                  profile_tag: str | None) -> dict:
+    rate = args.rate_mbs * 1e6 / args.value_bytes / producers
+    ps = [FixedLoadProducer(c.bootstrap, topic, partitions, value, i * 7919, args.idempotent, rate)
+          for i in range(producers)]
+    for p in ps:
+        p.thread.start()
+    time.sleep(args.ramp)
     for p in ps:
         p.measuring = True
-    t0 = time.perf_counter()
+    m = _Measure(c, profile_tag)
     time.sleep(args.seconds)
     for p in ps:
         p.measuring = False
-    elapsed = time.perf_counter() - t0
-    cpu = [cpu_s(pid) - c0 for pid, c0 in zip(pids, cpu0)]
-    delivered = sum(p.delivered for p in ps)
-    profiles = {role: smp.stop() for role, smp in samplers}
+    elapsed, cpu, profiles = m.done()
+    time.sleep(min(5.0, args.seconds))  # let the measured records' acks arrive
     for p in ps:
         p.stop.set()
     for p in ps:
         p.thread.join(150)
     lat = [x for p in ps for x in p.lat]
+    sent = sum(p.sent_measuring for p in ps)
+    delivered = sum(p.delivered for p in ps)
+    errors = [e for p in ps for e in p.errors]
+    mb = sent * args.value_bytes / 1e6
+    return {"seconds": round(elapsed, 2), "offered_mb_per_s": args.rate_mbs,
+            "sent_mb_per_s": round(mb / elapsed, 2), "sent": sent, "acked": delivered,
+            "p50_ms": round(pct(lat, 0.5) * 1000, 1), "p99_ms": round(pct(lat, 0.99) * 1000, 1),
+            **_cpu_fields(cpu, mb), "errors": len(errors), "first_errors": errors[:3],
+            **({"profile": profiles} if any(profiles.values()) else {})}
+
+
+def window_phase(c: Cluster, topic: str, partitions: int, producers: int, value: bytes, args,
+                 profile_tag: str | None) -> dict:
+    ps = [ClosedLoopProducer(c.bootstrap, topic, partitions, value, args.window, i * 7919, args.idempotent)
+          for i in range(producers)]
+    for p in ps:
+        p.thread.start()
+    time.sleep(args.ramp)
+    for p in ps:
+        p.measuring = True
+    m = _Measure(c, profile_tag)
+    time.sleep(args.seconds)
+    for p in ps:
+        p.measuring = False
+    elapsed, cpu, profiles = m.done()
+    for p in ps:
+        p.stop.set()
+    for p in ps:
+        p.thread.join(150)
+    lat = [x for p in ps for x in p.lat]
+    delivered = sum(p.delivered for p in ps)
     errors = [e for p in ps for e in p.errors]
     mb = delivered * args.value_bytes / 1e6
-    return {"partitions": partitions, "producers": producers, "seconds": round(elapsed, 2),
-            "records": delivered, "mb_per_s": round(mb / elapsed, 2),
+    return {"seconds": round(elapsed, 2), "records": delivered, "mb_per_s": round(mb / elapsed, 2),
             "p50_ms": round(pct(lat, 0.5) * 1000, 1), "p99_ms": round(pct(lat, 0.99) * 1000, 1),
-            "brokers_cpu_s_per_mb": round(sum(cpu) / mb, 4) if mb else None,
-            "leader_cpu_s_per_mb": round(cpu[0] / mb, 4) if mb else None,
-            "errors": len(errors), "first_errors": errors[:3], "warm_up_undelivered_after_30s": undelivered, **({"profile": profiles} if profiles else {})}
+            **_cpu_fields(cpu, mb), "errors": len(errors), "first_errors": errors[:3],
+            **({"profile": profiles} if any(profiles.values()) else {})}
+
+
+def print_scale_table(scale: dict) -> None:
+    rows = scale["rows"]
+    one = {m: next((r[m] for r in rows if r["partitions"] == 1 and r["producers"] == 1 and m in r), None)
+           for m in scale["modes"]}
+    for mode in scale["modes"]:
+        if mode == "latency":
+            print(f"latency at a fixed offered load of {scale['rate_mbs']} MB/s (p99 / 1-partition p99)")
+            print("partitions producers  sent MB/s   p50 ms   p99 ms  p99 ratio  brokers CPU s/MB  leader CPU s/MB  errors")
+        else:
+            print(f"{mode}: aggregate acked MB/s (/ 1-partition figure)" + (
+                ", p50/p99 ms of a saturated window" if mode == "window" else ""))
+            print("partitions producers     MB/s   ratio   p50 ms   p99 ms  brokers CPU s/MB  leader CPU s/MB  errors")
+        base = one[mode]
+        for r in rows:
+            x = r.get(mode)
+            if x is None:
+                continue
+            if mode == "latency":
+                ratio = round(x["p99_ms"] / base["p99_ms"], 2) if base and base["p99_ms"] else None
+                print(f"{r['partitions']:>10} {r['producers']:>9} {x['sent_mb_per_s']:>10} {x['p50_ms']:>8} "
+                      f"{x['p99_ms']:>8} {ratio!s:>10} {x['brokers_cpu_s_per_mb']!s:>17} "
+                      f"{x['leader_cpu_s_per_mb']!s:>16} {x['errors']:>7}")
+            else:
+                ratio = round(x["mb_per_s"] / base["mb_per_s"], 2) if base and base["mb_per_s"] else None
+                print(f"{r['partitions']:>10} {r['producers']:>9} {x['mb_per_s']:>8} {ratio!s:>7} "
+                      f"{x.get('p50_ms', '-')!s:>8} {x.get('p99_ms', '-')!s:>8} {x['brokers_cpu_s_per_mb']!s:>17} "
+                      f"{x['leader_cpu_s_per_mb']!s:>16} {x['errors']:>7}")
+
+
+PHASES = {"throughput": throughput_phase, "latency": latency_phase, "window": window_phase}
+
+
+def _print_profile(profiles: dict) -> None:
+    for role, prof in (profiles or {}).items():
+        if prof:
+            print(f"    profile {role} ({prof['samples']} samples, py-spy; figures of this row are"
+                  f" slowed by it): {prof['share_by_package']}")
+            for r in prof["top_own"][:12]:
+                print(f"      {r['share']:6.1%} {r['frame']}")
+
+
+def scale_row(c: Cluster, topic: str, partitions: int, producers: int, args) -> dict:
+    value = os.urandom(args.value_bytes // 2).hex().encode()[:args.value_bytes]
+    undelivered = warm(c, topic, partitions, args.idempotent)
+    row: dict = {"partitions": partitions, "producers": producers, "warm_up_undelivered_after_30s": undelivered}
+    for mode in args.modes:
+        tag = f"{mode}-{partitions}" if partitions in args.profile_at and producers == 1 else None
+        res = PHASES[mode](c, topic, partitions, producers, value, args, tag)
+        row[mode] = res
+        print(f"  scale {partitions}x{producers} {mode}: "
+              f"{json.dumps({k: v for k, v in res.items() if k != 'profile'})}", flush=True)
+        _print_profile(res.get("profile"))
+    return row
 
 
 def run_scale(args, work: Path) -> dict:
@@ -173,19 +410,12 @@ def run_scale(args, work: Path) -> dict:
             c.wait_image(lambda im: topic in im.topic_ids and len(im.partitions_of(im.topic_ids[topic])) == n
                          and all(len(p.isr) == 3 for p in im.partitions_of(im.topic_ids[topic]).values()),
                          300, f"{topic}: {n} partitions with full ISRs")
-            for pc in (producer_counts if n in (1, 100) else [1]):
-                row = scale_row(c, topic, n, pc, args)
-                print(f"  scale: {json.dumps({k: v for k, v in row.items() if k != 'profile'})}", flush=True)
-                for role, prof in (row.get("profile") or {}).items():
-                    if prof:
-                        print(f"    profile {role} ({prof['samples']} samples, py-spy; figures of this row are"
-                              f" slowed by it): {prof['share_by_package']}")
-                        for r in prof["top_own"][:12]:
-                            print(f"      {r['share']:6.1%} {r['frame']}")
-                rows.append(row)
+            for pc in (producer_counts if n in args.producers_at else [1]):
+                rows.append(scale_row(c, topic, n, pc, args))
     finally:
         c.kill()
-    return {"rows": rows, "seconds_per_row": args.seconds, "window": args.window, "value_bytes": args.value_bytes}
+    return {"rows": rows, "seconds_per_phase": args.seconds, "value_bytes": args.value_bytes,
+            "modes": args.modes, "rate_mbs": args.rate_mbs, "window": args.window}
 
 
 # ---------------------------------------------------------------------------- failover
@@ -375,8 +605,14 @@ def main() -> int:
     ap.add_argument("--part", choices=("scale", "failover", "all"), default="all")
     ap.add_argument("--partitions", default="1,2,10,100,1000")
     ap.add_argument("--producers", default="1,4,16")
-    ap.add_argument("--seconds", type=float, default=8.0)
+    ap.add_argument("--producers-at", default="1,100", help="partition counts that sweep --producers")
+    ap.add_argument("--modes", default="throughput,latency",
+                    help="phases per row: throughput (saturating, librdkafka defaults), latency (fixed offered"
+                         " load --rate-mbs), window (at most --window records outstanding per producer)")
+    ap.add_argument("--seconds", type=float, default=8.0, help="measured seconds per phase")
+    ap.add_argument("--ramp", type=float, default=2.0, help="seconds before each phase's measurement")
     ap.add_argument("--value-bytes", type=int, default=1024)
+    ap.add_argument("--rate-mbs", type=float, default=10.0, help="latency phase: offered load, MB/s in total")
     ap.add_argument("--window", type=int, default=1000)
     ap.add_argument("--no-idempotence", dest="idempotent", action="store_false",
                     help="enable.idempotence=false (librdkafka then keeps up to 1M requests in flight per broker;"
@@ -390,6 +626,11 @@ def main() -> int:
     ap.add_argument("--out", default=os.path.join(ROOT, "results", "bench", "replication.json"))
     args = ap.parse_args()
     args.profile_at = {int(x) for x in args.profile_at.split(",") if x}
+    args.producers_at = {int(x) for x in args.producers_at.split(",") if x}
+    args.modes = [m for m in args.modes.split(",") if m]
+    for m in args.modes:
+        if m not in PHASES:
+            ap.error(f"--modes: unknown phase {m!r} (one of {', '.join(PHASES)})")
     result: dict = {"host": {"machine": platform.machine(), "cpus": os.cpu_count(), "python": platform.python_version(),
                              "loadavg_at_start": os.getloadavg()},
                     "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "args": vars(args)}
@@ -400,10 +641,7 @@ def main() -> int:
         if args.part in ("failover", "all"):
             result["failover"] = run_failover(args, work)
     if "scale" in result:
-        print("partitions producers   MB/s   p50 ms   p99 ms  brokers CPU s/MB  leader CPU s/MB  errors")
-        for r in result["scale"]["rows"]:
-            print(f"{r['partitions']:>10} {r['producers']:>9} {r['mb_per_s']:>6} {r['p50_ms']:>8} {r['p99_ms']:>8} "
-                  f"{r['brokers_cpu_s_per_mb']!s:>17} {r['leader_cpu_s_per_mb']!s:>16} {r['errors']:>7}")
+        print_scale_table(result["scale"])
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out, "w") as f:
         json.dump(result, f, indent=2, default=sorted)

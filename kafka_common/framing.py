@@ -28,19 +28,28 @@ class FrameDecoder:
         self.limit = max_frame_bytes  # may change between feeds (e.g. after authentication)
 
     def feed(self, data: bytes) -> list[bytes]:
-        self._buffer += data
+        # Frames are cut straight out of ``data`` when nothing is buffered (one copy per
+        # frame), else out of the buffer through a memoryview (one copy, not two); only an
+        # incomplete tail is buffered. A follower's fetch responses are up to megabytes.
+        buf: bytes | bytearray = data
+        if self._buffer:
+            self._buffer += data
+            buf = self._buffer
         frames: list[bytes] = []
         pos = 0
-        buffered = len(self._buffer)
-        while buffered - pos >= 4:
-            (size,) = _SIZE.unpack_from(self._buffer, pos)
-            if size < 0 or size > self.limit:
-                raise FrameTooLarge(size, self.limit)
-            if buffered - pos - 4 < size:
-                break
-            frames.append(bytes(self._buffer[pos + 4 : pos + 4 + size]))
-            pos += 4 + size
-        if pos:
+        buffered = len(buf)
+        with memoryview(buf) as view:
+            while buffered - pos >= 4:
+                (size,) = _SIZE.unpack_from(buf, pos)
+                if size < 0 or size > self.limit:
+                    raise FrameTooLarge(size, self.limit)
+                if buffered - pos - 4 < size:
+                    break
+                frames.append(bytes(view[pos + 4 : pos + 4 + size]))
+                pos += 4 + size
+            if buf is not self._buffer and pos < buffered:
+                self._buffer += view[pos:]
+        if buf is self._buffer and pos:
             del self._buffer[:pos]
         return frames
 

@@ -415,14 +415,15 @@ class _Connection(asyncio.Protocol):
             self._sender = asyncio.get_running_loop().create_task(self._send_outbox())
 
     async def _send_outbox(self) -> None:
-        """Send the queued responses in request order, each once it is ready."""
+        """Send the queued responses in request order, each once it is ready; the answers
+        ready at the same moment leave in one write (one send syscall, not one each)."""
         server = self.server
         while self._outbox and not self.closed:
             fut, api_key, version, correlation_id = self._outbox[0]
             response = fut
             if isinstance(fut, asyncio.Future):
                 try:
-                    response = await asyncio.shield(fut)
+                    response = fut.result() if fut.done() else await asyncio.shield(fut)
                 except asyncio.CancelledError:
                     if not fut.cancelled():
                         raise  # the sender itself was cancelled (connection closing)
@@ -434,9 +435,26 @@ class _Connection(asyncio.Protocol):
                     response = wire.error_response(api_key, version, ErrorCode.unknown_server_error,
                                                    f"{type(exc).__name__}")
             self._outbox.popleft()
+            payloads = [wire.encode_response(response, correlation_id)] if response is not None else []
+            while self._outbox:   # the next answers already there: into the same write
+                nxt, api_key, version, correlation_id = self._outbox[0]
+                if isinstance(nxt, asyncio.Future):
+                    if not nxt.done() or nxt.cancelled() or nxt.exception() is not None:
+                        break     # not ready, or its error is handled (and logged) above
+                    nxt = nxt.result()
+                self._outbox.popleft()
+                if nxt is not None:
+                    payloads.append(wire.encode_response(nxt, correlation_id))
             self._outbox_ready.set()
-            if response is not None:
-                await self._send(wire.encode_response(response, correlation_id))
+            if payloads:
+                await self._send_many(payloads)
+
+    async def _send_many(self, payloads: list[bytes]) -> None:
+        if self.closed or self.transport is None:
+            return
+        self.transport.write(b"".join(framing.encode_frame(p) for p in payloads))
+        self.last_active = time.monotonic()
+        await self._write_ok.wait()
 
     async def _drain_outbox(self) -> None:
         """Wait until every queued response is sent (before a raw write)."""

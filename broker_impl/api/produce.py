@@ -144,7 +144,7 @@ async def handle_produce(api: BrokerApi, ctx: Any, req: Any) -> Any | None:
         else:
             topic_key = topic.name
             topic_id = api.view.image.topic_ids.get(topic.name)
-        results = []
+        results: list[Any] = []
         for pd in topic.partition_data:
             if acks not in (-1, 0, 1):
                 results.append(_done(_PartitionResult(pd.index, ErrorCode.invalid_required_acks)))
@@ -152,8 +152,14 @@ async def handle_produce(api: BrokerApi, ctx: Any, req: Any) -> Any | None:
                 results.append(_done(_PartitionResult(pd.index, ErrorCode.transactional_id_authorization_failed,
                                                       message="transactions are not supported")))
             else:  # each partition appends on its own dir's worker, concurrently
-                results.append(asyncio.ensure_future(_append_partition(api, topic_id, pd.index, pd.records, acks)))
+                results.append(_append_partition(api, topic_id, pd.index, pd.records, acks))
         per_topic.append((topic_key, results))
+    # one partition with acks=all (librdkafka sends one per request): its append runs in
+    # the deferred answer's own task — started in request order like the tasks below — with
+    # no task and gather of its own
+    if acks != -1 or sum(len(rs) for _, rs in per_topic) != 1:
+        for _, rs in per_topic:
+            rs[:] = [asyncio.ensure_future(r) if asyncio.iscoroutine(r) else r for r in rs]
     if acks == -1:
         # the appends are queued (each partition's lock taken in request order, so a later
         # request's append to the same partition comes after); the connection goes on with
@@ -167,7 +173,8 @@ async def handle_produce(api: BrokerApi, ctx: Any, req: Any) -> Any | None:
 
 async def _resolve(per_topic: list[tuple[Any, list["asyncio.Future[_PartitionResult]"]]]
                    ) -> list[tuple[Any, list[_PartitionResult]]]:
-    done = await asyncio.gather(*(f for _, fs in per_topic for f in fs))
+    calls = [f for _, fs in per_topic for f in fs]
+    done = [await calls[0]] if len(calls) == 1 else await asyncio.gather(*calls)
     it = iter(done)
     return [(key, [next(it) for _ in fs]) for key, fs in per_topic]
 

@@ -15,6 +15,42 @@ import asyncio
 from typing import Callable, Hashable, Iterable
 
 
+TIMEOUT_RESOLUTION_S = 0.01
+
+
+class _Deadlines:
+    """Timeouts of the waiters, 10 ms buckets sharing one loop timer each (Kafka's purgatory
+    uses a timing wheel for the same reason): a timer per acks=all request and per long-poll
+    fetch made the loop's timer heap large and every push/pop cost Python-level
+    comparisons. A waiter wakes at most :data:`TIMEOUT_RESOLUTION_S` after its deadline."""
+
+    def __init__(self) -> None:
+        self._buckets: dict[int, tuple[set, asyncio.TimerHandle]] = {}
+
+    def add(self, loop: asyncio.AbstractEventLoop, deadline: float, fut: "asyncio.Future[None]") -> int:
+        tick = -int(-deadline // TIMEOUT_RESOLUTION_S)   # ceil
+        bucket = self._buckets.get(tick)
+        if bucket is None:
+            bucket = self._buckets[tick] = (set(), loop.call_at(tick * TIMEOUT_RESOLUTION_S, self._fire, tick))
+        bucket[0].add(fut)
+        return tick
+
+    def discard(self, tick: int, fut: "asyncio.Future[None]") -> None:
+        bucket = self._buckets.get(tick)
+        if bucket is not None:
+            bucket[0].discard(fut)
+            if not bucket[0]:
+                bucket[1].cancel()
+                del self._buckets[tick]
+
+    def _fire(self, tick: int) -> None:
+        bucket = self._buckets.pop(tick, None)
+        if bucket is not None:
+            for fut in bucket[0]:
+                if not fut.done():
+                    fut.set_result(None)
+
+
 class Watch:
     """The keys notified since the last :meth:`wait` (registered until :meth:`close`)."""
 
@@ -22,7 +58,7 @@ class Watch:
         self._purgatory = purgatory
         self._keys = set(keys)
         self.changed: set[Hashable] = set()
-        self._event = asyncio.Event()
+        self._waiter: asyncio.Future[None] | None = None
         for key in self._keys:
             purgatory._watches.setdefault(key, set()).add(self)
 
@@ -44,23 +80,28 @@ class Watch:
     def drain(self) -> set[Hashable]:
         """The keys notified so far (cleared), without waiting."""
         out, self.changed = self.changed, set()
-        self._event.clear()
         return out
 
     def hit(self, key: Hashable) -> None:
         self.changed.add(key)
-        self._event.set()
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
 
     async def wait(self, timeout_s: float) -> set[Hashable]:
         """The keys notified since the last call (waiting up to ``timeout_s`` for one);
         empty on timeout."""
         if not self.changed and timeout_s > 0:
+            loop = asyncio.get_running_loop()
+            self._waiter = fut = loop.create_future()
+            deadlines = self._purgatory._deadlines
+            tick = deadlines.add(loop, loop.time() + timeout_s, fut)
             try:
-                await asyncio.wait_for(self._event.wait(), timeout_s)
-            except asyncio.TimeoutError:
-                pass
+                await fut
+            finally:
+                deadlines.discard(tick, fut)
+                self._waiter = None
         out, self.changed = self.changed, set()
-        self._event.clear()
         return out
 
     def close(self) -> None:
@@ -83,6 +124,7 @@ class Purgatory:
     def __init__(self) -> None:
         self._waiting: dict[Hashable, set[asyncio.Future[None]]] = {}
         self._watches: dict[Hashable, set[Watch]] = {}
+        self._deadlines = _Deadlines()
 
     def notify(self, key: Hashable) -> None:
         futures = self._waiting.pop(key, None)
@@ -119,11 +161,13 @@ class Purgatory:
             fut: asyncio.Future[None] = loop.create_future()
             for key in keys:
                 self._waiting.setdefault(key, set()).add(fut)
+            # a shared 10 ms timeout bucket, not asyncio.wait_for (its own timer, future and
+            # callbacks per call): every acks=all request waits here
+            tick = self._deadlines.add(loop, deadline, fut)
             try:
-                await asyncio.wait_for(fut, remaining)
-            except asyncio.TimeoutError:
-                pass
+                await fut
             finally:
+                self._deadlines.discard(tick, fut)
                 for key in keys:
                     futures = self._waiting.get(key)
                     if futures is not None:

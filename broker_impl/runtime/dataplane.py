@@ -201,10 +201,22 @@ class RuntimeView(LogManagerView):
             return  # a divergent follower's offset is no progress (Kafka: no fetch-state update)
         self.follower_leo[(topic_id, partition, replica_id)] = fetch_offset
         st.leader_leo = plog.log_end_offset
-        effects, moved = st.on_follower_fetch(replica_id, fetch_offset, self.now_ms())
+        effects, moved = st.on_follower_fetch(replica_id, fetch_offset, self.now_ms(),
+                                              self._isr_eligible(topic_id, partition, replica_id))
         if moved:
             self._publish_hw(topic_id, partition, st)
         self._send(effects)
+
+    def _isr_eligible(self, topic_id: uuid.UUID, partition: int, replica_id: int) -> bool:
+        """Kafka's ``isReplicaIsrEligible``: registered, unfenced, not shutting down, the
+        replica's dir online (KIP-858) — else the controller answers INELIGIBLE_REPLICA."""
+        b = self.image.brokers.get(replica_id)
+        if b is None or b.fenced or b.in_controlled_shutdown:
+            return False
+        reg = self.image.partition(topic_id, partition)
+        if reg is None or replica_id not in reg.replicas:
+            return False
+        return b.has_online_dir(reg.directories[reg.replicas.index(replica_id)])
 
     def on_storage_error(self, topic_id: uuid.UUID, partition: int, op: str, exc: BaseException) -> None:
         super().on_storage_error(topic_id, partition, op, exc)

@@ -41,6 +41,39 @@ from typing import Any, Callable
 log = logging.getLogger(__name__)
 
 
+def _settle(fut: "asyncio.Future[Any]", ok: bool, value: Any) -> None:
+    if fut.cancelled():
+        return
+    if ok:
+        fut.set_result(value)
+    else:
+        fut.set_exception(value)
+
+
+class _LoopSide:
+    """The job's result holder for :meth:`DirIO.run`: what ``DirExecutor._run`` needs of a
+    ``concurrent.futures.Future``, settling an asyncio future on its loop."""
+    __slots__ = ("loop", "fut")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, fut: "asyncio.Future[Any]") -> None:
+        self.loop, self.fut = loop, fut
+
+    def set_running_or_notify_cancel(self) -> bool:
+        return not self.fut.cancelled()   # a cancelled waiter's queued job is skipped
+
+    def set_result(self, value: Any) -> None:
+        try:
+            self.loop.call_soon_threadsafe(_settle, self.fut, True, value)
+        except RuntimeError:
+            pass   # the loop is closed (shutdown): nobody awaits it any more
+
+    def set_exception(self, exc: BaseException) -> None:
+        try:
+            self.loop.call_soon_threadsafe(_settle, self.fut, False, exc)
+        except RuntimeError:
+            pass
+
+
 class DirExecutor:
     """One daemon worker thread running a dir's jobs in submission order."""
 
@@ -125,8 +158,18 @@ class DirIO:
 
     async def run(self, dir_path: str, fn: Callable[..., Any], *args: Any) -> Any:
         """Await ``fn(*args)`` on ``dir_path``'s worker (exceptions re-raised here).
-        Cancelling the awaiting coroutine does not stop a job already running."""
-        return await asyncio.wrap_future(self.submit(dir_path, fn, *args))
+        Cancelling the awaiting coroutine does not stop a job already running (a queued
+        one is skipped). The worker settles an asyncio future straight through
+        ``call_soon_threadsafe`` — no ``concurrent.futures.Future`` (its condition variable
+        and callback chain) per append and per read."""
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
+        ex = self._executor(dir_path)
+        if ex._closed:
+            raise RuntimeError(f"dir executor {ex.name} is closed")
+        ex.submitted += 1
+        ex._jobs.put((_LoopSide(loop, fut), fn, args))
+        return await fut
 
     def partition_lock(self, topic: str, partition: int) -> asyncio.Lock:
         key = (topic, partition)

@@ -11,7 +11,12 @@ controller answered. Effects: :class:`SendAlterPartition` (at most one in flight
   (``last_caught_up_ms`` = previous fetch time) — Kafka's rule.
 - Shrink: ISR followers not caught up for longer than ``replica.lag.time.max.ms``.
 - Expand: a follower outside the ISR whose LEO ≥ HW and ≥ the start offset of the current
-  leader epoch.
+  leader epoch, and which is eligible (Kafka's ``isReplicaIsrEligible``: in the metadata
+  image the broker is registered, not fenced, not in controlled shutdown, and the dir of
+  this replica is online — the caller says so with ``eligible``). A refused expansion
+  (INELIGIBLE_REPLICA, a stale epoch, no answer…) is not proposed again for that follower
+  before :data:`EXPAND_RETRY_BACKOFF_MS`: the image that would explain the refusal may
+  still be on its way, and every follower fetch must not become an AlterPartition.
 - HW = min LEO over the *maximal* ISR (committed ISR ∪ a pending expansion; a pending
   shrink still counts its members) — it never goes backwards.
 - ``acks=all``: accepted only if |ISR| ≥ ``min.insync.replicas`` (else NOT_ENOUGH_REPLICAS);
@@ -33,6 +38,7 @@ INELIGIBLE_REPLICA = 107
 NOT_LEADER_OR_FOLLOWER = 6
 UNKNOWN_TOPIC_OR_PARTITION = 3
 UNKNOWN_TOPIC_ID = 100
+EXPAND_RETRY_BACKOFF_MS = 500  # after a refused expansion, per follower
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +75,7 @@ class LeaderIsr:
     pending: tuple[int, ...] | None = None        # proposed ISR in flight
     pending_since_ms: int = 0
     _followers: dict[int, _Follower] = field(default_factory=dict)
+    _expand_not_before_ms: dict[int, int] = field(default_factory=dict)  # follower → after a refusal
 
     @classmethod
     def become_leader(cls, broker_id: int, reg: PartitionRegistration, *, leo: int, high_watermark: int,
@@ -115,8 +122,9 @@ class LeaderIsr:
         self.now_ms = now_ms
         return self._advance_hw()
 
-    def on_follower_fetch(self, replica: int, fetch_offset: int, now_ms: int) -> tuple[list, bool]:
-        """Returns (effects, HW moved)."""
+    def on_follower_fetch(self, replica: int, fetch_offset: int, now_ms: int,
+                          eligible: bool = True) -> tuple[list, bool]:
+        """Returns (effects, HW moved). ``eligible``: the image lets ``replica`` join the ISR."""
         f = self._followers.get(replica)
         if f is None:
             return [], False  # not a replica (the handler answers NOT_LEADER_OR_FOLLOWER)
@@ -129,7 +137,8 @@ class LeaderIsr:
         self.now_ms = now_ms
         out: list = []
         if (replica not in self.isr and self.pending is None and fetch_offset >= self.high_watermark
-                and fetch_offset >= self.leader_epoch_start_offset):
+                and fetch_offset >= self.leader_epoch_start_offset and eligible
+                and now_ms >= self._expand_not_before_ms.get(replica, 0)):
             out += self._propose(tuple(sorted(set(self.isr) | {replica})), now_ms)
         return out, self._advance_hw()
 
@@ -164,8 +173,10 @@ class LeaderIsr:
             self._advance_hw()
             return []
         # on an error nothing is retried from here: the next tick (shrink) or follower fetch
-        # (expand) proposes again, at their own pace; for the errors in _STOP the metadata
-        # will tell what happened (newer epoch, another leader, an ineligible replica)
+        # (expand) proposes again, at their own pace — an expansion not before the backoff
+        # (the metadata will tell what happened: newer epoch, another leader, a fenced broker)
+        for r in set(proposed) - set(self.isr):
+            self._expand_not_before_ms[r] = now_ms + EXPAND_RETRY_BACKOFF_MS
         return []
 
     def on_metadata(self, reg: PartitionRegistration) -> None:

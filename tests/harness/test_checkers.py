@@ -100,6 +100,29 @@ def test_durability_unknown_when_the_drain_did_not_reach_the_ack():
     assert r.valid == UNKNOWN and r.details["not_reached"] == 1
 
 
+def test_durability_acks_without_offset_are_checked_by_value():
+    """librdkafka's implicit ack (delivered, offset None): durable when the value was read
+    on its partition; lost when it was not but a later ack of that producer was."""
+    h = workload(H(), n=4)
+    h.produce(5_000, 9_000, "implicit-a", 0, offset=None).consume(20_100, "implicit-a", 0, 4)
+    h.produce(5_010, 9_000, "implicit-b", 0, offset=None).consume(20_101, "implicit-b", 0, 5)
+    h.produce(5_020, 9_000, "later", 0, offset=6).consume(20_102, "later", 0, 6).drained(21_000, 0, 7)
+    r = check_durability(S1, h.build())
+    assert r.valid is True and r.details["ack_without_offset"] == 2, r
+
+    h = workload(H(), n=4)
+    h.produce(5_000, 9_000, "implicit-a", 0, offset=None)          # never read
+    h.produce(5_020, 9_000, "later", 0, offset=4).consume(20_102, "later", 0, 4).drained(21_000, 0, 5)
+    r = check_durability(S1, h.build())
+    assert r.valid is False and r.details["lost_count"] == 1
+    assert r.details["examples"]["lost"][0]["value_id"] == "implicit-a"
+
+    h = workload(H(), n=4)
+    h.produce(5_000, 9_000, "implicit-a", 0, offset=None)          # nothing later read: not reached
+    r = check_durability(S1, h.build())
+    assert r.valid == UNKNOWN and r.details["not_reached"] == 1
+
+
 def test_durability_false_on_duplicates_mismatch_and_divergence():
     h = workload(H())
     h.consume(20_100, "v0-2", 0, 7)            # duplicate of v0-2 elsewhere

@@ -1,7 +1,8 @@
 """Leader ISR/HW bookkeeping (behaviour §3 data plane; Kafka's Partition ISR rules)."""
 import pytest
 
-from broker_impl.state.isr import NONE, NOT_ENOUGH_REPLICAS, LeaderIsr, SendAlterPartition
+from broker_impl.state.isr import (EXPAND_RETRY_BACKOFF_MS, INELIGIBLE_REPLICA, NONE, NOT_ENOUGH_REPLICAS, LeaderIsr,
+                                   SendAlterPartition)
 from broker_state_helpers import ME, T1, reg
 
 pytestmark = pytest.mark.unit
@@ -78,6 +79,28 @@ def test_expand_waits_for_leader_epoch_start_offset():
     l.high_watermark = 30                            # HW below the epoch start offset (50)
     out, _ = l.on_follower_fetch(2, 40, 1)
     assert out == []
+
+
+def test_no_expansion_to_an_ineligible_follower_and_a_refused_one_backs_off():
+    """A fenced / shutting-down follower (or one whose dir is offline) is never proposed; one
+    the controller refused (INELIGIBLE_REPLICA) is not proposed again on every fetch —
+    each follower fetch (~every 15 ms) used to become an AlterPartition."""
+    l = leader(isr=(ME, 2), leo=50, hw=50)
+    for t in range(1, 200):
+        out, _ = l.on_follower_fetch(3, 50, t, eligible=False)
+        assert out == [] and l.pending is None
+    out, _ = l.on_follower_fetch(3, 50, 200)
+    assert out == [SendAlterPartition(T1, 0, 4, 7, (ME, 2, 3))]
+    assert l.on_alter_partition_response(INELIGIBLE_REPLICA, 201) == []
+    assert l.pending is None and l.isr == (ME, 2)
+    proposals = [out for t in range(202, 201 + EXPAND_RETRY_BACKOFF_MS, 15)
+                 for out in [l.on_follower_fetch(3, 50, t)[0]] if out]
+    assert proposals == []
+    out, _ = l.on_follower_fetch(3, 50, 201 + EXPAND_RETRY_BACKOFF_MS)
+    assert out == [SendAlterPartition(T1, 0, 4, 7, (ME, 2, 3))]
+    # a shrink is not delayed by the backoff (follower 2 stopped fetching)
+    assert l.on_alter_partition_response(INELIGIBLE_REPLICA, 300 + EXPAND_RETRY_BACKOFF_MS) == []
+    assert l.tick(LAG + 10_000) == [SendAlterPartition(T1, 0, 4, 7, (ME,))]
 
 
 def test_error_response_clears_pending_and_next_tick_retries():
