@@ -22,21 +22,28 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("rest", nargs=argparse.REMAINDER, help="arguments after -- go to the script")
 
 
+def split_names(tokens: list[str]) -> tuple[list[str], list[str]]:
+    """Benchmark names and the script's arguments. argparse drops a "--" and hands what
+    follows it to NAME too, so the names end at the first option."""
+    cut = next((i for i, t in enumerate(tokens) if t.startswith("-")), len(tokens))
+    return tokens[:cut], [t for t in tokens[cut:] if t != "--"]
+
+
 def run(args: argparse.Namespace) -> int:
     available = _available()
-    if not args.names:
+    names, extra = split_names([*args.names, *args.rest])
+    if not names:
         for name, path in available.items():
             doc = (path.read_text().split('"""')[1].strip().splitlines() or [""])[0] if '"""' in path.read_text() else ""
             print(f"{name:12s} {doc}")
         return 0
-    unknown = [n for n in args.names if n not in available]
+    unknown = [n for n in names if n not in available]
     if unknown:
         print(f"jbodlab bench: unknown benchmark(s) {', '.join(unknown)}; choose from {', '.join(available)}",
               file=sys.stderr)
         return 2
-    extra = [a for a in args.rest if a != "--"]
     rc = 0
-    for name in args.names:
+    for name in names:
         print(f"== bench {name}", flush=True)
         rc = max(rc, subprocess.call([sys.executable, str(available[name]), *extra]))
     return rc
