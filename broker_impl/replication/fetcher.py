@@ -436,6 +436,8 @@ def _storage_step(plog: Any, p: Any) -> tuple[str, Any]:
         if data:
             plog.append_as_follower(data)
         plog.high_watermark = min(p.high_watermark, plog.log_end_offset)
+        if p.log_start_offset > plog.log_start_offset:  # retention / DeleteRecords on the leader
+            plog.increment_log_start_offset(min(p.log_start_offset, plog.high_watermark))
         return "appended", bool(data)
     if err == ErrorCode.offset_out_of_range:
         leo = plog.log_end_offset

@@ -14,7 +14,8 @@ must not make the controller build 2^31 partitions). -1 means the configured def
 New partitions: ISR = the replicas that are active (unfenced, not shutting down), leader =
 the first of them, leader epoch 0, partition epoch 0, Directories = each broker's default
 dir (its only dir, or UNASSIGNED for a multi-dir or unregistered broker). Topic configs are
-accepted and not stored (this project has no per-topic configs).
+validated (:mod:`kafka_common.topic_config`: unknown name or bad value → INVALID_CONFIG,
+40, with the reason) and written as ConfigRecords after the TopicRecord.
 """
 
 from __future__ import annotations
@@ -29,7 +30,10 @@ from kafka_common.ids import ZERO_UUID, random_uuid
 from kafka_common.metadata import records as r
 from kafka_common.wire import ErrorCode
 
+from kafka_common import topic_config
+
 from controller_impl.state.cluster_control import default_dir
+from controller_impl.state.configs import config_records, create_topic_configs
 from controller_impl.state.placement import PlacementError, place
 from controller_impl.state.result import ZERO_THROTTLE
 from controller_impl.state.view import WorkingView
@@ -96,6 +100,10 @@ def _create_one(view: WorkingView, topic: Any, rng: random.Random, default_parti
         raise TopicError(ErrorCode.invalid_topic_exception, problem)
     if view.topic_exists(topic.name):
         raise TopicError(ErrorCode.topic_already_exists, f"topic {topic.name!r} already exists")
+    try:
+        configs = create_topic_configs(topic)
+    except topic_config.ConfigProblem as exc:
+        raise TopicError(ErrorCode.invalid_config, str(exc)) from None
     if topic.assignments:
         if topic.num_partitions != -1 or topic.replication_factor != -1:
             raise TopicError(ErrorCode.invalid_request,
@@ -117,6 +125,8 @@ def _create_one(view: WorkingView, topic: Any, rng: random.Random, default_parti
         tid = random_uuid(rng)
     if not validate_only:
         view.emit(r.TopicRecord(name=topic.name, topic_id=tid))
+        for rec in config_records(topic_config.TOPIC, topic.name, {}, configs):
+            view.emit(rec)
         for pid, replicas in enumerate(assignment):
             isr = tuple(b for b in replicas if view.is_active(b))
             view.emit(r.PartitionRecord(
