@@ -87,9 +87,8 @@ async def handle_describe_configs(api: BrokerApi, ctx: Any, req: Any) -> Any:
     docs = bool(getattr(req, "include_documentation", False))
     results = []
     for res in req.resources:
+        # null = every key; an empty list = none (Kafka's rule)
         keys = tuple(res.configuration_keys) if res.configuration_keys is not None else None
-        if keys == ():
-            keys = None  # kio reads a null array as its default (): "all keys"
         code, message, entries = describe_resource(api.view, version, int(res.resource_type), res.resource_name,
                                                    keys, synonyms, docs)
         results.append(build(result_cls, error_code=code, error_message=message,
