@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 MAX_SEGMENTS_PER_ROUND = 100
+CONFIG_REFRESH_MS = 1000
 
 
 def topic_log_config(base: LogConfig, node_id: int, image, static: tc.StaticBrokerConfig) -> Callable[[str], LogConfig]:
@@ -51,12 +52,26 @@ def install(runtime: "BrokerRuntime", static: tc.StaticBrokerConfig) -> asyncio.
 
 
 async def _loop(runtime: "BrokerRuntime") -> None:
+    """Retention rounds every ``log.retention.check.interval.ms``; between them, once a
+    second, a change of the image's configs is handed to the logs at once (no I/O: a
+    reference swap each), so segment.bytes / segment.ms changes apply within a second."""
     lm = runtime.lm
     assert lm is not None
-    interval_s = runtime.cfg.log_retention_check_interval_ms / 1000
+    interval_ms = runtime.cfg.log_retention_check_interval_ms
+    step_ms = min(interval_ms, CONFIG_REFRESH_MS)
     running: dict[str, concurrent.futures.Future] = {}
+    seen: dict | None = None
+    last_round = runtime.clock.monotonic_ms()
     while True:
-        await asyncio.sleep(interval_s)
+        await asyncio.sleep(step_ms / 1000)
+        configs = runtime.image.configs
+        if configs != seen:
+            seen = {k: dict(v) for k, v in configs.items()}
+            lm.refresh_configs()
+        now = runtime.clock.monotonic_ms()
+        if now - last_round < interval_ms:
+            continue
+        last_round = now
         wall_ms = runtime.clock.wall_ns() // 1_000_000
         for path in lm.online_dirs():
             if path in running and not running[path].done():

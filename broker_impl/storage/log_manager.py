@@ -473,6 +473,15 @@ class LogManager:
             failed = self.checkpoint_log_start_offsets(only_dir=only_dir)
         return max_segments - budget[0], failed
 
+    def refresh_configs(self) -> None:
+        """Give every log the current config of its topic (no I/O: a reference swap)."""
+        if self.config_for is None:
+            return
+        for plog in [*self._logs.values(), *self._futures.values()]:
+            cfg = self.config_for(plog.topic)
+            if plog.config != cfg:
+                plog.config = cfg
+
     def _is_future(self, plog: PartitionLog) -> bool:
         return self._futures.get((plog.topic, plog.partition)) is plog
 

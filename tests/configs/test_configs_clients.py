@@ -325,3 +325,26 @@ def test_delete_records_kafka_python(cluster):
     low = out[TopicPartition("del-kp", 0)]
     assert (low["low_watermark"] if isinstance(low, dict) else low) == 4
     assert earliest_latest(cluster, "del-kp") == (4, 10)
+
+
+def test_altered_segment_and_retention_configs_apply_to_an_existing_log(cluster):
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+    create(cluster, "ret-dyn", {})
+    produce_many(cluster, "ret-dyn", 10, 500)
+    assert all(len(segment_files(b, "ret-dyn")) == 1 for b in cluster.brokers)
+    res = ConfigResource(ResourceType.TOPIC, "ret-dyn", incremental_configs=[
+        ConfigEntry("segment.bytes", "4096", incremental_operation=AlterConfigOpType.SET),
+        ConfigEntry("retention.bytes", "8192", incremental_operation=AlterConfigOpType.SET)])
+    admin(cluster).incremental_alter_configs([res], request_timeout=30)[res].result(30)
+    wait_configs(cluster, "ret-dyn", lambda c: c.get("segment.bytes") == "4096", "segment.bytes on every broker")
+    time.sleep(1.5)  # the logs take a config change within a second
+    produce_many(cluster, "ret-dyn", 100, 500)
+    for b in cluster.brokers:
+        wait_until(lambda b=b: earliest_segment(b, "ret-dyn") > 0 and len(segment_files(b, "ret-dyn")) <= 4, 30,
+                   f"broker {b.node_id} rolled small segments and deleted old ones")
+    assert earliest_latest(cluster, "ret-dyn")[0] > 0
+
+
+def earliest_segment(broker, topic: str) -> int:
+    files = segment_files(broker, topic)
+    return min(int(os.path.basename(f)[:20]) for f in files) if files else -1
