@@ -47,7 +47,7 @@ def test_configs_in_snapshots_reach_a_broker_behind_the_log_start(tmp_path):
         q.start()
         b.format()
         b.start()
-        wait_until(lambda: any(e["event"] == "listener_started" for e in b.events()), 40, "broker listener")
+        wait_until(lambda: any(e["event"] == "unfenced" for e in b.events()), 40, "broker unfenced")
         admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{b.port}"})
         admin.create_topics([NewTopic("snap", 1, 1, config={"retention.bytes": "31337", "segment.ms": "90000"})],
                             request_timeout=30)["snap"].result(30)
@@ -75,7 +75,8 @@ def test_configs_in_snapshots_reach_a_broker_behind_the_log_start(tmp_path):
         b.start()  # no metadata on disk: starts below the log start → FetchSnapshot
         wait_until(lambda: any(e["event"] == "metadata_snapshot_loaded" for e in b.events()[before:]), 40,
                    "snapshot loaded after the restart")
-        wait_until(lambda: any(e["event"] == "listener_started" for e in b.events()[before:]), 40, "listener")
+        # unfenced: Metadata lists it (a fenced broker's Metadata has no live broker)
+        wait_until(lambda: any(e["event"] == "unfenced" for e in b.events()[before:]), 40, "unfenced")
         admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{b.port}"})
         res = ConfigResource(ResourceType.TOPIC, "snap")
         got = admin.describe_configs([res], request_timeout=30)[res].result(30)
