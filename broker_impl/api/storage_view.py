@@ -62,7 +62,8 @@ class LogManagerView:
         self.auto_create_topics = auto_create_topics
         self.num_partitions = num_partitions
         self.default_replication_factor = default_replication_factor
-        self.min_isr = min_insync_replicas
+        # min.insync.replicas and the other topic configs resolve through static_config
+        # (server.properties) under the image's dynamic configs (kafka_common.topic_config)
         self.static_config = static_config if static_config is not None else tc.static_from_server_config(
             {"min.insync.replicas": str(min_insync_replicas)}, default_text)
         self.create_logs_on_demand = create_logs_on_demand
