@@ -128,20 +128,19 @@ def defs_for(resource_type: int) -> Mapping[str, ConfigDef]:
     return TOPIC_CONFIGS if resource_type == TOPIC else DYNAMIC_BROKER_CONFIGS
 
 
-def validate(resource_type: int, name: str, value: str | None) -> object:
-    """The parsed value of a config to be set; raises :class:`ConfigProblem`."""
+def _definition(resource_type: int, name: str) -> ConfigDef:
     d = defs_for(resource_type).get(name)
     if d is None:
         if resource_type == TOPIC:
             raise ConfigProblem(f"Unknown topic config name: {name}")
         raise ConfigProblem(f"Cannot update broker config {name} dynamically (dynamic broker configs: "
                             f"{', '.join(sorted(DYNAMIC_BROKER_CONFIGS))})")
-    return d.parse(value)
+    return d
 
 
-def validate_all(resource_type: int, configs: Mapping[str, str]) -> None:
-    for name, value in configs.items():
-        validate(resource_type, name, value)
+def validate(resource_type: int, name: str, value: str | None) -> object:
+    """The parsed value of a config to be set; raises :class:`ConfigProblem`."""
+    return _definition(resource_type, name).parse(value)
 
 
 # IncrementalAlterConfigs operations
@@ -159,10 +158,7 @@ def apply_ops(resource_type: int, current: Mapping[str, str],
         if name in seen:
             raise ConfigProblem(f"Config {name} is listed twice in one request")
         seen.add(name)
-        d = defs_for(resource_type).get(name)
-        if d is None:
-            validate(resource_type, name, value)  # raises with the right message
-            raise AssertionError("validate accepted an unknown name")
+        d = _definition(resource_type, name)
         if op == SET:
             d.parse(value)
             out[name] = value if value is not None else ""
