@@ -151,7 +151,8 @@ class ControllerState:
         response = topics.create_topics(
             view, request, rng=self.rng,
             default_partitions=int(getattr(self.config, "num_partitions", 1)),
-            default_replication_factor=int(getattr(self.config, "default_replication_factor", 1)))
+            default_replication_factor=int(getattr(self.config, "default_replication_factor", 1)),
+            static=topics.static_config_of(self.config))
         return ControllerResult(tuple(view.records), response)
 
     def handle_incremental_alter_configs(self, request: Any, now_ms: int) -> ControllerResult:

@@ -216,3 +216,12 @@ def test_alter_configs_replaces_the_whole_set():
         validate_only=False)
     res = h.apply(h.state.handle_alter_configs(req, h.now))
     assert res.response.responses[0].error_code.value == 40 and res.records == ()
+
+
+def test_create_topics_v5_answers_the_resulting_configs():
+    h = _cluster()
+    _, t = _create(h, "t", {"retention.ms": "100"})
+    got = {c.name: (c.value, c.config_source) for c in t.configs}
+    assert set(got) == set(tc.TOPIC_CONFIGS)
+    assert got["retention.ms"] == ("100", tc.DYNAMIC_TOPIC_CONFIG)
+    assert got["segment.bytes"] == ("1073741824", tc.DEFAULT_CONFIG)
