@@ -48,7 +48,8 @@ def bench_rounds(base: str, partitions: int, segments: int) -> dict:
     path = os.path.join(base, "d0")
     format_dir(path)
     batch = make_batch(4, 200)
-    cfg = LogConfig(segment_bytes=len(batch) * 4, retention_ms=-1, retention_bytes=-1)
+    # retention on, nothing due: every log takes its lock and checks its oldest segment
+    cfg = LogConfig(segment_bytes=len(batch) * 4, retention_ms=7 * 24 * 3600 * 1000, retention_bytes=1 << 40)
     lm = _open(path, cfg)
     tid = uuid.uuid4()
     for p in range(partitions):
