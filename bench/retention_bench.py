@@ -30,7 +30,7 @@ from broker_impl.storage.log_manager import LogManager  # noqa: E402
 from broker_impl.storage.partition_log import LogConfig  # noqa: E402
 from broker_impl.storage.startup import load_log_dirs  # noqa: E402
 from conftest import NODE_ID, format_dir  # noqa: E402
-from storage_batches import make_batch  # noqa: E402
+from storage_batches import _TS as BATCH_TIME, make_batch  # noqa: E402
 
 MAX_SEGMENTS_PER_ROUND = 100
 
@@ -57,7 +57,7 @@ def bench_rounds(base: str, partitions: int, segments: int) -> dict:
         for _ in range(segments * 4):
             log.append_as_leader(batch, 0)
         log.high_watermark = log.log_end_offset
-    now = int(time.time() * 1000)
+    now = int(BATCH_TIME.timestamp() * 1000) + 1000  # the batches are 1 s old: nothing due by time
     t0 = time.perf_counter()
     deleted, _ = lm.enforce_retention(now, only_dir=path, max_segments=MAX_SEGMENTS_PER_ROUND)
     idle_s = time.perf_counter() - t0
