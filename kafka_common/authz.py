@@ -112,3 +112,13 @@ def deny_create_topics(request: Any, version: int, code: ErrorCode, message: str
                    for t in request.topics)
     return wire.make(wire.response_class(CREATE_TOPICS, version), throttle_time=datetime.timedelta(0),
                      topics=topics)
+
+
+def deny_alter_configs(request: Any, version: int, code: ErrorCode, message: str) -> Any:
+    """AlterConfigs / IncrementalAlterConfigs: the error on every resource."""
+    key = int(request.__api_key__)
+    mod = wire.response_module(key, version)
+    responses = tuple(wire.make(mod.AlterConfigsResourceResponse, error_code=code, error_message=message,
+                                resource_type=res.resource_type, resource_name=res.resource_name)
+                      for res in request.resources)
+    return wire.make(wire.response_class(key, version), throttle_time=datetime.timedelta(0), responses=responses)

@@ -44,6 +44,14 @@ def _int(lo: int | None = None, hi: int | None = None) -> Callable[[str, str], i
     return conv
 
 
+def _cleanup_policy(key: str, text: str) -> str:
+    """Only 'delete': this broker has no log cleaner (compaction)."""
+    items = [p.strip() for p in text.split(",") if p.strip()]
+    if items != ["delete"]:
+        raise ConfigError(f"{key}={text!r}: only 'delete' is supported (no log compaction)")
+    return "delete"
+
+
 def _idle_ms(key: str, text: str) -> int:
     """A positive number of milliseconds, or -1 for never (Kafka's connections.max.idle.ms)."""
     value = _int(-1, 2**63 - 1)(key, text)
@@ -149,6 +157,12 @@ _DEFS: dict[str, tuple[str, Callable[[str, str], Any], str | None]] = {
     "auto.create.topics.enable": ("auto_create_topics_enable", _bool, "true"),
     "log.segment.bytes": ("log_segment_bytes", _int(1024), "1073741824"),
     "log.roll.ms": ("log_roll_ms", _int(1), "604800000"),
+    # defaults of the topic configs (kafka_common.topic_config): retention, size limit
+    "log.retention.ms": ("log_retention_ms", _int(-1), "604800000"),
+    "log.retention.bytes": ("log_retention_bytes", _int(-1), "-1"),
+    "log.retention.check.interval.ms": ("log_retention_check_interval_ms", _int(1), "300000"),
+    "message.max.bytes": ("message_max_bytes", _int(0, 2**31 - 1), "1048588"),
+    "log.cleanup.policy": ("log_cleanup_policy", _cleanup_policy, "delete"),
     "log.flush.interval.messages": ("log_flush_interval_messages", _int(1), "9223372036854775807"),
     "log.flush.interval.ms": ("log_flush_interval_ms", _int(0), "9223372036854775807"),
     "replica.fetch.wait.max.ms": ("replica_fetch_wait_max_ms", _int(0), "500"),
@@ -202,6 +216,11 @@ class ServerConfig:
     auto_create_topics_enable: bool
     log_segment_bytes: int
     log_roll_ms: int
+    log_retention_ms: int
+    log_retention_bytes: int
+    log_retention_check_interval_ms: int
+    message_max_bytes: int
+    log_cleanup_policy: str
     log_flush_interval_messages: int
     log_flush_interval_ms: int
     replica_fetch_wait_max_ms: int
@@ -258,6 +277,12 @@ def parse_config(text: str, overrides: dict[str, str] | None = None) -> ServerCo
     cfg = ServerConfig(**values, raw=dict(props), warnings=warnings)
     _check_roles(cfg)
     return cfg
+
+
+def default_text(key: str) -> str | None:
+    """The built-in default text of a server key (``None``: unknown key or required)."""
+    entry = _DEFS.get(key)
+    return entry[2] if entry is not None else None
 
 
 def _empty(conv: Callable[[str, str], Any]) -> Any:

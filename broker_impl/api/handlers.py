@@ -10,7 +10,8 @@ Version choices (see ``/work/shared/spec/wire-notes.md``): Produce 0–10 (v0–
 own schemas in :mod:`legacy_produce`, since kio has none), Fetch 4–16 (v13+ by topic id;
 Metadata returns real topic ids), Metadata 0–13, ListOffsets 1–7, CreateTopics 2–7,
 InitProducerId 0–4, FindCoordinator 0–3, DescribeCluster 0–1, DescribeLogDirs 1–4,
-AlterReplicaLogDirs 1–2.
+AlterReplicaLogDirs 1–2, DeleteRecords 0–2, DescribeConfigs 1–4 (kio has no v0),
+AlterConfigs 0–2, IncrementalAlterConfigs 0–1 (the last two forwarded to the controller).
 
 Why Produce from v0 and FindCoordinator at all: librdkafka enables codecs from the
 advertised ranges. librdkafka 2.0.2 (Debian's kcat) compresses with gzip/snappy only when
@@ -28,7 +29,7 @@ import logging
 import uuid
 from typing import Any, Awaitable, Callable
 
-from broker_impl.api import admin, fetch, legacy_produce, log_dirs, metadata, produce
+from broker_impl.api import admin, configs, delete_records, fetch, legacy_produce, log_dirs, metadata, produce
 from broker_impl.api.fetch_session import FetchSessionCache
 from broker_impl.api.purgatory import Purgatory
 from broker_impl.api.view import BrokerView
@@ -38,7 +39,8 @@ log = logging.getLogger(__name__)
 
 PRODUCE, FETCH, LIST_OFFSETS, METADATA = 0, 1, 2, 3
 FIND_COORDINATOR = 10
-CREATE_TOPICS, INIT_PRODUCER_ID = 19, 22
+CREATE_TOPICS, DELETE_RECORDS, INIT_PRODUCER_ID = 19, 21, 22
+DESCRIBE_CONFIGS, ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 32, 33, 44
 ALTER_REPLICA_LOG_DIRS, DESCRIBE_LOG_DIRS, DESCRIBE_CLUSTER = 34, 35, 60
 
 SUPPORTED_APIS: dict[int, tuple[int, int]] = {
@@ -52,6 +54,10 @@ SUPPORTED_APIS: dict[int, tuple[int, int]] = {
     ALTER_REPLICA_LOG_DIRS: (1, 2),
     DESCRIBE_LOG_DIRS: (1, 4),
     DESCRIBE_CLUSTER: (0, 1),
+    DELETE_RECORDS: (0, 2),
+    DESCRIBE_CONFIGS: (1, 4),
+    ALTER_CONFIGS: (0, 2),
+    INCREMENTAL_ALTER_CONFIGS: (0, 1),
 }
 
 Handler = Callable[["BrokerApi", Any, Any], Awaitable[Any]]
@@ -66,6 +72,10 @@ _HANDLERS: dict[int, Handler] = {
     ALTER_REPLICA_LOG_DIRS: log_dirs.handle_alter_replica_log_dirs,
     DESCRIBE_LOG_DIRS: log_dirs.handle_describe_log_dirs,
     DESCRIBE_CLUSTER: admin.handle_describe_cluster,
+    DELETE_RECORDS: delete_records.handle_delete_records,
+    DESCRIBE_CONFIGS: configs.handle_describe_configs,
+    ALTER_CONFIGS: configs.handle_alter_configs,
+    INCREMENTAL_ALTER_CONFIGS: configs.handle_incremental_alter_configs,
 }
 
 

@@ -3,8 +3,9 @@
 Per partition, in this order (first failing rule answers): topic/partition known
 (UNKNOWN_TOPIC_OR_PARTITION) → partition's dir offline (KAFKA_STORAGE_ERROR) → this broker
 leads it and hosts the log (NOT_LEADER_OR_FOLLOWER) → for acks=all, |ISR| ≥
-min.insync.replicas (NOT_ENOUGH_REPLICAS) → batches are magic-2 (UNSUPPORTED_FOR_MESSAGE_FORMAT)
-with whole headers (CORRUPT_MESSAGE; the log checks the CRCs as it appends) → append, where
+min.insync.replicas of the topic (NOT_ENOUGH_REPLICAS) → batches are magic-2
+(UNSUPPORTED_FOR_MESSAGE_FORMAT) with whole headers (CORRUPT_MESSAGE; the log checks the CRCs
+as it appends) → no batch over the topic's max.message.bytes (MESSAGE_TOO_LARGE) → append, where
 the log checks producer sequences (OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH;
 duplicates answer NONE with their original offsets; see ``PartitionLog.append_as_leader``)
 (an OSError → KAFKA_STORAGE_ERROR and the runtime is told).
@@ -33,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
+from broker_impl.api.configs import batch_too_large
 from broker_impl.api.entities import NO_THROTTLE, build, ms, replica_error, replica_io, response_type
 from kafka_common import batch_header as bh
 from kafka_runtime.server import DeferredResponse
@@ -107,6 +109,9 @@ async def _append_locked(api: BrokerApi, topic_id: uuid.UUID | None, index: int,
     err, message, headers = _validate(records)
     if err is not ErrorCode.none:
         return _PartitionResult(index, err, message=message)
+    too_large = batch_too_large(view, topic_id, headers)  # the topic's max.message.bytes
+    if too_large is not None:
+        return _PartitionResult(index, ErrorCode.message_too_large, message=too_large)
 
     # Producer sequences are checked by the log itself, atomically with the append, against
     # the partition's producer state (fed by every leader and follower append, rebuilt from

@@ -38,6 +38,8 @@ from broker_impl.storage.errors import KafkaStorageError
 from broker_impl.storage.log_manager import LogManager
 from broker_impl.storage.partition_log import PartitionLog
 from kafka_common import ids
+from kafka_common import topic_config as tc
+from kafka_common.config import default_text
 
 PartitionKey = tuple[uuid.UUID, int]
 
@@ -48,7 +50,7 @@ class LogManagerView:
     def __init__(self, *, node_id: int, cluster_id: str, listener_name: str, image: Any, log_manager: LogManager,
                  controller: Any, mover: Any, now_ms: Callable[[], int], auto_create_topics: bool = True,
                  num_partitions: int = 1, default_replication_factor: int = 1, min_insync_replicas: int = 1,
-                 create_logs_on_demand: bool = False) -> None:
+                 create_logs_on_demand: bool = False, static_config: Any = None) -> None:
         self.node_id = node_id
         self.cluster_id = cluster_id
         self.listener_name = listener_name
@@ -60,7 +62,10 @@ class LogManagerView:
         self.auto_create_topics = auto_create_topics
         self.num_partitions = num_partitions
         self.default_replication_factor = default_replication_factor
-        self.min_isr = min_insync_replicas
+        # min.insync.replicas and the other topic configs resolve through static_config
+        # (server.properties) under the image's dynamic configs (kafka_common.topic_config)
+        self.static_config = static_config if static_config is not None else tc.static_from_server_config(
+            {"min.insync.replicas": str(min_insync_replicas)}, default_text)
         self.create_logs_on_demand = create_logs_on_demand
         self.follower_leo: dict[tuple[uuid.UUID, int, int], int] = {}
         self.caught_up_ms: dict[tuple[uuid.UUID, int, int], int] = {}
@@ -83,7 +88,11 @@ class LogManagerView:
 
     # --- lookups -------------------------------------------------------------------------
     def min_insync_replicas(self, topic_id: uuid.UUID) -> int:
-        return self.min_isr
+        return int(self.topic_config(topic_id, "min.insync.replicas"))
+
+    def topic_config(self, topic_id: uuid.UUID, name: str) -> Any:
+        topic = self._name(topic_id) or ""
+        return tc.topic_value(topic, name, self.node_id, getattr(self.image, "configs", {}), self.static_config)
 
     def _name(self, topic_id: uuid.UUID) -> str | None:
         reg = self.image.topics.get(topic_id)

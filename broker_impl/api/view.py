@@ -7,7 +7,9 @@ partition logs, its log-dir state, its controller channel and its dir mover.
 ``BrokerView``
     ``node_id``, ``cluster_id``, ``listener_name`` (the listener whose endpoints Metadata
     returns), ``image`` (a :class:`MetadataImageLike`, replayed by the runtime),
-    ``min_insync_replicas(topic_id)``, ``auto_create_topics`` / ``num_partitions`` /
+    ``min_insync_replicas(topic_id)`` and ``topic_config(topic_id, name)`` (the topic's
+    configs in force, from the image's ConfigRecords and ``static_config``: this broker's
+    server.properties), ``auto_create_topics`` / ``num_partitions`` /
     ``default_replication_factor`` (Metadata auto-create), ``local_replica(topic_id, p)``
     (the hosted current log or ``None``), ``is_partition_offline(topic_id, p)`` (its dir is
     offline → KAFKA_STORAGE_ERROR), ``log_dirs()`` (DescribeLogDirs / AlterReplicaLogDirs),
@@ -123,6 +125,10 @@ class ControllerChannel(Protocol):
         ``ConnectionError``/``TimeoutError`` when no controller answers."""
         ...
 
+    async def alter_configs(self, request: Any) -> Any:
+        """The same for an ``AlterConfigsRequest`` or ``IncrementalAlterConfigsRequest``."""
+        ...
+
 
 class ReplicaMover(Protocol):
     async def alter_replica_log_dir(self, topic_id: uuid.UUID, partition: int, target_dir: uuid.UUID) -> int:
@@ -143,7 +149,13 @@ class BrokerView(Protocol):
     mover: ReplicaMover
     storage_exceptions: tuple[type[BaseException], ...]
 
+    static_config: Any  # kafka_common.topic_config.StaticBrokerConfig (server.properties)
+
     def min_insync_replicas(self, topic_id: uuid.UUID) -> int: ...
+
+    def topic_config(self, topic_id: uuid.UUID, name: str) -> Any:
+        """The typed value in force of topic config ``name`` (kafka_common.topic_config)."""
+        ...
 
     def local_replica(self, topic_id: uuid.UUID, partition: int) -> LocalReplica | None: ...
 

@@ -105,7 +105,8 @@ def plan_round(states: "list[FollowState]", now: float, wait_max_ms: int) -> tup
 
 def needs_storage(p: Any) -> bool:
     """Whether a partition's answer needs its dir (records, divergence, out-of-range): the
-    rest only carry the leader's HW, taken on the loop."""
+    rest only carry the leader's HW, taken on the loop (and its log start offset: when that
+    moved past ours — retention or DeleteRecords — the step runs on the dir after all)."""
     if p.error_code == ErrorCode.none:
         div = p.diverging_epoch
         return bool(p.records) or (div is not None and div.epoch >= 0 and div.end_offset >= 0)
@@ -326,7 +327,7 @@ class LeaderFetcher:
                 plog = self.mgr.host.get_log(st.tp)
                 if plog is None:
                     continue
-                if not needs_storage(p):
+                if not needs_storage(p) and not p.log_start_offset > plog.log_start_offset:
                     if p.error_code == ErrorCode.none:  # only the HW: lock-free, on the loop
                         plog.high_watermark = min(p.high_watermark, plog.log_end_offset)
                     else:
@@ -436,6 +437,8 @@ def _storage_step(plog: Any, p: Any) -> tuple[str, Any]:
         if data:
             plog.append_as_follower(data)
         plog.high_watermark = min(p.high_watermark, plog.log_end_offset)
+        if p.log_start_offset > plog.log_start_offset:  # retention / DeleteRecords on the leader
+            plog.increment_log_start_offset(min(p.log_start_offset, plog.high_watermark))
         return "appended", bool(data)
     if err == ErrorCode.offset_out_of_range:
         leo = plog.log_end_offset

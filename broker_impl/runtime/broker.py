@@ -1,7 +1,7 @@
 """The broker process: storage + the pure core + the controller channel, on one asyncio loop.
 
     start: load_log_dirs → LogManager.open (storage errors queued) → BrokerCore(start) →
-           tasks: timer driver, metadata long-poll, dir probe + checkpoints
+           tasks: timer driver, metadata long-poll, dir probe + checkpoints, retention
     every input (responses, metadata batches, storage errors, SIGTERM) goes to the core;
     the core's effects are executed here, in order (:meth:`BrokerRuntime._execute`).
 
@@ -49,6 +49,7 @@ from broker_impl.runtime.controller_channel import (ControllerConnection, assign
                                                     heartbeat_request,
                                                     metadata_fetch_request, registration_request)
 from broker_impl.runtime.dir_io import DirExecutor, DirIO, daemon_call
+from broker_impl.runtime import retention
 from broker_impl.runtime.roles import ROLE_EFFECTS, DataPlane
 from broker_impl.state import effects as fx
 from broker_impl.state.core import BrokerCore, CoreConfig
@@ -188,7 +189,8 @@ class BrokerRuntime:
         self._tasks = [asyncio.create_task(self._driver(), name="core-driver"),
                        asyncio.create_task(self._metadata_loop(), name="metadata"),
                        asyncio.create_task(self._maintenance(), name="maintenance"),
-                       asyncio.create_task(self.dataplane.isr_loop(), name="isr")]
+                       asyncio.create_task(self.dataplane.isr_loop(), name="isr"),
+                       retention.install(self, self.dataplane.view.static_config)]
 
     def _now(self) -> int:
         return self.clock.monotonic_ms()

@@ -74,7 +74,8 @@ def not_controller(resp: Any) -> bool:
     code = getattr(resp, "error_code", None)
     if code is not None:
         return code == ErrorCode.not_controller
-    topics = getattr(resp, "topics", None) or ()  # CreateTopics: per-topic errors only
+    # CreateTopics / AlterConfigs: per-topic or per-resource errors only
+    topics = getattr(resp, "topics", None) or getattr(resp, "responses", None) or ()
     return bool(topics) and all(getattr(t, "error_code", None) == ErrorCode.not_controller for t in topics)
 
 

@@ -28,6 +28,8 @@ from broker_impl.api.storage_view import LogManagerView
 from broker_impl.state.effects import TopicPartition
 from broker_impl.state.isr import LeaderIsr, SendAlterPartition
 from kafka_common import ids, wire
+from kafka_common import topic_config as tc
+from kafka_common.config import default_text
 
 if TYPE_CHECKING:
     from broker_impl.runtime.broker import BrokerRuntime
@@ -38,7 +40,8 @@ CREATE_TOPICS = 19
 
 
 class ControllerForwarder:
-    """``ControllerChannel`` for G's CreateTopics handler: the request is sent as it is."""
+    """``ControllerChannel`` for the CreateTopics and AlterConfigs handlers: the request is
+    sent as it is."""
 
     def __init__(self, runtime: "BrokerRuntime") -> None:
         self.runtime = runtime
@@ -49,6 +52,8 @@ class ControllerForwarder:
             return await self.runtime.data_channel.request(lambda c: request, 30.0)
         except ClientError as exc:
             raise ConnectionError(f"controller: {exc}") from None
+
+    alter_configs = create_topics  # AlterConfigs / IncrementalAlterConfigs: sent as they are
 
 
 class CoreMover:
@@ -112,7 +117,8 @@ class RuntimeView(LogManagerView):
                          mover=CoreMover(runtime), now_ms=runtime._now,
                          auto_create_topics=cfg.auto_create_topics_enable, num_partitions=cfg.num_partitions,
                          default_replication_factor=cfg.default_replication_factor,
-                         min_insync_replicas=cfg.min_insync_replicas)
+                         min_insync_replicas=cfg.min_insync_replicas,
+                         static_config=tc.static_from_server_config(cfg.raw, default_text))
         self.runtime = runtime
         self.lag_time_max_ms = cfg.replica_lag_time_max_ms
         self.leaders: dict[tuple[uuid.UUID, int], LeaderIsr] = {}

@@ -30,6 +30,7 @@ from kafka_runtime import fsutil
 
 HW_CHECKPOINT = "replication-offset-checkpoint"
 RECOVERY_CHECKPOINT = "recovery-point-offset-checkpoint"
+LOG_START_CHECKPOINT = "log-start-offset-checkpoint"
 EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 PARTITION_METADATA = "partition.metadata"
 VERSION = 0

@@ -43,6 +43,7 @@ Calls::
     lm.online_dirs(), lm.offline_dirs(), lm.is_online(dir_path), lm.dir_set
 
 Files per log dir: ``replication-offset-checkpoint``, ``recovery-point-offset-checkpoint``,
+``log-start-offset-checkpoint`` (log start offsets moved by retention or DeleteRecords),
 ``.kafka_cleanshutdown`` (present only between a clean close and the next open: segments are
 then trusted instead of recovered), ``.lock`` (flock held while open; a second broker on the
 same dir is a fatal LogDirStartupError, an unlockable read-only/failed dir goes offline).
@@ -90,6 +91,9 @@ class LogManager:
                  now_ms: Callable[[], int]) -> None:
         self.dir_set = dir_set
         self.config = config
+        # per-topic log config (segment size/age, retention); the runtime sets it from the
+        # topic configs of its metadata image; None = ``config`` for every topic
+        self.config_for: Callable[[str], LogConfig] | None = None
         self.channel = DirFailureChannel(on_failure)
         self._now_ms = now_ms
         self._lock = threading.RLock()
@@ -152,6 +156,7 @@ class LogManager:
             clean = os.path.exists(os.path.join(path, CLEAN_SHUTDOWN_FILE))
             recovery_points = self._read_checkpoint(path, ckpt.RECOVERY_CHECKPOINT)
             hws = self._read_checkpoint(path, ckpt.HW_CHECKPOINT)
+            starts = self._read_checkpoint(path, ckpt.LOG_START_CHECKPOINT)
             names = sorted(os.listdir(path))
         for name in names:
             parsed = parse_partition_dir_name(name)
@@ -170,9 +175,10 @@ class LogManager:
             if kind == "stray":
                 continue
             key = (topic, partition)
-            plog = PartitionLog.load(path, name, self.config, self.channel, self._now_ms,
+            plog = PartitionLog.load(path, name, self._config(topic), self.channel, self._now_ms,
                                      recovery_point=recovery_points.get(key, 0),
-                                     high_watermark=hws.get(key, 0), clean_shutdown=clean)
+                                     high_watermark=hws.get(key, 0), clean_shutdown=clean,
+                                     log_start_offset=starts.get(key, 0))
             target = self._futures if kind == "future" else self._logs
             if key in target:
                 other = target[key]
@@ -322,9 +328,9 @@ class LogManager:
         with self.channel.io(path, "create_log"):
             exists = os.path.isdir(os.path.join(path, name))
         if not exists:
-            return PartitionLog.create(path, topic, partition, topic_id, self.config, self.channel, self._now_ms,
+            return PartitionLog.create(path, topic, partition, topic_id, self._config(topic), self.channel, self._now_ms,
                                        dir_name=name)
-        plog = PartitionLog.load(path, name, self.config, self.channel, self._now_ms, recovery_point=0,
+        plog = PartitionLog.load(path, name, self._config(topic), self.channel, self._now_ms, recovery_point=0,
                                  high_watermark=0, clean_shutdown=False)
         try:
             self._check_topic_id(plog, topic_id)
@@ -375,7 +381,7 @@ class LogManager:
             if current is not None and current.log_dir == path:
                 raise ValueError(f"{topic}-{partition} already lives in {path}")
             name = f"{partition_dir_name(topic, partition)}.{uuid.uuid4().hex}-future"
-            plog = PartitionLog.create(path, topic, partition, topic_id, self.config, self.channel, self._now_ms,
+            plog = PartitionLog.create(path, topic, partition, topic_id, self._config(topic), self.channel, self._now_ms,
                                        dir_name=name)
             self._futures[key] = plog
             return plog
@@ -402,7 +408,7 @@ class LogManager:
                 fsutil.fsync_dir(future.log_dir)
             del self._futures[key]
             old = self._logs.pop(key, None)
-            new = PartitionLog.load(future.log_dir, os.path.basename(final), self.config, self.channel,
+            new = PartitionLog.load(future.log_dir, os.path.basename(final), self._config(topic), self.channel,
                                     self._now_ms, recovery_point=future.log_end_offset, high_watermark=hw,
                                     clean_shutdown=True)
             self._logs[key] = new
@@ -435,8 +441,49 @@ class LogManager:
 
     def checkpoint_high_watermarks(self, *, only_dir: str | None = None) -> list[str]:
         """Write ``replication-offset-checkpoint`` in every online dir (or only ``only_dir``,
-        as the broker's per-dir workers do); returns dirs that failed."""
-        return self._checkpoint(ckpt.HW_CHECKPOINT, lambda l: l.high_watermark, futures=False, only_dir=only_dir)
+        as the broker's per-dir workers do), and ``log-start-offset-checkpoint`` with it;
+        returns dirs that failed."""
+        failed = self._checkpoint(ckpt.HW_CHECKPOINT, lambda l: l.high_watermark, futures=False, only_dir=only_dir)
+        if only_dir is not None and failed:
+            return failed
+        return sorted(set(failed) | set(self.checkpoint_log_start_offsets(only_dir=only_dir)))
+
+    def checkpoint_log_start_offsets(self, *, only_dir: str | None = None) -> list[str]:
+        """``log-start-offset-checkpoint`` (moved by retention and DeleteRecords)."""
+        return self._checkpoint(ckpt.LOG_START_CHECKPOINT, lambda l: l.log_start_offset, futures=False,
+                                only_dir=only_dir)
+
+    def _config(self, topic: str) -> LogConfig:
+        return self.config if self.config_for is None else self.config_for(topic)
+
+    def enforce_retention(self, wall_ms: int, *, only_dir: str, max_segments: int) -> tuple[int, list[str]]:
+        """One retention round over the logs of ``only_dir``: each log takes the current
+        config of its topic, then deletes segments by time/size; at most ``max_segments``
+        deletions in all (bounded work per round). Returns (deleted, failed dirs)."""
+        budget = [max_segments]
+
+        def one(plog: PartitionLog) -> None:
+            cfg = self._config(plog.topic)
+            if plog.config != cfg:
+                plog.config = cfg
+            if budget[0] > 0 and not self._is_future(plog):
+                budget[0] -= plog.enforce_retention(wall_ms, budget[0])
+        failed = self._each_log(one, only_dir)
+        if budget[0] < max_segments and not failed:
+            failed = self.checkpoint_log_start_offsets(only_dir=only_dir)
+        return max_segments - budget[0], failed
+
+    def refresh_configs(self) -> None:
+        """Give every log the current config of its topic (no I/O: a reference swap)."""
+        if self.config_for is None:
+            return
+        for plog in [*self._logs.values(), *self._futures.values()]:
+            cfg = self.config_for(plog.topic)
+            if plog.config != cfg:
+                plog.config = cfg
+
+    def _is_future(self, plog: PartitionLog) -> bool:
+        return self._futures.get((plog.topic, plog.partition)) is plog
 
     def checkpoint_recovery_points(self, *, only_dir: str | None = None) -> list[str]:
         return self._checkpoint(ckpt.RECOVERY_CHECKPOINT, lambda l: l.recovery_point, futures=True,

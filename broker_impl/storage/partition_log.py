@@ -25,6 +25,9 @@ broker's event loop may use them while the log's dir worker is inside a slow app
     log.truncate_fully_and_start_at(offset)         follower far behind the leader's start
     log.flush(), log.maybe_flush(now_ms)            fsync; log.flush.interval.messages/.ms
     log.offset_for_timestamp(ts_ms) -> offset | None    ListOffsets by time (header scan)
+    log.increment_log_start_offset(offset) -> start  DeleteRecords / a follower following the
+                                                    leader's log start; whole segments below go
+    log.enforce_retention(wall_ms, max_segments) -> deleted segments (retention.ms/.bytes)
     log.size_bytes, log.close(), log.delete()
     log.producer_state                              ``broker_impl.state.producers.ProducerState``
 
@@ -36,6 +39,14 @@ truncation rebuild it from the log: the batch headers of the newest segments, at
 bytes are not read). A producer whose last batch lies only in older bytes is then unknown,
 which the state treats leniently (accepted at any sequence), never as an error. Kafka instead
 snapshots the state at each roll; a header scan of the tail is our bounded equivalent.
+
+Retention (Kafka's ``deleteOldSegments``): only whole segments below the high watermark are
+deleted, oldest first, while the log is over ``retention_bytes`` or the segment's newest
+batch timestamp is older than ``retention_ms`` (wall clock, passed in); if that includes the
+active segment, a new one is rolled first. The log start offset then becomes the first kept
+segment's base. DeleteRecords moves the log start inside a segment (reads below it are
+OFFSET_OUT_OF_RANGE) and deletes the segments wholly below it. The log start offset is
+persisted by the log manager (``log-start-offset-checkpoint``) and given back to ``load``.
 
 Segments roll by size (``log.segment.bytes``) and age (``log.roll.ms``, clock injected as
 ``now_ms``). A new segment is named by its base offset; the previous one is fsynced at roll
@@ -74,12 +85,15 @@ class LogConfig:
     flush_interval_messages: int = 2**63 - 1
     flush_interval_ms: int = 2**63 - 1
     index_interval_bytes: int = 4096
+    retention_ms: int = 7 * 24 * 3600 * 1000   # -1: no time limit (topic retention.ms)
+    retention_bytes: int = -1                   # -1: no size limit (topic retention.bytes)
     producer_state_scan_bytes: int = 32 << 20  # log tail read to rebuild the producer state
     tail_cache_bytes: int = 64 << 10           # the newest appended bytes kept in memory (read_tail)
 
     @classmethod
     def from_server_config(cls, cfg) -> "LogConfig":
         return cls(segment_bytes=cfg.log_segment_bytes, roll_ms=cfg.log_roll_ms,
+                   retention_ms=cfg.log_retention_ms, retention_bytes=cfg.log_retention_bytes,
                    flush_interval_messages=cfg.log_flush_interval_messages,
                    flush_interval_ms=cfg.log_flush_interval_ms)
 
@@ -161,7 +175,8 @@ class PartitionLog:
 
     @classmethod
     def load(cls, log_dir: str, dir_name: str, config: LogConfig, channel: DirFailureChannel, now_ms: NowMs, *,
-             recovery_point: int, high_watermark: int, clean_shutdown: bool) -> "PartitionLog":
+             recovery_point: int, high_watermark: int, clean_shutdown: bool,
+             log_start_offset: int = 0) -> "PartitionLog":
         """Open an existing partition dir; recover segments at or after ``recovery_point``
         (everything is trusted after a clean shutdown) truncating at the first bad batch."""
         parsed = parse_partition_dir_name(dir_name)
@@ -178,6 +193,7 @@ class PartitionLog:
             plog = cls(log_dir=log_dir, path=path, topic=topic, partition=partition, topic_id=topic_id,
                        config=config, channel=channel, now_ms=now_ms)
             plog._load_segments(recovery_point, clean_shutdown)
+            plog._log_start = min(max(plog._log_start, log_start_offset), plog.log_end_offset)
             try:
                 epochs = ckpt.read_epochs(os.path.join(path, ckpt.EPOCH_CHECKPOINT))
             except ckpt.CheckpointFormatError as exc:
@@ -496,6 +512,67 @@ class PartitionLog:
                             return max(header.base_offset, self._log_start)
                         pos += header.size_bytes
             return None
+
+    # ---- log start offset and retention ----------------------------------------------------
+    def increment_log_start_offset(self, offset: int) -> int:
+        """Move the log start up to ``offset`` (never down; at most the log end) and delete
+        the segments wholly below it; returns the log start offset."""
+        with self._lock:
+            self._channel.check(self.log_dir, "delete_records")
+            offset = min(offset, self.log_end_offset)
+            if offset <= self._log_start:
+                return self._log_start
+            self._log_start = offset
+            with self._channel.io(self.log_dir, "delete_segments"):
+                while len(self._segments) > 1 and self._segments[1].base_offset <= offset:
+                    self._drop_oldest_segment()
+            self._after_start_moved()
+            return self._log_start
+
+    def enforce_retention(self, wall_ms: int, max_segments: int = 1 << 30) -> int:
+        """Delete old segments by ``retention_ms`` / ``retention_bytes`` (at most
+        ``max_segments`` per call: bounded work); returns how many were deleted."""
+        cfg = self.config
+        if cfg.retention_ms < 0 and cfg.retention_bytes < 0:
+            return 0
+        with self._lock:
+            if self.closed:
+                return 0
+            self._channel.check(self.log_dir, "retention")
+            hw = self._hw
+            total = self.size_bytes
+            doomed = 0
+            with self._channel.io(self.log_dir, "retention"):
+                for seg in self._segments:
+                    if doomed >= max_segments or seg.size == 0 or seg.next_offset > hw:
+                        break
+                    by_size = cfg.retention_bytes >= 0 and total - seg.size >= cfg.retention_bytes
+                    by_time = cfg.retention_ms >= 0 and wall_ms - seg.largest_timestamp() > cfg.retention_ms
+                    if not (by_size or by_time):
+                        break
+                    doomed += 1
+                    total -= seg.size
+                if not doomed:
+                    return 0
+                if doomed == len(self._segments):
+                    self._roll(self.log_end_offset)  # the active segment goes too: a new one first
+                    self._tail = None
+                for _ in range(doomed):
+                    self._drop_oldest_segment()
+            self._log_start = max(self._log_start, self._segments[0].base_offset)
+            self._after_start_moved()
+            return doomed
+
+    def _drop_oldest_segment(self) -> None:
+        seg = self._segments.pop(0)
+        self._bases.pop(0)
+        self._dirty.discard(seg.base_offset)
+        seg.delete()
+
+    def _after_start_moved(self) -> None:
+        self.epoch_cache.truncate_from_start(self._log_start)
+        self._hw = min(max(self._hw, self._log_start), self.log_end_offset)
+        self.recovery_point = max(self.recovery_point, self._log_start)
 
     # ---- truncation ----------------------------------------------------------------------
     def truncate_to(self, offset: int) -> bool:

@@ -80,6 +80,9 @@ class LogSegment:
         self.index_path = os.path.join(dir_path, segment_name(base_offset) + ".index")
         self.size = 0
         self.next_offset = base_offset  # offset after the last batch (== base when empty)
+        # the largest batch max timestamp (time-based retention); None = not known yet (a
+        # loaded or truncated segment: computed by a header scan when retention needs it)
+        self.max_timestamp: int | None = None
         self._index_offsets: list[int] = []  # absolute offsets
         self._index_positions: list[int] = []
         self._bytes_since_index = 0
@@ -204,6 +207,9 @@ class LogSegment:
                 new_entries.append(_INDEX_ENTRY.pack(header.base_offset - self.base_offset, start + rel_pos))
         if headers:
             self.next_offset = headers[-1][1].next_offset
+            if self.max_timestamp is not None or start == 0:
+                newest = max(h.max_timestamp for _, h in headers)
+                self.max_timestamp = newest if self.max_timestamp is None else max(self.max_timestamp, newest)
         if new_entries:
             first_new = len(self._index_positions) - len(new_entries)
             _pwrite_all(self._index_fd, b"".join(new_entries), first_new * INDEX_ENTRY_BYTES)
@@ -292,6 +298,7 @@ class LogSegment:
             return 0
         pos, header = found
         removed = self.size - pos
+        self.max_timestamp = None
         os.ftruncate(self._log_fd, pos)
         self.size = pos
         self.next_offset = header.base_offset if pos > 0 else self.base_offset
@@ -300,6 +307,19 @@ class LogSegment:
         self._bytes_since_index = pos - (self._index_positions[-1] if self._index_positions else 0)
         os.ftruncate(self._index_fd, i * INDEX_ENTRY_BYTES)
         return removed
+
+    def largest_timestamp(self) -> int:
+        """The largest batch max timestamp (a header scan the first time for a loaded
+        segment); a segment whose batches carry no timestamp (-1) falls back to the file's
+        modification time, as Kafka's ``largestTimestamp`` does."""
+        if self.max_timestamp is None:
+            newest = -1
+            for header in self.iter_headers(0):
+                newest = max(newest, header.max_timestamp)
+            self.max_timestamp = newest
+        if self.max_timestamp >= 0:
+            return self.max_timestamp
+        return int(os.stat(self.log_path).st_mtime * 1000)
 
     def close(self) -> None:
         for attr in ("_log_fd", "_index_fd"):

@@ -60,6 +60,7 @@ from controller_impl.runtime.metadata_fetch import serve_fetch
 from controller_impl.runtime.image_io import (BIG_CHANGE_RECORDS, FatalError, ReplayFailed, apply_batches, compute,
                                               load_image, log_big_change, read_tail, replay_records, without_gc)
 from controller_impl.runtime.raft_node import RaftNode
+from controller_impl.state import configs
 from controller_impl.state.authz import API_RULES
 
 FETCH = 1
@@ -70,10 +71,13 @@ HANDLERS: dict[int, tuple[str, str]] = {
     73: ("handle_assign_replicas_to_dirs", "assign_replicas_to_dirs"),
     56: ("handle_alter_partition", "alter_partition"),
     19: ("handle_create_topics", "create_topics"),
+    33: ("handle_alter_configs", "alter_configs"),
+    44: ("handle_incremental_alter_configs", "incremental_alter_configs"),
     64: ("handle_unregister_broker", "unregister_broker"),
 }
 DEFAULT_VERSIONS: dict[int, tuple[int, int]] = {
     FETCH: (4, 17), 62: (2, 4), 63: (1, 2), 73: (0, 0), 56: (2, 3), 19: (2, 7), 64: (0, 0),
+    33: (0, 2), 44: (0, 1),
     **rw.RAFT_VERSIONS,
 }
 TICK_INTERVAL_MS = 100
@@ -693,4 +697,6 @@ class ControllerRuntime:
                                          num_partitions=-1, replication_factor=-1, configs=None)
                                for t in request.topics)
                 return wire.make(wire.response_class(19, version), throttle_time=ZERO, topics=topics)
+            if key in (33, 44):  # per-resource errors only
+                return configs.not_controller_response(key, request, why)
             return wire.error_response(key, version, ErrorCode.not_controller, why)

@@ -7,6 +7,7 @@ which only ``super.users`` principals hold, as in Kafka:
 * the broker-only APIs: BrokerRegistration 62, BrokerHeartbeat 63, AssignReplicasToDirs 73,
   AlterPartition 56, UnregisterBroker 64;
 * Fetch 1 of the metadata log (``__cluster_metadata``): the whole cluster's metadata;
+* AlterConfigs 33, IncrementalAlterConfigs 44: forwarded by brokers the same way;
 * CreateTopics 19: brokers forward their clients' CreateTopics as their own (super-user)
   principal, so clients keep creating topics through any broker;
 * the Raft RPCs between voters: Vote 52, BeginQuorumEpoch 53, EndQuorumEpoch 54,
@@ -19,9 +20,10 @@ CLUSTER_ACTION as well).
 
 from __future__ import annotations
 
-from kafka_common.authz import CLUSTER_ACTION, ApiRule, deny_create_topics, deny_fetch
+from kafka_common.authz import CLUSTER_ACTION, ApiRule, deny_alter_configs, deny_create_topics, deny_fetch
 
 FETCH, CREATE_TOPICS = 1, 19
+ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 33, 44
 VOTE, BEGIN_QUORUM_EPOCH, END_QUORUM_EPOCH, FETCH_SNAPSHOT = 52, 53, 54, 59
 API_RULES: dict[int, ApiRule] = {
     62: ApiRule(CLUSTER_ACTION),
@@ -31,6 +33,8 @@ API_RULES: dict[int, ApiRule] = {
     64: ApiRule(CLUSTER_ACTION),
     FETCH: ApiRule(CLUSTER_ACTION, deny=deny_fetch),
     CREATE_TOPICS: ApiRule(CLUSTER_ACTION, deny=deny_create_topics),
+    ALTER_CONFIGS: ApiRule(CLUSTER_ACTION, deny=deny_alter_configs),
+    INCREMENTAL_ALTER_CONFIGS: ApiRule(CLUSTER_ACTION, deny=deny_alter_configs),
     # the Raft RPCs between voters (controllers log in as a super user, sasl.plain.username)
     VOTE: ApiRule(CLUSTER_ACTION),
     BEGIN_QUORUM_EPOCH: ApiRule(CLUSTER_ACTION),

@@ -24,7 +24,7 @@ from kafka_common.ids import UNASSIGNED, from_wire
 from kafka_common.metadata.image import MetadataImage
 from kafka_common.wire import ErrorCode
 
-from controller_impl.state import cluster_control, dir_assignment, replication_control, topics
+from controller_impl.state import cluster_control, configs, dir_assignment, replication_control, topics
 from controller_impl.state.authz import is_authorized
 from controller_impl.state.heartbeats import BrokerSessions, HeartbeatFacts, Transition, next_transition
 from controller_impl.state.result import ZERO_THROTTLE, ControllerResult
@@ -40,6 +40,8 @@ class ControllerState:
         73: (0, 0),   # AssignReplicasToDirs
         56: (2, 3),   # AlterPartition (topic ids)
         19: (2, 7),   # CreateTopics
+        33: (0, 2),   # AlterConfigs (forwarded by brokers)
+        44: (0, 1),   # IncrementalAlterConfigs (forwarded by brokers)
         64: (0, 0),   # UnregisterBroker
     }
 
@@ -149,7 +151,18 @@ class ControllerState:
         response = topics.create_topics(
             view, request, rng=self.rng,
             default_partitions=int(getattr(self.config, "num_partitions", 1)),
-            default_replication_factor=int(getattr(self.config, "default_replication_factor", 1)))
+            default_replication_factor=int(getattr(self.config, "default_replication_factor", 1)),
+            static=topics.static_config_of(self.config))
+        return ControllerResult(tuple(view.records), response)
+
+    def handle_incremental_alter_configs(self, request: Any, now_ms: int) -> ControllerResult:
+        view = WorkingView(self.image)
+        response = configs.incremental_alter_configs(view, request)
+        return ControllerResult(tuple(view.records), response)
+
+    def handle_alter_configs(self, request: Any, now_ms: int) -> ControllerResult:
+        view = WorkingView(self.image)
+        response = configs.alter_configs(view, request)
         return ControllerResult(tuple(view.records), response)
 
     def handle_unregister_broker(self, request: Any, now_ms: int) -> ControllerResult:

@@ -14,7 +14,9 @@ must not make the controller build 2^31 partitions). -1 means the configured def
 New partitions: ISR = the replicas that are active (unfenced, not shutting down), leader =
 the first of them, leader epoch 0, partition epoch 0, Directories = each broker's default
 dir (its only dir, or UNASSIGNED for a multi-dir or unregistered broker). Topic configs are
-accepted and not stored (this project has no per-topic configs).
+validated (:mod:`kafka_common.topic_config`: unknown name or bad value → INVALID_CONFIG,
+40, with the reason) and written as ConfigRecords after the TopicRecord; v5+ answers the
+topic's resulting configs (value and source, as this controller resolves them).
 """
 
 from __future__ import annotations
@@ -29,7 +31,11 @@ from kafka_common.ids import ZERO_UUID, random_uuid
 from kafka_common.metadata import records as r
 from kafka_common.wire import ErrorCode
 
+from kafka_common import topic_config
+from kafka_common.config import default_text
+
 from controller_impl.state.cluster_control import default_dir
+from controller_impl.state.configs import config_records, create_topic_configs
 from controller_impl.state.placement import PlacementError, place
 from controller_impl.state.result import ZERO_THROTTLE
 from controller_impl.state.view import WorkingView
@@ -59,7 +65,7 @@ def topic_name_problem(name: str) -> str | None:
 
 
 def create_topics(view: WorkingView, req: Any, *, rng: random.Random, default_partitions: int,
-                  default_replication_factor: int) -> Any:
+                  default_replication_factor: int, static: topic_config.StaticBrokerConfig | None = None) -> Any:
     version = req.__version__
     mod = wire.response_module(CREATE_TOPICS, version)
     cls = wire.response_class(CREATE_TOPICS, version)
@@ -79,14 +85,36 @@ def create_topics(view: WorkingView, req: Any, *, rng: random.Random, default_pa
             tid, n, rf = _create_one(view, topic, rng, default_partitions, default_replication_factor,
                                      validate_only=req.validate_only)
             budget -= n
+            configs = _resulting_configs(mod, view, topic, static) if version >= 5 else ()
             results.append(wire.make(mod.CreatableTopicResult, name=topic.name, topic_id=tid,
                                      error_code=ErrorCode.none, error_message=None,
-                                     num_partitions=n, replication_factor=rf, configs=()))
+                                     num_partitions=n, replication_factor=rf, configs=configs))
         except TopicError as exc:
             results.append(wire.make(mod.CreatableTopicResult, name=topic.name, topic_id=ZERO_UUID,
                                      error_code=exc.code, error_message=str(exc),
                                      num_partitions=-1, replication_factor=-1, configs=None))
     return wire.make(cls, throttle_time=ZERO_THROTTLE, topics=tuple(results))
+
+
+def static_config_of(config: Any) -> topic_config.StaticBrokerConfig:
+    """The controller's own server.properties as a config source (``raw`` of a
+    ServerConfig; an object without it: built-in defaults only)."""
+    return topic_config.static_from_server_config(getattr(config, "raw", None) or {}, default_text)
+
+
+def _resulting_configs(mod: Any, view: WorkingView, topic: Any, static: topic_config.StaticBrokerConfig | None
+                       ) -> tuple[Any, ...]:
+    """CreateTopics v5+: the new topic's configs as this controller resolves them (its own
+    server.properties under the dynamic broker configs), as Kafka's controller answers."""
+    configs = dict(view.image.configs)
+    configs[(topic_config.TOPIC, topic.name)] = {c.name: c.value for c in (topic.configs or ())}
+    static = static or topic_config.StaticBrokerConfig({}, {})
+    out = []
+    for key in topic_config.TOPIC_CONFIGS:
+        got = topic_config.resolve_topic(topic.name, key, -1, configs, static)
+        out.append(wire.make(mod.CreatableTopicConfigs, name=key, value=got.value, read_only=False,
+                             config_source=got.source, is_sensitive=False))
+    return tuple(out)
 
 
 def _create_one(view: WorkingView, topic: Any, rng: random.Random, default_partitions: int,
@@ -96,6 +124,10 @@ def _create_one(view: WorkingView, topic: Any, rng: random.Random, default_parti
         raise TopicError(ErrorCode.invalid_topic_exception, problem)
     if view.topic_exists(topic.name):
         raise TopicError(ErrorCode.topic_already_exists, f"topic {topic.name!r} already exists")
+    try:
+        configs = create_topic_configs(topic)
+    except topic_config.ConfigProblem as exc:
+        raise TopicError(ErrorCode.invalid_config, str(exc)) from None
     if topic.assignments:
         if topic.num_partitions != -1 or topic.replication_factor != -1:
             raise TopicError(ErrorCode.invalid_request,
@@ -117,6 +149,8 @@ def _create_one(view: WorkingView, topic: Any, rng: random.Random, default_parti
         tid = random_uuid(rng)
     if not validate_only:
         view.emit(r.TopicRecord(name=topic.name, topic_id=tid))
+        for rec in config_records(topic_config.TOPIC, topic.name, {}, configs):
+            view.emit(rec)
         for pid, replicas in enumerate(assignment):
             isr = tuple(b for b in replicas if view.is_active(b))
             view.emit(r.PartitionRecord(

@@ -21,6 +21,10 @@ partition epoch, the leader epoch is bumped only when ``leader`` is set (≠ -2)
 aligned with the (new) replicas. A record that would break an invariant raises
 :class:`ImageError` and leaves the image unchanged.
 
+Configs: ``configs[(resource type, resource name)]`` holds the dynamic configs set by
+ConfigRecords (a null value deletes one); a RemoveTopicRecord drops the topic's configs.
+Snapshots carry them (state version 2; version 1, without configs, still loads).
+
 Change tracking: :meth:`MetadataImage.drain_changes` returns what changed since the last
 drain (per partition: first old value and latest new value; same for brokers; topics added
 and removed) — the broker's replica management consumes it once per applied batch.
@@ -41,6 +45,7 @@ from kafka_common.metadata.model import (BrokerRegistration, Endpoint, NO_LEADER
                                          PartitionRegistration, TopicRegistration)
 
 PartitionKey = tuple[TopicId, int]
+TOPIC_RESOURCE = 2  # ConfigRecord.resource_type of a topic
 _EMPTY: frozenset = frozenset()
 
 
@@ -71,6 +76,8 @@ class MetadataImage:
         self.topics: dict[TopicId, TopicRegistration] = {}
         self.topic_ids: dict[str, TopicId] = {}
         self.features: dict[str, int] = {}
+        # dynamic configs: (resource type, resource name) -> {name: value} (ConfigRecord)
+        self.configs: dict[tuple[int, str], dict[str, str]] = {}
         self._partitions: dict[TopicId, dict[int, PartitionRegistration]] = {}
         self._by_dir: dict[uuid.UUID, set[PartitionKey]] = {}
         self._by_isr: dict[int, set[PartitionKey]] = {}
@@ -159,18 +166,25 @@ class MetadataImage:
                               for p in self._partitions[t.topic_id].values()))
                        for t in self.topics.values())
         table = tuple(u.bytes for u in ids_table)
-        return (1, self.last_offset, table, brokers, topics, tuple(self.features.items()))
+        configs = tuple((rtype, rname, tuple(sorted(values.items())))
+                        for (rtype, rname), values in sorted(self.configs.items()))
+        return (2, self.last_offset, table, brokers, topics, tuple(self.features.items()), configs)
 
     @classmethod
     def from_snapshot_state(cls, state: tuple) -> "MetadataImage":
         """Rebuild an image from :meth:`snapshot_state` (no change tracking: a fresh image)."""
-        version, last_offset, table, brokers, topics, features = state
-        if version != 1:
-            raise ImageError(f"snapshot state version {version} is not 1")
+        version = state[0]
+        if version == 1:  # written before configs were stored
+            (_v, last_offset, table, brokers, topics, features), configs = state, ()
+        elif version == 2:
+            _v, last_offset, table, brokers, topics, features, configs = state
+        else:
+            raise ImageError(f"snapshot state version {version} is not 1 or 2")
         uuids = [uuid.UUID(bytes=b) for b in table]
         img = cls()
         img.last_offset = last_offset
         img.features = dict(features)
+        img.configs = {(rtype, rname): dict(values) for rtype, rname, values in configs}
         for (bid, epoch, inc, eps, rack, fenced, in_cs, dirs, reg_off, known) in brokers:
             log_dirs = tuple(uuids[d] for d in dirs)
             img.brokers[bid] = BrokerRegistration(broker_id=bid, epoch=epoch, incarnation_id=uuids[inc],
@@ -360,6 +374,7 @@ class MetadataImage:
             self._note_partition(part, None)
         del self.topics[topic.topic_id]
         del self.topic_ids[topic.name]
+        self.configs.pop((TOPIC_RESOURCE, topic.name), None)  # a topic's configs go with it
         if self._changes.created_topics.pop(topic.topic_id, None) is None:
             self._changes.removed_topics[topic.topic_id] = topic
 
@@ -497,6 +512,17 @@ class MetadataImage:
         changes = self._changes.partitions
         prev = changes.get(key)
         changes[key] = (old if prev is None else prev[0], new)
+
+    def _config(self, rec: r.ConfigRecord, offset: int) -> None:
+        key = (rec.resource_type, rec.resource_name)
+        if rec.value is None:
+            values = self.configs.get(key)
+            if values is not None:
+                values.pop(rec.name, None)
+                if not values:
+                    del self.configs[key]
+        else:
+            self.configs.setdefault(key, {})[rec.name] = rec.value
 
     def _feature(self, rec: r.FeatureLevelRecord, offset: int) -> None:
         self.features[rec.name] = rec.feature_level
@@ -685,5 +711,6 @@ _HANDLERS: dict[type, Any] = {
     r.PartitionRecord: MetadataImage._partition,
     r.PartitionChangeRecord: MetadataImage._partition_change,
     r.FeatureLevelRecord: MetadataImage._feature,
+    r.ConfigRecord: MetadataImage._config,
     r.NoOpRecord: MetadataImage._noop,
 }

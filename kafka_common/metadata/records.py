@@ -2,7 +2,7 @@
 
 One frozen, slotted, kw-only dataclass per record, at the version we write
 (RegisterBrokerRecord 3, PartitionRecord 1, PartitionChangeRecord 1,
-BrokerRegistrationChangeRecord 2, every other record 0). Field metadata follows kio's
+BrokerRegistrationChangeRecord 2, every other record 0 — ConfigRecord included). Field metadata follows kio's
 generated schema classes (``kafka_type``, ``tag``) so ``kafka_common.wire`` encodes and
 decodes them with kio's serializers.
 
@@ -140,6 +140,20 @@ class PartitionRecord:
     directories: tuple[uuid.UUID, ...] = field(metadata=_UUID, default=())
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConfigRecord:
+    """A dynamic config of a resource (topic 2, broker 4); ``value`` None deletes it."""
+
+    __type__: ClassVar = EntityType.data
+    __version__: ClassVar[int] = 0
+    __flexible__: ClassVar[bool] = True
+    __api_key__: ClassVar[int] = 4
+    resource_type: int = field(metadata=_I8)
+    resource_name: str = field(metadata=_STR)
+    name: str = field(metadata=_STR)
+    value: str | None = field(metadata=_STR, default=None)
+
+
 # PartitionChangeRecord.leader: -2 = no change (Kafka's NO_LEADER_CHANGE).
 NO_LEADER_CHANGE = -2
 # PartitionChangeRecord.leader_recovery_state: -1 = no change.
@@ -235,14 +249,14 @@ class NoOpRecord:
 
 
 MetadataRecord = Union[
-    RegisterBrokerRecord, UnregisterBrokerRecord, TopicRecord, PartitionRecord,
+    RegisterBrokerRecord, UnregisterBrokerRecord, TopicRecord, PartitionRecord, ConfigRecord,
     PartitionChangeRecord, FenceBrokerRecord, UnfenceBrokerRecord, RemoveTopicRecord,
     FeatureLevelRecord, BrokerRegistrationChangeRecord, NoOpRecord,
 ]
 
 RECORD_CLASSES: dict[int, type] = {
     cls.__api_key__: cls
-    for cls in (RegisterBrokerRecord, UnregisterBrokerRecord, TopicRecord, PartitionRecord,
+    for cls in (RegisterBrokerRecord, UnregisterBrokerRecord, TopicRecord, PartitionRecord, ConfigRecord,
                 PartitionChangeRecord, FenceBrokerRecord, UnfenceBrokerRecord, RemoveTopicRecord,
                 FeatureLevelRecord, BrokerRegistrationChangeRecord, NoOpRecord)
 }

@@ -47,6 +47,8 @@ RECORDS = st.one_of(
     st.builds(r.UnfenceBrokerRecord, id=i32, epoch=i64),
     st.builds(r.RemoveTopicRecord, topic_id=uuids),
     st.builds(r.FeatureLevelRecord, name=text, feature_level=i16),
+    st.builds(r.ConfigRecord, resource_type=st.sampled_from([2, 4]), resource_name=text, name=text,
+              value=st.none() | text),
     st.builds(r.BrokerRegistrationChangeRecord, broker_id=i32, broker_epoch=i64,
               fenced=st.sampled_from([-1, 0, 1]), in_controlled_shutdown=st.sampled_from([0, 1]),
               log_dirs=uuid_list),
@@ -94,7 +96,7 @@ def test_exact_frame_and_versions():
     assert versions == {"RegisterBrokerRecord": 3, "UnregisterBrokerRecord": 0, "TopicRecord": 0,
                         "PartitionRecord": 1, "PartitionChangeRecord": 1, "FenceBrokerRecord": 0,
                         "UnfenceBrokerRecord": 0, "RemoveTopicRecord": 0, "FeatureLevelRecord": 0,
-                        "BrokerRegistrationChangeRecord": 2, "NoOpRecord": 0}
+                        "BrokerRegistrationChangeRecord": 2, "NoOpRecord": 0, "ConfigRecord": 0}
     fence = r.encode_record(r.FenceBrokerRecord(id=1, epoch=2))
     assert fence == b"\x01\x07\x00" + b"\x00\x00\x00\x01" + (2).to_bytes(8, "big") + b"\x00"
 
@@ -113,7 +115,7 @@ def test_partition_change_tags_match_kafka():
     (b"\x00\x14\x00\x00", "frame version 0"),
     (b"\x02\x14\x00\x00", "frame version 2"),
     (b"\x01\x63\x00", "type 99"),
-    (b"\x01\x04\x00\x00", "type 4"),
+    (b"\x01\x06\x00\x00", "type 6"),
     (b"\x01\x00\x02", "version 2"),
     (b"\x01\x03\x02", "version 2"),
     (b"\x01\x80\x80\x80\x80\x80\x01", "longer than 5 bytes"),

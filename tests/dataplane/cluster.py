@@ -81,6 +81,12 @@ class PureControllerChannel:
         self.requests.append(request)
         return self._apply(self.state.handle_create_topics(request, self.clock.monotonic_ms()))
 
+    async def alter_configs(self, request: Any) -> Any:
+        self.requests.append(request)
+        handler = self.state.handle_alter_configs if int(request.__api_key__) == 33 \
+            else self.state.handle_incremental_alter_configs
+        return self._apply(handler(request, self.clock.monotonic_ms()))
+
     def register_and_unfence(self, broker_id: int, port: int, dir_ids: list[uuid.UUID], rng: random.Random) -> None:
         reg_mod = wire.request_module(62, 3)
         resp = self._apply(self.state.handle_broker_registration(wire.request_class(62, 3)(

@@ -127,6 +127,14 @@ def test_acks_all_waits_for_the_isr_then_completes(broker3):
     b.loop.run(go())
 
 
+def _set_topic_config(topic: str, name: str, value: str):
+    """An IncrementalAlterConfigs request (SET) for one topic config."""
+    mod = wire.request_module(44, 1)
+    return wire.make(wire.request_class(44, 1), resources=(mod.AlterConfigsResource(
+        resource_type=2, resource_name=topic, configs=(mod.AlterableConfig(
+            name=name, config_operation=0, value=value),)),), validate_only=False)
+
+
 def test_acks_all_times_out_and_min_isr_is_enforced(broker3):
     b = broker3
 
@@ -137,7 +145,7 @@ def test_acks_all_times_out_and_min_isr_is_enforced(broker3):
         try:
             resp = await c.call(produce_request(9, "slow", 0, make_batch([b"x"]), acks=-1, timeout_ms=300))
             assert _perr(resp)[0] is ErrorCode.request_timed_out
-            b.view.min_isr = 2
+            await b.controller.alter_configs(_set_topic_config("alone", "min.insync.replicas", "2"))
             resp = await c.call(produce_request(9, "alone", 0, make_batch([b"x"]), acks=-1))
             assert _perr(resp)[0] is ErrorCode.not_enough_replicas
             resp = await c.call(produce_request(9, "alone", 0, make_batch([b"x"]), acks=1))

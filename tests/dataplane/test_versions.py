@@ -37,6 +37,19 @@ def _request(api_key: int, version: int, topic: str, topic_id, log_dir: str):
     if api_key == 19:
         return m(cls, topics=(m(mod.CreatableTopic, name=f"c{version}", num_partitions=1, replication_factor=1,
                                 assignments=(), configs=()),), timeout=timedelta(seconds=5), validate_only=False)
+    if api_key == 21:
+        return m(cls, topics=(mod.DeleteRecordsTopic(name=topic, partitions=(
+            mod.DeleteRecordsPartition(partition_index=0, offset=0),)),), timeout=timedelta(seconds=5))
+    if api_key == 32:
+        return m(cls, resources=(m(mod.DescribeConfigsResource, resource_type=2, resource_name=topic,
+                                   configuration_keys=None),), include_synonyms=True, include_documentation=True)
+    if api_key == 33:
+        return m(cls, resources=(m(mod.AlterConfigsResource, resource_type=2, resource_name=topic, configs=(
+            m(mod.AlterableConfig, name="retention.ms", value=str(1000 + version)),)),), validate_only=False)
+    if api_key == 44:
+        return m(cls, resources=(m(mod.AlterConfigsResource, resource_type=2, resource_name=topic, configs=(
+            m(mod.AlterableConfig, name="retention.bytes", config_operation=0, value=str(5000 + version)),)),),
+                 validate_only=False)
     if api_key == 22:
         return m(cls, transactional_id=None, transaction_timeout=timedelta(seconds=60), producer_id=-1, producer_epoch=-1)
     if api_key == 34:
