@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 
 import pytest
@@ -127,8 +128,18 @@ def test_create_topics_describe_cluster_find_coordinator(broker):
             dc = await c.call(wire.make(wire.request_class(60, 1), include_cluster_authorized_operations=False,
                                         endpoint_type=1))
             assert dc.error_code is ErrorCode.none and [(x.broker_id, x.port) for x in dc.brokers] == [(1, broker.server.port)]
+            # the first FindCoordinator creates __consumer_offsets (3 partitions, RF 1 here)
             fc = await c.call(wire.make(wire.request_class(10, 3), key="g", key_type=0))
             assert fc.error_code is ErrorCode.coordinator_not_available
+            for _ in range(100):
+                fc = await c.call(wire.make(wire.request_class(10, 3), key="g", key_type=0))
+                if fc.error_code is ErrorCode.none:
+                    break
+                await asyncio.sleep(0.02)
+            assert (fc.error_code, fc.node_id, fc.port) == (ErrorCode.none, 1, broker.server.port)
+            assert len(broker.image.partitions_of(broker.image.topic_ids["__consumer_offsets"])) == 3
+            txn = await c.call(wire.make(wire.request_class(10, 3), key="t", key_type=1))
+            assert txn.error_code is ErrorCode.coordinator_not_available
         finally:
             await c.close()
     broker.loop.run(go())
