@@ -7,8 +7,9 @@ APIs list, describe and delete groups; committed offsets survive the coordinator
 
 from __future__ import annotations
 
-import asyncio
+import json
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -229,6 +230,36 @@ def test_admin_list_describe_delete_groups(cluster):
         assert group not in {g.group_id for g in admin.list_consumer_groups().result(30).valid}
     finally:
         kp.close()
+
+
+ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
+NODE_TOOLS = os.path.join(ROOT, "tools", "node")
+
+
+def test_kafkajs_group_consumes_commits_and_describes(cluster):
+    """A client outside Python and librdkafka: KafkaJS (Node.js, installed by
+    scripts/bootstrap.sh) consumes in a group, commits, describes the group, fetches the
+    offsets (and describes the topic's configs when the broker serves DescribeConfigs)."""
+    from broker_impl.api.handlers import SUPPORTED_APIS
+    node = shutil.which("node")
+    assert node is not None, "node not installed: run scripts/bootstrap.sh as root"
+    assert os.path.isdir(os.path.join(NODE_TOOLS, "node_modules", "kafkajs")), "run scripts/bootstrap.sh (npm ci)"
+    topic, group = "kafkajs-t", "kafkajs-g"
+    make_topic(cluster, topic, 3)
+    produce(cluster, topic, [f"j{i}".encode() for i in range(30)], 3)
+    describe_configs = 32 in SUPPORTED_APIS
+    out = subprocess.run([node, os.path.join(NODE_TOOLS, "group_consume.js"), cluster.bootstrap, topic, group, "30",
+                          *(["--describe-configs"] if describe_configs else [])],
+                         capture_output=True, timeout=120, text=True)
+    assert out.returncode == 0, out.stderr[-3000:]
+    res = json.loads(out.stdout.strip().splitlines()[-1])
+    assert sorted(res["values"]) == sorted(f"j{i}" for i in range(30))
+    assert res["group"] == {"state": "Stable", "protocolType": "consumer", "protocol": "RoundRobinAssigner",
+                            "members": ["jbodlab-kafkajs"]}
+    assert res["offsets"] == [[0, 10], [1, 10], [2, 10]] and res["stateAfterLeave"] == "Empty"
+    assert committed_kafka_python(cluster, group, topic, 3) == {0: 10, 1: 10, 2: 10}
+    if describe_configs:
+        assert "retention.ms" in res["configs"] and "min.insync.replicas" in res["configs"]
 
 
 def coordinator_of(cluster, group: str) -> int:
