@@ -131,6 +131,16 @@ class GroupConsumerWorkload:
                                                                tp.offset)
                 self.counts["commits"] += 1
 
+    def end_offsets(self, partitions: dict[str, int]) -> dict[tuple[str, int], int]:
+        """The end (high watermark) of every partition now: what the group must commit up to."""
+        from confluent_kafka import Consumer, TopicPartition
+        c = Consumer({"bootstrap.servers": self.bootstrap(), "group.id": f"{self.group}-ends", "log_level": 0})
+        try:
+            return {(t, p): c.get_watermark_offsets(TopicPartition(t, p), timeout=20)[1]
+                    for t, n in partitions.items() for p in range(n)}
+        finally:
+            c.close()
+
     def stop(self, ends: dict[tuple[str, int], int], timeout_s: float = 30.0) -> dict[tuple[str, int], int]:
         """Consume until every partition's committed offset reaches ``ends`` (or the timeout),
         stop the members, and read the committed offsets back; returns them."""

@@ -72,7 +72,7 @@ _HANDLERS: dict[int, Handler] = {
 
 class BrokerApi:
     def __init__(self, view: BrokerView, *, producer_id_base: int,
-                 group_config: CoordinatorConfig | None = None) -> None:
+                 group_config: CoordinatorConfig | None = None, events: Any = None) -> None:
         self.view = view
         self.supported_apis = dict(SUPPORTED_APIS)
         # Request schemas kio 0.6.5 lacks; the listener must look here before kio's index.
@@ -83,7 +83,8 @@ class BrokerApi:
         self.producer_ids = ProducerIdAllocator(producer_id_base)
         # classic consumer groups: coordinator of the __consumer_offsets partitions led here
         self.groups = GroupCoordinator(view, self.purgatory, self.notify_partition,
-                                       group_config or CoordinatorConfig())
+                                       group_config or CoordinatorConfig(),
+                                       emit=events.emit if events is not None else None)
 
     async def handle(self, ctx: Any, header: Any, request: Any) -> Any | None:
         key = int(request.__api_key__)

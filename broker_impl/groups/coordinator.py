@@ -23,6 +23,9 @@ has loaded them (COORDINATOR_LOAD_IN_PROGRESS meanwhile).
   ``offsets.topic.replication.factor``) and answers COORDINATOR_NOT_AVAILABLE until its
   partitions have leaders; clients retry.
 - **Timers**: one task calls :meth:`Groups.tick` at the state's next deadline (≤ 100 ms).
+- **Events** (node event log): ``group_coordinator_loaded`` (partition, leader_epoch,
+  load_ms, groups with a stored record, offsets) and ``group_coordinator_unloaded``
+  (partition, groups) — the lab's ``coordinator_failover_ms`` is read from them.
 """
 
 from __future__ import annotations
@@ -110,7 +113,7 @@ class OwnedPartition:
 class GroupCoordinator:
     def __init__(self, view: Any, purgatory: Any, notify_partition: Callable[[uuid.UUID, int], None],
                  config: CoordinatorConfig, *, rng: random.Random | None = None,
-                 now_ms: Callable[[], int] | None = None) -> None:
+                 now_ms: Callable[[], int] | None = None, emit: Callable[..., Any] | None = None) -> None:
         self.view = view
         self.purgatory = purgatory
         self.notify_partition = notify_partition
@@ -125,6 +128,7 @@ class GroupCoordinator:
         self._creating: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self._started = False
+        self._emit = emit or (lambda event, **fields: None)   # the node event log
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
@@ -221,6 +225,9 @@ class GroupCoordinator:
         gids = self._groups_on(partitions)
         if gids:
             log.info("unloading %d groups of %s-%s", len(gids), OFFSETS_TOPIC, partitions)
+        for p in partitions:
+            self._emit("group_coordinator_unloaded", partition=p,
+                       groups=sorted(g for g in gids if self.partition_of(g) == p))
         self._execute(self.groups.unload(gids))
 
     async def _load(self, tid: uuid.UUID, partition: int, entry: OwnedPartition) -> None:
@@ -285,6 +292,9 @@ class GroupCoordinator:
             self.groups.load_offset(key.group_id, key.topic, key.partition, entry_value)
         entry.state = Ownership.LOADED
         entry.task = None
+        self._emit("group_coordinator_loaded", partition=partition, leader_epoch=entry.leader_epoch,
+                   load_ms=now - started, groups=sorted(g for g, v in groups.items() if v is not None),
+                   offsets=len(offsets))
         log.info("%s-%d loaded in %d ms: %d groups, %d offsets (to offset %d)", OFFSETS_TOPIC, partition,
                  now - started, len(groups), len(offsets), position)
         self._wake_timer()

@@ -212,7 +212,7 @@ class DataPlane:
             self.rt._halt(str(exc))
             return
         self.api = ReplicaAwareApi(self.view, producer_id_base=(self.rt.cfg.node_id << 48) | ((epoch & 0xFFFFFF) << 24),
-                                   group_config=group_config)
+                                   group_config=group_config, events=self.rt.events)
         self.view.api = self.api
         name = self.listener.name
         self.server = KafkaServer(self.api, host=self.listener.host or "0.0.0.0", port=self.listener.port,

@@ -34,7 +34,8 @@ GROUP_PROCESS_PREFIX = "group-m"
 EXAMPLES = 20
 
 
-def check_group_consumption(history: History) -> CheckResult:
+def check_group_consumption(scenario: object, history: History) -> CheckResult:
+    """The checker (``scenario`` unused: the history carries the group's events)."""
     name = "group_consumption"
     consumed = [o for o in history.ops("consume", "ok") if o.process.startswith(GROUP_PROCESS_PREFIX)]
     commits = history.events("offsets_committed", source="client")
