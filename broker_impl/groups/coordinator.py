@@ -459,7 +459,10 @@ class GroupCoordinator:
         assert self._wake is not None
         while True:
             now = self.now_ms()
-            self._execute(self.groups.tick(now))
+            try:
+                self._execute(self.groups.tick(now))
+            except Exception:   # a bug in the rules: logged, and the timers keep running
+                log.exception("group timers failed")
             self._wake.clear()
             deadline = self.groups.next_deadline_ms()
             wait_s = TICK_MAX_S if deadline is None else min(TICK_MAX_S, max(0.005, (deadline - now) / 1000))
