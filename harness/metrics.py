@@ -192,9 +192,29 @@ def compute_metrics(history: History, scenario: Any = None) -> list[dict]:
         if f.kind in ("disk", "network", "process", "replace-disk", "move-replica"):
             rows += _unavailability(f, oks)
     rows += _fencing(history, controller)
+    rows += _group_metrics(history, faults)
     if history.ops("produce"):
         report = analyse_durability(history)
         rows.append(_row("acked_lost", len(report.lost), unit="count"))
         rows.append(_row("duplicates", len(report.duplicates), unit="count"))
         rows += service_metric_rows(analyse_service(scenario, history), _row)
+    return rows
+
+
+def _group_metrics(history: History, faults: list[InjectedFault]) -> list[dict]:
+    """``rebalance_ms`` per group member start/revocation → assignment; per fault,
+    ``coordinator_failover_ms``: fault → the first ``group_coordinator_loaded`` on another
+    broker naming a group of the workload (its coordinator is available again)."""
+    from harness.checkers.group_consumption import rebalance_ms
+    rows = [_row("rebalance_ms", r["value"]) for r in rebalance_ms(history)]
+    groups = {e.get("group") for e in history.events(source="client") if e.get("group") is not None}
+    if not groups:
+        return rows
+    loads = history.events("group_coordinator_loaded", source="node")
+    for f in faults:
+        after = [e for e in loads if e.ts_ns > f.ts_ns and e.node_id != f.node_id
+                 and groups & set(e.get("groups") or ())]
+        if after:
+            rows.append(_row("coordinator_failover_ms", (after[0].ts_ns - f.ts_ns) / 1e6, fault=f,
+                             node_id=after[0].node_id, partition=after[0].get("partition")))
     return rows

@@ -66,6 +66,8 @@ DURATION_METRICS = (
     "fencing_ms",  # registration -> unfenced at start-up
     "controller_failover_ms",  # fault on the active controller -> another one active
     "failover_report_ms",  # dir failure -> commit, across a controller failover
+    "coordinator_failover_ms",  # fault -> a group's coordinator loaded on another broker
+    "rebalance_ms",  # a group member starts or is revoked -> its (new) assignment
 )
 COUNT_METRICS = ("acked_lost", "duplicates", "service_unrecovered")
 # service (harness.checkers.service): acks=all produce latency per window (before the first

@@ -29,6 +29,7 @@ from harness.faults.schedule import end_ms
 from harness.history import load_history
 from harness.scenario import Scenario
 from harness.services import ServiceError, Services, lab_topology
+from harness.group_workload import GroupConsumerWorkload
 from harness.workload import SUPPORTED_CLIENTS, ProducerWorkload, SafeLedger, drain
 
 Say = Callable[[str], None]
@@ -262,6 +263,11 @@ def _run_in_lab(scenario: Scenario, svc: Services, ledger, sampler, outcome: Run
         if t.create_at_ms is not None:
             heapq.heappush(plan, (t.create_at_ms, len(plan), "topic", t))
     workload.start()
+    group = None
+    if w.group_consumers:   # members of one group reading the initial topics, commit after processing
+        group = GroupConsumerWorkload(svc.bootstrap, ledger, group=w.group_id, topics=[t.name for t in topics_now],
+                                      members=w.group_consumers, say=lambda m: say(f"  {m}"))
+        group.start()
     start = time.monotonic()
     next_sample = start
     next_poll = start
@@ -298,6 +304,14 @@ def _run_in_lab(scenario: Scenario, svc: Services, ledger, sampler, outcome: Run
         interrupted = isinstance(sys.exc_info()[1], KeyboardInterrupt)
         workload.stop(flush_timeout_s=1.0 if interrupted else 25.0)
         executor.heal_all()
+    if group is not None:
+        try:
+            group.stop(group.end_offsets({t.name: t.partitions for t in topics_now}),
+                       timeout_s=w.drain_timeout_ms / 1000)
+            say(f"  group {w.group_id}: {group.counts}" + (f"; errors {group.errors}" if group.errors else ""))
+        except Exception as exc:  # noqa: BLE001 - the group_consumption check says unknown then
+            executor.errors.append(f"group consumers: {type(exc).__name__}: {exc}")
+        workload.errors.extend(group.errors)
     outcome.workload_counts = dict(workload.counts)
     say(f"  workload done: {workload.counts}" + (f"; errors {workload.errors}" if workload.errors else ""))
     svc.poll_exits()

@@ -29,13 +29,16 @@ from harness.faults.schedule import (
 from harness.fields import Fields, Problems, ScenarioError, join, one_of
 
 __all__ = [
-    "CHECK_NAMES", "CLIENTS", "OUTCOMES", "Topology", "ServerConfigs", "TopicSpec", "Workload",
+    "CHECK_NAMES", "OPTIONAL_CHECK_NAMES", "CLIENTS", "OUTCOMES", "Topology", "ServerConfigs", "TopicSpec", "Workload",
     "Expect", "Scenario", "ScenarioError", "load_scenario", "parse_scenario_text",
     "add_scenario_arguments", "scenario_from_args", "apply_override",
 ]
 
 CHECK_NAMES = ("durability", "failover", "liveness", "timeout_accuracy", "fencing", "metadata_invariants",
                "quorum_logs", "service")
+# named by scenarios that need them (not run by default)
+OPTIONAL_CHECK_NAMES = ("group_consumption",)
+OFFSETS_TOPIC = "__consumer_offsets"
 CLIENTS = ("kafka-python", "confluent-kafka", "kcat")
 ACKS = ("all", "1", "0")
 FS_TYPES = ("ext4", "xfs")
@@ -112,6 +115,12 @@ class ServerConfigs:
         return props
 
 
+def offsets_partitions(configs: "ServerConfigs") -> int:
+    """``offsets.topic.num.partitions`` the brokers run with (Kafka's default 50)."""
+    text = dict(configs.broker_overrides).get("offsets.topic.num.partitions", "50")
+    return int(text) if str(text).isdigit() else 50
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TopicSpec:
     name: str
@@ -126,7 +135,9 @@ class Workload:
     """A real Kafka client producing unique values (``<run>-<producer>-<seq>``) with acks=all
     at ``rate_per_s`` (shared by ``producers`` idempotent producers, each round-robin over every
     partition) for ``duration_ms``, then a drain consumer reading every partition by
-    assignment to its end (bounded by ``drain_timeout_ms``).
+    assignment to its end (bounded by ``drain_timeout_ms``). With ``group_consumers`` > 0,
+    that many members of consumer group ``group_id`` consume every topic meanwhile and commit
+    after processing (``harness.group_workload``; checked by ``group_consumption``).
 
     Default shape: 12 partitions RF 3 (on 3 brokers each leads 4 and follows 8, 4 replicas
     per dir) and 4 librdkafka producers, whose I/O runs on its own threads, so the latency the
@@ -140,6 +151,8 @@ class Workload:
     value_bytes: int = 64
     producers: int = 4
     drain_timeout_ms: int = 30000
+    group_consumers: int = 0                # members of one consumer group reading every topic (0: none)
+    group_id: str = "jbodlab-group"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -302,7 +315,9 @@ def _workload(data: Any, problems: Problems, topology: Topology) -> Workload:
                      duration_ms=f.int("duration_ms", d.duration_ms, lo=1000),
                      value_bytes=f.int("value_bytes", d.value_bytes, lo=16, hi=1_000_000),
                      producers=f.int("producers", d.producers, lo=1, hi=64),
-                     drain_timeout_ms=f.int("drain_timeout_ms", d.drain_timeout_ms, lo=1000))
+                     drain_timeout_ms=f.int("drain_timeout_ms", d.drain_timeout_ms, lo=1000),
+                     group_consumers=f.int("group_consumers", d.group_consumers, lo=0, hi=64),
+                     group_id=f.str("group_id", d.group_id))
     f.finish()
     return value
 
@@ -339,9 +354,12 @@ def _scenario(data: Any, problems: Problems) -> Scenario | None:
     topology = _topology(f.table("topology", {}), problems)
     configs = _configs(f.table("configs", {}), problems)
     workload = _workload(f.table("workload", {}), problems, topology)
+    known_topics = {t.name: t.partitions for t in workload.topics if isinstance(t.partitions, int)}
+    if isinstance(workload.group_consumers, int) and workload.group_consumers > 0:
+        # the group's offsets topic (created by its first FindCoordinator) may be a fault target
+        known_topics[OFFSETS_TOPIC] = offsets_partitions(configs)
     targets = TargetCheck(set(topology.broker_ids()), set(topology.controller_ids()),
-                          topology.dirs_per_broker or 1,
-                          {t.name: t.partitions for t in workload.topics if isinstance(t.partitions, int)})
+                          topology.dirs_per_broker or 1, known_topics)
     faults = []
     for path, item in f.list("faults", []):
         fault = fault_from_dict(item, path, problems, targets)
@@ -363,8 +381,8 @@ def _scenario(data: Any, problems: Problems) -> Scenario | None:
                              f"topic {topic!r} is only created at {created[topic]} ms (workload.topics)")
     checks = []
     for path, item in f.list("checks", list(CHECK_NAMES)):
-        if item not in CHECK_NAMES:
-            problems.add(path, one_of(item, CHECK_NAMES))
+        if item not in CHECK_NAMES + OPTIONAL_CHECK_NAMES:
+            problems.add(path, one_of(item, CHECK_NAMES + OPTIONAL_CHECK_NAMES))
         elif item in checks:
             problems.add(path, f"duplicate check {item!r}")
         checks.append(item)

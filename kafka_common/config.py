@@ -187,6 +187,13 @@ _DEFS: dict[str, tuple[str, Callable[[str, str], Any], str | None]] = {
 }
 
 
+# keys of the broker's group coordinator, validated by ``broker_impl.groups.coordinator``
+GROUP_COORDINATOR_KEYS = frozenset({
+    "offsets.topic.num.partitions", "offsets.topic.replication.factor", "offsets.commit.timeout.ms",
+    "group.min.session.timeout.ms", "group.max.session.timeout.ms", "group.initial.rebalance.delay.ms",
+    "group.max.size", "offset.metadata.max.bytes"})
+
+
 @dataclass(frozen=True, slots=True)
 class ServerConfig:
     process_roles: tuple[str, ...]
@@ -273,7 +280,8 @@ def parse_config(text: str, overrides: dict[str, str] | None = None) -> ServerCo
         if raw is None:
             raise ConfigError(f"{key}: required but missing")
         values[name] = conv(key, raw) if raw != "" else _empty(conv)
-    warnings = tuple(f"unknown config key {k!r} ignored" for k in props if k not in _DEFS)
+    warnings = tuple(f"unknown config key {k!r} ignored" for k in props
+                     if k not in _DEFS and k not in GROUP_COORDINATOR_KEYS)
     cfg = ServerConfig(**values, raw=dict(props), warnings=warnings)
     _check_roles(cfg)
     return cfg

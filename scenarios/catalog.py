@@ -1,5 +1,6 @@
-"""S1–S11 of ``scenarios.md``, S12–S14 (the controller quorum under KIP-858 failures) and S15
-(S1 at 300 partitions) as functions returning :class:`~harness.scenario.Scenario` values.
+"""S1–S11 of ``scenarios.md``, S12–S14 (the controller quorum under KIP-858 failures), S15
+(S1 at 300 partitions) and S16 (a group coordinator's offsets dir fails) as functions returning
+:class:`~harness.scenario.Scenario` values.
 
 Each function takes ``bounce`` (where kafkatest's ``bounce_broker`` matrix applies: the
 faulted broker gets a clean restart 1 s after the fault, with the dir still failed) and
@@ -16,14 +17,15 @@ from typing import Callable
 from harness.faults.schedule import (
     DiskFault, MoveReplica, NetworkFault, ProcessFault, ReplaceDisk, soak_schedule,
 )
-from harness.scenario import CHECK_NAMES, Expect, Scenario, Topology, TopicSpec, Workload
+from broker_impl.groups.state.records import partition_for
+from harness.scenario import CHECK_NAMES, Expect, Scenario, ServerConfigs, Topology, TopicSpec, Workload
 
 __all__ = [
     "leader_dir_fails", "follower_dir_fails", "bounce_after_failure", "failure_timeout_shutdown",
     "timeout_not_leader", "last_dir_fails", "metadata_dir_fails", "restart_fenced_until_assigned",
     "replace_disk", "move_replica", "flaky_and_slow", "many_partitions", "soak", "all_scenarios", "by_name",
     "BOUNCE_APPLIES", "active_controller_killed_during_report", "active_controller_metadata_disk_fails",
-    "active_controller_partitioned_during_report", "CONTROLLER_SCENARIOS",
+    "active_controller_partitioned_during_report", "CONTROLLER_SCENARIOS", "offsets_dir_fails",
 ]
 
 FAULT_AT_MS = 5000
@@ -288,6 +290,34 @@ def active_controller_partitioned_during_report(*, seed: int = 0) -> Scenario:
                                 "elects a leader that commits the report; logs agree after the heal"))
 
 
+GROUP_ID = "jbodlab-group"
+OFFSETS_PARTITIONS = 5
+
+
+def offsets_dir_fails(*, seed: int = 0) -> Scenario:
+    """S16 (issue 13; kafkatest validates log_dir_failure_test with a consumer in a group):
+    two group members consume t1 and commit after processing; the dir holding the
+    ``__consumer_offsets`` partition of their group on its leader — the group coordinator —
+    fails. The coordinator moves to the new leader, which loads the partition; the members
+    find it and go on: no committed offset lost or going backwards, every acked record
+    consumed by the group."""
+    p = partition_for(GROUP_ID, OFFSETS_PARTITIONS)
+    node, dir_ = f"leader:__consumer_offsets/{p}", f"replica:__consumer_offsets/{p}"
+    return Scenario(
+        id="S16", name="offsets-dir-fails", seed=seed,
+        description=f"fail the dir holding __consumer_offsets-{p} (group {GROUP_ID}) on its leader while two "
+                    "group members consume and commit",
+        configs=ServerConfigs(broker_overrides={"offsets.topic.num.partitions": str(OFFSETS_PARTITIONS),
+                                                "group.initial.rebalance.delay.ms": "500"}),
+        workload=Workload(group_consumers=2, group_id=GROUP_ID),
+        faults=(DiskFault(at_ms=FAULT_AT_MS + 3000, node=node, dir=dir_, mode="error"),),
+        checks=("durability", "liveness", "metadata_invariants", "service", "group_consumption"),
+        expect=Expect(outcomes={node: "alive"},
+                      must_show="the group's coordinator moves with its offsets partition; members rejoin; no "
+                                "committed offset lost or going backwards; every acked record consumed by the "
+                                "group"))
+
+
 CONTROLLER_SCENARIOS = ("active-controller-killed-during-report", "active-controller-metadata-disk-fails",
                         "active-controller-partitioned-during-report")
 
@@ -303,7 +333,8 @@ def all_scenarios(*, seed: int = 0) -> list[Scenario]:
             metadata_dir_fails(seed=seed), restart_fenced_until_assigned(seed=seed), replace_disk(seed=seed),
             move_replica(fail="source", seed=seed), move_replica(fail="target", seed=seed), soak(seed=seed),
             active_controller_killed_during_report(seed=seed), active_controller_metadata_disk_fails(seed=seed),
-            active_controller_partitioned_during_report(seed=seed), many_partitions(seed=seed)]
+            active_controller_partitioned_during_report(seed=seed), many_partitions(seed=seed),
+            offsets_dir_fails(seed=seed)]
     return out
 
 
@@ -329,4 +360,5 @@ SCENARIO_FUNCTIONS: dict[str, Callable[..., Scenario]] = {
     "S7": restart_fenced_until_assigned, "S8": replace_disk, "S9": move_replica, "S10": flaky_and_slow,
     "S11": soak, "S12": active_controller_killed_during_report, "S13": active_controller_metadata_disk_fails,
     "S14": active_controller_partitioned_during_report, "S15": many_partitions,
+    "S16": offsets_dir_fails,
 }

@@ -58,6 +58,7 @@ SUITE = [
     "active-controller-killed-during-report",
     "active-controller-metadata-disk-fails",
     "active-controller-partitioned-during-report",
+    "offsets-dir-fails",
 ]
 SOAK_DURATION_MS = 40000
 

@@ -11,6 +11,11 @@ APT_PACKAGES=(
   docker.io debootstrap fuse3 libfuse3-3 xfsprogs e2fsprogs kcat iproute2 util-linux
   psmisc procps kmod openjdk-17-jre-headless
 )
+# node + npm for the client tests outside Python and librdkafka (KafkaJS, tools/node);
+# a node that is already installed (e.g. from another repository, with its own npm) is kept
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+  APT_PACKAGES+=(nodejs npm)
+fi
 
 if [ "$(id -u)" -ne 0 ]; then
   say "not root: skipping system packages (the lab needs root; unit tests do not)"
@@ -43,4 +48,19 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "$want" > "$stamp"
 else
   say "virtual environment up to date"
+fi
+
+# KafkaJS (pinned in tools/node/package-lock.json) under tools/node/node_modules, not committed
+if command -v npm >/dev/null 2>&1; then
+  node_stamp=tools/node/node_modules/.jbodlab-installed
+  node_want=$(sha256sum tools/node/package-lock.json | cut -c1-16)
+  if [ "$(cat "$node_stamp" 2>/dev/null)" != "$node_want" ]; then
+    say "installing the Node.js client packages into tools/node/node_modules (npm ci)"
+    (cd tools/node && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+    echo "$node_want" > "$node_stamp"
+  else
+    say "Node.js client packages up to date"
+  fi
+else
+  say "npm not available: the KafkaJS client tests will fail (run as root to install nodejs/npm)"
 fi

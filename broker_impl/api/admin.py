@@ -9,8 +9,6 @@
 - InitProducerId: idempotent producers only (a transactional id → TRANSACTIONAL_ID_AUTHORIZATION_FAILED);
   producer ids from :class:`broker_impl.state.producers.ProducerIdAllocator`.
 - DescribeCluster: the live brokers of this listener (endpoint type 1 only).
-- FindCoordinator: there are no group/transaction coordinators in this cluster →
-  COORDINATOR_NOT_AVAILABLE (advertised because librdkafka gates lz4 on it).
 """
 
 from __future__ import annotations
@@ -159,8 +157,3 @@ async def handle_describe_cluster(api: BrokerApi, ctx: Any, req: Any) -> Any:
                  brokers=tuple(build(broker_cls, broker_id=b, host=h, port=p, rack=r) for b, h, p, r in brokers),
                  cluster_authorized_operations=-2147483648)
 
-
-async def handle_find_coordinator(api: BrokerApi, ctx: Any, req: Any) -> Any:
-    resp_cls = response_type(10, req.__version__, "FindCoordinatorResponse")
-    return build(resp_cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.coordinator_not_available,
-                 error_message="this cluster has no group or transaction coordinator", node_id=-1, host="", port=-1)

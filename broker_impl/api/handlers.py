@@ -9,15 +9,16 @@ response entity of the request's version, or ``None`` when no response must be s
 Version choices (see ``/work/shared/spec/wire-notes.md``): Produce 0–10 (v0–2 through our
 own schemas in :mod:`legacy_produce`, since kio has none), Fetch 4–16 (v13+ by topic id;
 Metadata returns real topic ids), Metadata 0–13, ListOffsets 1–7, CreateTopics 2–7,
-InitProducerId 0–4, FindCoordinator 0–3, DescribeCluster 0–1, DescribeLogDirs 1–4,
-AlterReplicaLogDirs 1–2, DeleteRecords 0–2, DescribeConfigs 1–4 (kio has no v0),
-AlterConfigs 0–2, IncrementalAlterConfigs 0–1 (the last two forwarded to the controller).
+InitProducerId 0–4, DescribeCluster 0–1, DescribeLogDirs 1–4, AlterReplicaLogDirs 1–2,
+DeleteRecords 0–2, DescribeConfigs 1–4 (kio has no v0), AlterConfigs 0–2,
+IncrementalAlterConfigs 0–1 (the last two forwarded to the controller), and the classic
+group APIs of :mod:`broker_impl.groups.handlers` (FindCoordinator 0–6, JoinGroup,
+SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, ListGroups, DescribeGroups,
+DeleteGroups, OffsetDelete). ApiVersions advertises exactly this table.
 
-Why Produce from v0 and FindCoordinator at all: librdkafka enables codecs from the
-advertised ranges. librdkafka 2.0.2 (Debian's kcat) compresses with gzip/snappy only when
-Produce v0 is in range, and every librdkafka needs FindCoordinator v0 for lz4; without
-them it silently sends uncompressed batches. FindCoordinator is answered truthfully: this
-cluster has no group or transaction coordinator → COORDINATOR_NOT_AVAILABLE.
+Why Produce from v0: librdkafka enables codecs from the advertised ranges; librdkafka 2.0.2
+(Debian's kcat) compresses with gzip/snappy only when Produce v0 is in range (and every
+librdkafka needs FindCoordinator v0 in range for lz4 — served for real now, v0–6).
 
 The listener must consult ``request_classes`` ({(api_key, version): kio-style class})
 before ``kafka_common.wire.request_class`` so that Produce v0–2 decode.
@@ -31,6 +32,8 @@ from typing import Any, Awaitable, Callable
 
 from broker_impl.api import admin, configs, delete_records, fetch, legacy_produce, log_dirs, metadata, produce
 from broker_impl.api.fetch_session import FetchSessionCache
+from broker_impl.groups import handlers as group_handlers
+from broker_impl.groups.coordinator import CoordinatorConfig, GroupCoordinator
 from broker_impl.api.purgatory import Purgatory
 from broker_impl.api.view import BrokerView
 from broker_impl.state.producers import ProducerIdAllocator
@@ -38,7 +41,6 @@ from broker_impl.state.producers import ProducerIdAllocator
 log = logging.getLogger(__name__)
 
 PRODUCE, FETCH, LIST_OFFSETS, METADATA = 0, 1, 2, 3
-FIND_COORDINATOR = 10
 CREATE_TOPICS, DELETE_RECORDS, INIT_PRODUCER_ID = 19, 21, 22
 DESCRIBE_CONFIGS, ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 32, 33, 44
 ALTER_REPLICA_LOG_DIRS, DESCRIBE_LOG_DIRS, DESCRIBE_CLUSTER = 34, 35, 60
@@ -48,7 +50,6 @@ SUPPORTED_APIS: dict[int, tuple[int, int]] = {
     FETCH: (4, 16),
     LIST_OFFSETS: (1, 7),
     METADATA: (0, 13),
-    FIND_COORDINATOR: (0, 3),
     CREATE_TOPICS: (2, 7),
     INIT_PRODUCER_ID: (0, 4),
     ALTER_REPLICA_LOG_DIRS: (1, 2),
@@ -58,6 +59,7 @@ SUPPORTED_APIS: dict[int, tuple[int, int]] = {
     DESCRIBE_CONFIGS: (1, 4),
     ALTER_CONFIGS: (0, 2),
     INCREMENTAL_ALTER_CONFIGS: (0, 1),
+    **group_handlers.SUPPORTED_APIS,
 }
 
 Handler = Callable[["BrokerApi", Any, Any], Awaitable[Any]]
@@ -66,7 +68,6 @@ _HANDLERS: dict[int, Handler] = {
     FETCH: fetch.handle_fetch,
     LIST_OFFSETS: admin.handle_list_offsets,
     METADATA: metadata.handle_metadata,
-    FIND_COORDINATOR: admin.handle_find_coordinator,
     CREATE_TOPICS: admin.handle_create_topics,
     INIT_PRODUCER_ID: admin.handle_init_producer_id,
     ALTER_REPLICA_LOG_DIRS: log_dirs.handle_alter_replica_log_dirs,
@@ -76,11 +77,13 @@ _HANDLERS: dict[int, Handler] = {
     DESCRIBE_CONFIGS: configs.handle_describe_configs,
     ALTER_CONFIGS: configs.handle_alter_configs,
     INCREMENTAL_ALTER_CONFIGS: configs.handle_incremental_alter_configs,
+    **group_handlers.HANDLERS,
 }
 
 
 class BrokerApi:
-    def __init__(self, view: BrokerView, *, producer_id_base: int) -> None:
+    def __init__(self, view: BrokerView, *, producer_id_base: int,
+                 group_config: CoordinatorConfig | None = None, events: Any = None) -> None:
         self.view = view
         self.supported_apis = dict(SUPPORTED_APIS)
         # Request schemas kio 0.6.5 lacks; the listener must look here before kio's index.
@@ -89,6 +92,10 @@ class BrokerApi:
         self.fetch_sessions = FetchSessionCache(self.purgatory)   # replica fetches (KIP-227)
         # sequence state lives with each partition log (PartitionLog.producer_state)
         self.producer_ids = ProducerIdAllocator(producer_id_base)
+        # classic consumer groups: coordinator of the __consumer_offsets partitions led here
+        self.groups = GroupCoordinator(view, self.purgatory, self.notify_partition,
+                                       group_config or CoordinatorConfig(),
+                                       emit=events.emit if events is not None else None)
 
     async def handle(self, ctx: Any, header: Any, request: Any) -> Any | None:
         key = int(request.__api_key__)
@@ -99,8 +106,10 @@ class BrokerApi:
 
     def notify_partition(self, topic_id: uuid.UUID, partition: int) -> None:
         """Something changed on a partition (append, HW, ISR, leadership): re-check its
-        delayed produces and long-polling fetches."""
+        delayed produces and long-polling fetches; the group coordinator follows its offsets
+        partitions (leadership, local dir offline)."""
         self.purgatory.notify((topic_id, partition))
+        self.groups.on_partition_changed(topic_id, partition)
 
     def notify_all(self) -> None:
         self.purgatory.notify_all()
@@ -110,5 +119,8 @@ class BrokerApi:
         changed (leadership/ISR moves complete or fail delayed produces and fetches).
         ``changes`` is the ``ImageChanges`` value the runtime drained from the image for its
         replica management (only ``.partitions`` keys are read)."""
+        self.groups.start()  # on the loop: the coordinator follows the image from now on
         for topic_id, partition in getattr(changes, "partitions", {}):
             self.notify_partition(topic_id, partition)
+        if getattr(changes, "removed_topics", None):
+            self.groups.reconcile_all()

@@ -36,6 +36,7 @@ API_KEY = 3
 CREATE_TOPICS_KEY = 19
 CREATE_TOPICS_VERSION = 7
 AUTO_CREATE_TIMEOUT_S = 5.0
+INTERNAL_TOPICS = frozenset({"__consumer_offsets"})   # Metadata marks it is_internal, as Kafka does
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
 log = logging.getLogger(__name__)
 
@@ -140,7 +141,7 @@ async def handle_metadata(api: BrokerApi, ctx: Any, req: Any) -> Any:
                 replica_nodes=tuple(p.replicas), isr_nodes=tuple(p.isr),
                 offline_replicas=offline_replicas(api, p.replicas, p.directories)))
         topics.append(build(topic_cls, error_code=ErrorCode.none, name=image.topics[tid].name, topic_id=tid,
-                            is_internal=False, partitions=tuple(parts)))
+                            is_internal=image.topics[tid].name in INTERNAL_TOPICS, partitions=tuple(parts)))
     brokers = live_brokers(api, listener_of(api, ctx))
     return build(resp_cls, throttle_time=NO_THROTTLE,
                  brokers=tuple(build(broker_cls, node_id=b, host=h, port=pt, rack=r) for b, h, pt, r in brokers),

@@ -24,6 +24,7 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from broker_impl.api.handlers import BrokerApi
+from broker_impl.groups.coordinator import ConfigError as GroupConfigError, CoordinatorConfig
 from broker_impl.replication.fetcher import FetcherManager
 from broker_impl.replication.mover import DirMover
 from broker_impl.runtime.dataplane import FetchHost, ReplicaAwareApi, RuntimeView, client_listener
@@ -205,7 +206,13 @@ class DataPlane:
         if self.server is not None or self.listener is None:
             return
         epoch = self.rt.core.lifecycle.broker_epoch
-        self.api = ReplicaAwareApi(self.view, producer_id_base=(self.rt.cfg.node_id << 48) | ((epoch & 0xFFFFFF) << 24))
+        try:
+            group_config = CoordinatorConfig.from_properties(self.rt.cfg.raw)
+        except GroupConfigError as exc:
+            self.rt._halt(str(exc))
+            return
+        self.api = ReplicaAwareApi(self.view, producer_id_base=(self.rt.cfg.node_id << 48) | ((epoch & 0xFFFFFF) << 24),
+                                   group_config=group_config, events=self.rt.events)
         self.view.api = self.api
         name = self.listener.name
         self.server = KafkaServer(self.api, host=self.listener.host or "0.0.0.0", port=self.listener.port,

@@ -13,6 +13,7 @@ from harness.checkers.base import UNKNOWN, CheckResult, Valid, check_safe, merge
 from harness.checkers.durability import analyse_durability, check_durability
 from harness.checkers.failover import check_failover
 from harness.checkers.fencing import check_fencing
+from harness.checkers.group_consumption import check_group_consumption
 from harness.checkers.liveness import check_liveness
 from harness.checkers.metadata import check_metadata_invariants
 from harness.checkers.quorum_logs import check_quorum_logs
@@ -31,6 +32,7 @@ CHECKERS: dict[str, Callable[..., CheckResult]] = {
     "metadata_invariants": check_metadata_invariants,
     "service": check_service,
     "quorum_logs": check_quorum_logs,
+    "group_consumption": check_group_consumption,     # optional: scenarios with group consumers
 }
 
 

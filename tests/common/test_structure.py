@@ -8,7 +8,8 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 FORBIDDEN = {"asyncio", "socket", "os", "time", "subprocess", "threading", "selectors",
              "shutil", "pathlib", "signal", "docker", "pyroute2", "psutil"}
-PURE_DIRS = ["kafka_common", "controller_impl/state", "controller_impl/raft", "broker_impl/state"]
+PURE_DIRS = ["kafka_common", "controller_impl/state", "controller_impl/raft", "broker_impl/state",
+             "broker_impl/groups/state"]
 
 
 def _pure_modules():

@@ -26,6 +26,8 @@ from kio.schema.errors import ErrorCode
 from broker_impl.api.entities import NO_THROTTLE, build, response_type
 from broker_impl.api.handlers import BrokerApi
 from broker_impl.api.storage_view import LogManagerView
+from broker_impl.groups.coordinator import CoordinatorConfig
+from broker_impl.groups.state.group import GroupConfig
 from broker_impl.storage.log_manager import LogManager
 from broker_impl.storage.partition_log import LogConfig
 from broker_impl.storage.startup import load_log_dirs
@@ -144,7 +146,10 @@ class Broker:
         self.view = LogManagerView(node_id=node_id, cluster_id=CLUSTER_ID, listener_name="PLAINTEXT",
                                    image=self.image, log_manager=self.lm, controller=self.controller,
                                    mover=self.mover, now_ms=self.clock.monotonic_ms, create_logs_on_demand=True)
-        self.api = BrokerApi(self.view, producer_id_base=node_id << 32)
+        # one broker: __consumer_offsets with RF 1, few partitions, no initial rebalance delay
+        self.api = BrokerApi(self.view, producer_id_base=node_id << 32, group_config=CoordinatorConfig(
+            offsets_partitions=3, offsets_replication_factor=1,
+            groups=GroupConfig(initial_rebalance_delay_ms=0, min_session_timeout_ms=1000)))
         self.feed.on_changes = self._on_changes
         self.server = KafkaServer(self.api, host="127.0.0.1", port=0, listener_name="PLAINTEXT",
                                   log=self.server_log.append)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 
 import pytest
@@ -127,8 +128,18 @@ def test_create_topics_describe_cluster_find_coordinator(broker):
             dc = await c.call(wire.make(wire.request_class(60, 1), include_cluster_authorized_operations=False,
                                         endpoint_type=1))
             assert dc.error_code is ErrorCode.none and [(x.broker_id, x.port) for x in dc.brokers] == [(1, broker.server.port)]
+            # the first FindCoordinator creates __consumer_offsets (3 partitions, RF 1 here)
             fc = await c.call(wire.make(wire.request_class(10, 3), key="g", key_type=0))
             assert fc.error_code is ErrorCode.coordinator_not_available
+            for _ in range(100):
+                fc = await c.call(wire.make(wire.request_class(10, 3), key="g", key_type=0))
+                if fc.error_code is ErrorCode.none:
+                    break
+                await asyncio.sleep(0.02)
+            assert (fc.error_code, fc.node_id, fc.port) == (ErrorCode.none, 1, broker.server.port)
+            assert len(broker.image.partitions_of(broker.image.topic_ids["__consumer_offsets"])) == 3
+            txn = await c.call(wire.make(wire.request_class(10, 3), key="t", key_type=1))
+            assert txn.error_code is ErrorCode.coordinator_not_available
         finally:
             await c.close()
     broker.loop.run(go())
@@ -293,3 +304,39 @@ def test_advertised_versions(broker):
         assert table[1][1] >= 13 and table[3][1] >= 12
     broker.loop.run(go())
 
+
+
+def test_offset_fetch_v8_answers_several_groups_in_one_request(broker):
+    async def go():
+        await broker.create_topic("mg", 2)
+        c = await RawConnection.open(broker.server.port)
+        try:
+            for _ in range(200):   # the first FindCoordinator creates __consumer_offsets; wait for its load
+                fc = await c.call(wire.make(wire.request_class(10, 4), key_type=0, coordinator_keys=("g1", "g2")))
+                if all(x.error_code is ErrorCode.none for x in fc.coordinators) and not broker.api.groups.loading():
+                    break
+                await asyncio.sleep(0.02)
+            assert [(x.key, x.node_id) for x in fc.coordinators] == [("g1", 1), ("g2", 1)]
+            mod = wire.request_module(8, 9)
+            for group, offset in (("g1", 11), ("g2", 22)):
+                r = await c.call(wire.make(wire.request_class(8, 9), group_id=group, generation_id_or_member_epoch=-1,
+                                           member_id="", group_instance_id=None, topics=(wire.make(
+                                               mod.OffsetCommitRequestTopic, name="mg", partitions=(wire.make(
+                                                   mod.OffsetCommitRequestPartition, partition_index=1,
+                                                   committed_offset=offset, committed_leader_epoch=3,
+                                                   committed_metadata=group),)),)))
+                assert r.topics[0].partitions[0].error_code is ErrorCode.none
+            fm = wire.request_module(9, 9)
+            resp = await c.call(wire.make(wire.request_class(9, 9), require_stable=True, groups=tuple(
+                wire.make(fm.OffsetFetchRequestGroup, group_id=g, member_id=None, member_epoch=-1, topics=topics)
+                for g, topics in (("g1", None), ("g2", (wire.make(fm.OffsetFetchRequestTopics, name="mg",
+                                                                 partition_indexes=(0, 1)),)), ("none", None)))))
+            got = {g.group_id: (g.error_code, [(t.name, p.partition_index, p.committed_offset,
+                                                 p.committed_leader_epoch, p.metadata)
+                                                for t in g.topics for p in t.partitions]) for g in resp.groups}
+            assert got == {"g1": (ErrorCode.none, [("mg", 1, 11, 3, "g1")]),
+                           "g2": (ErrorCode.none, [("mg", 0, -1, -1, ""), ("mg", 1, 22, 3, "g2")]),
+                           "none": (ErrorCode.none, [])}
+        finally:
+            await c.close()
+    broker.loop.run(go())

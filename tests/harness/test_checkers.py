@@ -73,7 +73,8 @@ def test_run_checks_composes_scenario_checks():
     bad = run_checks(S1, s1_history(failover_ms=20_000).build())
     assert bad.valid is False
     assert set(CHECKERS) == {"durability", "failover", "liveness", "timeout_accuracy", "fencing",
-                             "metadata_invariants", "quorum_logs", "service"}
+                             "metadata_invariants", "quorum_logs", "service",
+                             "group_consumption"}
 
 
 # ---------------------------------------------------------------- durability

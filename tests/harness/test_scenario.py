@@ -33,9 +33,9 @@ def test_every_catalog_scenario_round_trips_through_its_run_json_form(scenario):
     assert scenario.checks and scenario.expect.must_show
 
 
-def test_catalog_matrix_has_s1_to_s15_and_bounce_variants():
+def test_catalog_matrix_has_s1_to_s16_and_bounce_variants():
     every = catalog.all_scenarios()
-    assert {s.id for s in every} == {f"S{i}" for i in range(1, 16)}
+    assert {s.id for s in every} == {f"S{i}" for i in range(1, 17)}
     for name in catalog.CONTROLLER_SCENARIOS:   # the quorum scenarios need a quorum
         s = catalog.by_name(name)
         assert s.topology.controllers == 3 and "quorum_logs" in s.checks
@@ -239,3 +239,16 @@ def test_null_and_empty_values():
                  "expect.outcomes.leader:t1/0": "no topic 't1': the workload has no valid topics"}
     with pytest.raises(ScenarioError, match="<scenario>: must be a table of fields, got a list"):
         Scenario.from_dict([1])
+
+
+def test_s16_targets_the_group_coordinators_offsets_dir():
+    from broker_impl.groups.state.records import partition_for
+    s = catalog.by_name("S16")
+    p = partition_for(s.workload.group_id, int(s.configs.broker_overrides["offsets.topic.num.partitions"]))
+    (fault,) = s.faults
+    assert (fault.node, fault.dir) == (f"leader:__consumer_offsets/{p}", f"replica:__consumer_offsets/{p}")
+    assert s.workload.group_consumers == 2 and "group_consumption" in s.checks
+    data = s.to_dict()
+    data["workload"]["group_consumers"] = 0     # no group: the offsets topic is no known fault target
+    with pytest.raises(ScenarioError, match="__consumer_offsets"):
+        Scenario.from_dict(data)

@@ -1,0 +1,481 @@
+"""The group coordinator's I/O edge: ``__consumer_offsets`` partitions, loads, writes, timers.
+
+A broker coordinates the groups of every ``__consumer_offsets`` partition it leads whose
+log dir is online (Kafka: the coordinator is the leader of the group's partition,
+``partition_for(group_id)``). Ownership follows the metadata image and the local dir state:
+:meth:`GroupCoordinator.on_partition_changed` (called for every changed partition and on
+dir state changes) starts a load when this broker becomes the leader and unloads when it
+stops being the leader or the partition's dir goes offline — parked JoinGroup/SyncGroup
+requests then get NOT_COORDINATOR and requests for those groups too, until the new leader
+has loaded them (COORDINATOR_LOAD_IN_PROGRESS meanwhile).
+
+- **Load**: the partition's log from its start to its end, read on the dir's worker
+  (``BrokerView.replica_io``), records applied last-writer-wins (tombstones delete), groups
+  with members come back Stable with fresh session deadlines (Kafka's behaviour).
+- **Write**: one batch per request (an OffsetCommit's offsets, a group record, a deletion's
+  tombstones) appended as leader under the partition's lock, then the high watermark must
+  pass it (acks=all, ``offsets.commit.timeout.ms``) with ``|ISR| ≥ min.insync.replicas``.
+  Errors map as Kafka maps them for OffsetCommit: NOT_ENOUGH_REPLICAS / timeout →
+  COORDINATOR_NOT_AVAILABLE, not the leader / storage error → NOT_COORDINATOR.
+  The in-memory state changes only after the write is durable.
+- **Create on first use**: FindCoordinator for a group when the topic does not exist asks
+  the controller to create it (``offsets.topic.num.partitions``,
+  ``offsets.topic.replication.factor``) and answers COORDINATOR_NOT_AVAILABLE until its
+  partitions have leaders; clients retry.
+- **Timers**: one task calls :meth:`Groups.tick` at the state's next deadline (≤ 100 ms).
+- **Events** (node event log): ``group_coordinator_loaded`` (partition, leader_epoch,
+  load_ms, groups with a stored record, offsets) and ``group_coordinator_unloaded``
+  (partition, groups) — the lab's ``coordinator_failover_ms`` is read from them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import itertools
+import logging
+import random
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable, Iterable
+
+from kio.schema.errors import ErrorCode
+
+from broker_impl.api.entities import build, replica_io
+from broker_impl.groups.state import codes as E
+from broker_impl.groups.state import records as R
+from broker_impl.groups.state.group import (
+    GroupConfig, Groups, GroupState, JoinResult, OffsetEntry, Reply, StoreGroup, SyncResult,
+)
+from kafka_common import batch_header as bh
+from kafka_common import wire
+
+log = logging.getLogger(__name__)
+OFFSETS_TOPIC = R.OFFSETS_TOPIC
+LOAD_CHUNK_BYTES = 1 << 20
+TICK_MAX_S = 0.1
+CREATE_TIMEOUT_S = 10.0
+
+
+class ConfigError(ValueError):
+    """A group coordinator key in server.properties with an unusable value."""
+
+
+@dataclass(frozen=True, slots=True)
+class CoordinatorConfig:
+    groups: GroupConfig = GroupConfig()
+    offsets_partitions: int = 50          # offsets.topic.num.partitions
+    offsets_replication_factor: int = 3   # offsets.topic.replication.factor
+    commit_timeout_ms: int = 5000         # offsets.commit.timeout.ms
+
+    KEYS = {  # key → (field, group field?, minimum)
+        "offsets.topic.num.partitions": ("offsets_partitions", False, 1),
+        "offsets.topic.replication.factor": ("offsets_replication_factor", False, 1),
+        "offsets.commit.timeout.ms": ("commit_timeout_ms", False, 1),
+        "group.min.session.timeout.ms": ("min_session_timeout_ms", True, 0),
+        "group.max.session.timeout.ms": ("max_session_timeout_ms", True, 0),
+        "group.initial.rebalance.delay.ms": ("initial_rebalance_delay_ms", True, 0),
+        "group.max.size": ("max_size", True, 1),
+        "offset.metadata.max.bytes": ("offset_metadata_max_bytes", True, 0),
+    }
+
+    @classmethod
+    def from_properties(cls, raw: dict[str, str]) -> "CoordinatorConfig":
+        top: dict[str, int] = {}
+        grp: dict[str, int] = {}
+        for key, (name, in_group, minimum) in cls.KEYS.items():
+            text = raw.get(key)
+            if text is None or not text.strip():
+                continue
+            try:
+                value = int(text.strip())
+            except ValueError:
+                raise ConfigError(f"{key}={text!r}: not an integer") from None
+            if value < minimum or value > 2**31 - 1:
+                raise ConfigError(f"{key}={text!r}: must be in [{minimum}, {2**31 - 1}]")
+            (grp if in_group else top)[name] = value
+        return cls(groups=GroupConfig(**grp), **top)
+
+
+class Ownership(enum.Enum):
+    LOADING = "loading"
+    LOADED = "loaded"
+
+
+@dataclass(slots=True)
+class OwnedPartition:
+    state: Ownership
+    leader_epoch: int
+    task: "asyncio.Task[None] | None" = None
+
+
+class GroupCoordinator:
+    def __init__(self, view: Any, purgatory: Any, notify_partition: Callable[[uuid.UUID, int], None],
+                 config: CoordinatorConfig, *, rng: random.Random | None = None,
+                 now_ms: Callable[[], int] | None = None, emit: Callable[..., Any] | None = None) -> None:
+        self.view = view
+        self.purgatory = purgatory
+        self.notify_partition = notify_partition
+        self.config = config
+        self.groups = Groups(config.groups, rng or random.SystemRandom())
+        self._now_ms = now_ms or (lambda: time.monotonic_ns() // 1_000_000)
+        self.owned: dict[int, OwnedPartition] = {}
+        self._waiters: dict[int, asyncio.Future[Any]] = {}
+        self._tokens = itertools.count(1)
+        self._timer: asyncio.Task[None] | None = None
+        self._wake: asyncio.Event | None = None
+        self._creating: asyncio.Task[None] | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._started = False
+        self._emit = emit or (lambda event, **fields: None)   # the node event log
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self) -> None:
+        """On the loop, once: the timer task and a scan of the offsets partitions."""
+        if self._started:
+            return
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return  # not on the loop (a test feeding metadata synchronously): first request starts it
+        self._started = True
+        self._wake = asyncio.Event()
+        self._timer = asyncio.get_running_loop().create_task(self._timer_loop())
+        self.reconcile_all()
+
+    def _spawn(self, coro: Awaitable[Any]) -> asyncio.Task[Any]:
+        task = asyncio.get_running_loop().create_task(coro)  # type: ignore[arg-type]
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    def now_ms(self) -> int:
+        return self._now_ms()
+
+    @staticmethod
+    def wall_ms() -> int:
+        """Commit timestamps (stored in the offset records) are wall-clock time, as in Kafka."""
+        return time.time_ns() // 1_000_000
+
+    # ------------------------------------------------------------------ topology
+    @property
+    def offsets_topic_id(self) -> uuid.UUID | None:
+        return self.view.image.topic_ids.get(OFFSETS_TOPIC)
+
+    def partition_count(self) -> int:
+        tid = self.offsets_topic_id
+        if tid is not None:
+            n = len(self.view.image.partitions_of(tid))
+            if n:
+                return n
+        return self.config.offsets_partitions
+
+    def partition_of(self, group_id: str) -> int:
+        return R.partition_for(group_id, self.partition_count())
+
+    def on_partition_changed(self, topic_id: uuid.UUID, partition: int) -> None:
+        """A partition's leadership, ISR or local dir state changed (or it was appended to)."""
+        if not self._started:
+            return
+        tid = self.offsets_topic_id
+        if tid is None or topic_id != tid:
+            if tid is None and self.owned:
+                self._unload(list(self.owned))
+            return
+        self._reconcile(tid, partition)
+
+    def reconcile_all(self) -> None:
+        tid = self.offsets_topic_id
+        if tid is None:
+            if self.owned:
+                self._unload(list(self.owned))
+            return
+        for p in list(self.view.image.partitions_of(tid)):
+            self._reconcile(tid, p)
+        for p in [p for p in self.owned if self.view.image.partition(tid, p) is None]:
+            self._unload([p])
+
+    def _should_lead(self, tid: uuid.UUID, partition: int) -> tuple[bool, int]:
+        reg = self.view.image.partition(tid, partition)
+        if reg is None or reg.leader != self.view.node_id or self.view.is_partition_offline(tid, partition):
+            return False, -1
+        return True, reg.leader_epoch
+
+    def _reconcile(self, tid: uuid.UUID, partition: int) -> None:
+        lead, epoch = self._should_lead(tid, partition)
+        owned = self.owned.get(partition)
+        if owned is not None and (not lead or owned.leader_epoch != epoch):
+            self._unload([partition])
+            owned = None
+        if lead and owned is None:
+            entry = OwnedPartition(Ownership.LOADING, epoch)
+            self.owned[partition] = entry
+            entry.task = self._spawn(self._load(tid, partition, entry))
+
+    def _groups_on(self, partitions: Iterable[int]) -> list[str]:
+        wanted = set(partitions)
+        return [gid for gid in self.groups.groups if self.partition_of(gid) in wanted]
+
+    def _unload(self, partitions: list[int]) -> None:
+        for p in partitions:
+            entry = self.owned.pop(p, None)
+            if entry is not None and entry.task is not None and not entry.task.done():
+                entry.task.cancel()
+        gids = self._groups_on(partitions)
+        if gids:
+            log.info("unloading %d groups of %s-%s", len(gids), OFFSETS_TOPIC, partitions)
+        for p in partitions:
+            self._emit("group_coordinator_unloaded", partition=p,
+                       groups=sorted(g for g in gids if self.partition_of(g) == p))
+        self._execute(self.groups.unload(gids))
+
+    async def _load(self, tid: uuid.UUID, partition: int, entry: OwnedPartition) -> None:
+        started = self.now_ms()
+        view = self.view
+        while True:  # the runtime creates the log and makes it leader after the image says so
+            if self.owned.get(partition) is not entry:
+                return
+            replica = view.local_replica(tid, partition)
+            if replica is not None:
+                break
+            await asyncio.sleep(0.02)
+        offsets: dict[R.OffsetKey, OffsetEntry | None] = {}
+        groups: dict[str, R.GroupValue | None] = {}
+        position = replica.log_start_offset
+        try:
+            while position < replica.log_end_offset:
+                data = await replica_io(view, replica, replica.read, position, LOAD_CHUNK_BYTES, None, True)
+                if not data:
+                    break
+                data = bytes(data)
+                next_position = position
+                for _pos, header in bh.iter_batches(data, check_crc=False):
+                    next_position = max(next_position, header.next_offset)
+                for offset, key_bytes, value_bytes in R.decode_batches(data):
+                    if offset < position:
+                        continue
+                    key = R.decode_key(key_bytes)
+                    value = R.decode_value(key, value_bytes)
+                    if isinstance(key, R.OffsetKey):
+                        offsets[key] = value  # type: ignore[assignment]
+                        continue
+                    groups[key.group_id] = value  # type: ignore[assignment]
+                    if value is None:  # a deleted group: its earlier commits go with it
+                        for k in [k for k in offsets if k.group_id == key.group_id]:
+                            del offsets[k]
+                if next_position <= position:
+                    break
+                position = next_position
+        except asyncio.CancelledError:
+            raise
+        except R.RecordFormatError as exc:
+            log.error("%s-%d: cannot load (%s); not coordinating its groups", OFFSETS_TOPIC, partition, exc)
+            return
+        except Exception as exc:  # a storage error: the dir goes offline, ownership follows
+            if isinstance(exc, view.storage_exceptions) or isinstance(exc, OSError):
+                view.on_storage_error(tid, partition, "group_load", exc)
+                log.warning("%s-%d: load failed: %s", OFFSETS_TOPIC, partition, exc)
+                return
+            raise
+        if self.owned.get(partition) is not entry:
+            return
+        now = self.now_ms()
+        for gid, value in groups.items():
+            if value is None:
+                self.groups.load_tombstone(gid)
+                continue
+            self.groups.load_group(gid, protocol_type=value.protocol_type or None, generation=value.generation,
+                                   protocol=value.protocol, leader=value.leader,
+                                   state_timestamp_ms=now, members=value.members, now_ms=now)
+        for key, entry_value in offsets.items():
+            self.groups.load_offset(key.group_id, key.topic, key.partition, entry_value)
+        entry.state = Ownership.LOADED
+        entry.task = None
+        self._emit("group_coordinator_loaded", partition=partition, leader_epoch=entry.leader_epoch,
+                   load_ms=now - started, groups=sorted(g for g, v in groups.items() if v is not None),
+                   offsets=len(offsets))
+        log.info("%s-%d loaded in %d ms: %d groups, %d offsets (to offset %d)", OFFSETS_TOPIC, partition,
+                 now - started, len(groups), len(offsets), position)
+        self._wake_timer()
+
+    def status(self, group_id: str) -> int:
+        """NONE when this broker coordinates ``group_id`` now, else the error to answer."""
+        if not group_id:
+            return E.INVALID_GROUP_ID
+        if not self._started:
+            self.start()
+        entry = self.owned.get(self.partition_of(group_id))
+        if entry is None:
+            return E.NOT_COORDINATOR
+        if entry.state is Ownership.LOADING:
+            return E.COORDINATOR_LOAD_IN_PROGRESS
+        return E.NONE
+
+    # ------------------------------------------------------------------ FindCoordinator
+    def find(self, key: str, listener_name: str) -> tuple[int, int, str, int, str | None]:
+        """(error, node id, host, port, message) of the coordinator of group ``key``."""
+        if not self._started:
+            self.start()
+        tid = self.offsets_topic_id
+        if tid is None:
+            self._ensure_topic()
+            return E.COORDINATOR_NOT_AVAILABLE, -1, "", -1, f"{OFFSETS_TOPIC} is being created"
+        reg = self.view.image.partition(tid, self.partition_of(key))
+        if reg is None or reg.leader < 0:
+            return E.COORDINATOR_NOT_AVAILABLE, -1, "", -1, "the group's offsets partition has no leader"
+        broker = self.view.image.brokers.get(reg.leader)
+        endpoint = broker.endpoint(listener_name) if broker is not None and not broker.fenced else None
+        if endpoint is None:
+            return E.COORDINATOR_NOT_AVAILABLE, -1, "", -1, f"broker {reg.leader} is not reachable"
+        return E.NONE, reg.leader, endpoint.host, endpoint.port, None
+
+    def _ensure_topic(self) -> None:
+        if self._creating is None or self._creating.done():
+            self._creating = self._spawn(self._create_topic())
+
+    async def _create_topic(self) -> None:
+        req_cls = wire.request_class(19, 7)
+        topic_cls = getattr(wire.request_module(19, 7), "CreatableTopic")
+        request = build(req_cls, topics=(build(
+            topic_cls, name=OFFSETS_TOPIC, num_partitions=self.config.offsets_partitions,
+            replication_factor=self.config.offsets_replication_factor, assignments=(), configs=()),),
+            validate_only=False)
+        try:
+            response = await asyncio.wait_for(self.view.controller.create_topics(request), CREATE_TIMEOUT_S)
+        except (ConnectionError, TimeoutError, asyncio.TimeoutError, OSError) as exc:
+            log.warning("creating %s failed: %s", OFFSETS_TOPIC, exc)
+            return
+        for t in response.topics:
+            if t.error_code not in (ErrorCode.none, ErrorCode.topic_already_exists):
+                log.warning("creating %s: %s %s", t.name, t.error_code.name, t.error_message)
+            else:
+                log.info("created %s (%d partitions, RF %d)", OFFSETS_TOPIC, self.config.offsets_partitions,
+                         self.config.offsets_replication_factor)
+
+    # ------------------------------------------------------------------ parked requests
+    def new_waiter(self) -> tuple[int, "asyncio.Future[Any]"]:
+        token = next(self._tokens)
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._waiters[token] = fut
+        return token, fut
+
+    def drop_waiter(self, token: int) -> None:
+        self._waiters.pop(token, None)
+
+    def _deliver(self, reply: Reply) -> None:
+        fut = self._waiters.pop(reply.token, None)
+        if fut is not None and not fut.done():
+            fut.set_result(reply.result)
+
+    def _execute(self, effects: list[Any]) -> None:
+        for e in effects:
+            if isinstance(e, Reply):
+                self._deliver(e)
+            elif isinstance(e, StoreGroup):
+                self._spawn(self._store_group(e))
+        self._wake_timer()
+
+    def execute(self, effects: list[Any]) -> None:
+        self._execute(effects)
+
+    async def _store_group(self, e: StoreGroup) -> None:
+        g = self.groups.get(e.group_id)
+        if g is None:
+            self._fail_replies(e, E.NOT_COORDINATOR)
+            return
+        error = await self.write(e.group_id, [(R.encode_key(R.GroupKey(e.group_id)),
+                                               R.encode_group(R.group_value(g)))])
+        if error == E.NONE:
+            for reply in e.replies:
+                self._deliver(reply)
+            return
+        self._fail_replies(e, error)
+        self._execute(self.groups.store_failed(e.group_id, e.generation, self.now_ms()))
+
+    def _fail_replies(self, e: StoreGroup, error: int) -> None:
+        for reply in e.replies:
+            result = reply.result
+            failed = (JoinResult(error, member_id=result.member_id) if isinstance(result, JoinResult)
+                      else SyncResult(error))
+            self._deliver(Reply(reply.token, failed))
+
+    # ------------------------------------------------------------------ writes (acks=all)
+    async def write(self, group_id: str, recs: list[tuple[bytes, bytes | None]]) -> int:
+        """Append ``recs`` to the group's partition and wait until the ISR has them."""
+        view = self.view
+        partition = self.partition_of(group_id)
+        entry = self.owned.get(partition)
+        tid = self.offsets_topic_id
+        if entry is None or entry.state is not Ownership.LOADED or tid is None:
+            return E.NOT_COORDINATOR
+        reg = view.image.partition(tid, partition)
+        replica = view.local_replica(tid, partition)
+        if reg is None or reg.leader != view.node_id or replica is None or view.is_partition_offline(tid, partition):
+            return E.NOT_COORDINATOR
+        if len(reg.isr) < view.min_insync_replicas(tid):
+            return E.COORDINATOR_NOT_AVAILABLE
+        batch = R.encode_batch(recs, self.wall_ms())
+        try:
+            async with view.partition_lock(OFFSETS_TOPIC, partition):
+                _base, last = await replica_io(view, replica, replica.append_as_leader, batch, reg.leader_epoch)
+        except Exception as exc:
+            if isinstance(exc, view.storage_exceptions) or isinstance(exc, OSError):
+                view.on_storage_error(tid, partition, "group_write", exc)
+                return E.NOT_COORDINATOR
+            code = getattr(exc, "error_code", None)
+            if isinstance(code, int):
+                log.warning("%s-%d: write refused: %s", OFFSETS_TOPIC, partition, exc)
+                return E.UNKNOWN_SERVER_ERROR
+            raise
+        view.on_leader_append(tid, partition)
+        self.notify_partition(tid, partition)
+        wait_offset = last + 1
+
+        def settled() -> bool:
+            r = view.image.partition(tid, partition)
+            if r is None or r.leader != view.node_id or view.is_partition_offline(tid, partition):
+                return True
+            rep = view.local_replica(tid, partition)
+            return rep is None or rep.high_watermark >= wait_offset
+
+        await self.purgatory.wait_until([(tid, partition)], settled, self.config.commit_timeout_ms / 1000)
+        r = view.image.partition(tid, partition)
+        rep = view.local_replica(tid, partition)
+        if r is None or r.leader != view.node_id or rep is None or view.is_partition_offline(tid, partition):
+            return E.NOT_COORDINATOR
+        if rep.high_watermark < wait_offset or len(r.isr) < view.min_insync_replicas(tid):
+            return E.COORDINATOR_NOT_AVAILABLE
+        if self.owned.get(partition) is not entry:
+            return E.NOT_COORDINATOR
+        return E.NONE
+
+    # ------------------------------------------------------------------ timers
+    def _wake_timer(self) -> None:
+        if self._wake is not None:
+            self._wake.set()
+
+    async def _timer_loop(self) -> None:
+        assert self._wake is not None
+        while True:
+            now = self.now_ms()
+            try:
+                self._execute(self.groups.tick(now))
+            except Exception:   # a bug in the rules: logged, and the timers keep running
+                log.exception("group timers failed")
+            self._wake.clear()
+            deadline = self.groups.next_deadline_ms()
+            wait_s = TICK_MAX_S if deadline is None else min(TICK_MAX_S, max(0.005, (deadline - now) / 1000))
+            try:
+                await asyncio.wait_for(self._wake.wait(), wait_s)
+            except asyncio.TimeoutError:
+                pass
+
+    # ------------------------------------------------------------------ views for the handlers
+    def coordinated_groups(self) -> list[Any]:
+        loaded = {p for p, e in self.owned.items() if e.state is Ownership.LOADED}
+        return [g for gid, g in self.groups.groups.items()
+                if g.state is not GroupState.DEAD and self.partition_of(gid) in loaded]
+
+    def loading(self) -> bool:
+        return any(e.state is Ownership.LOADING for e in self.owned.values())

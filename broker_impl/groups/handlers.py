@@ -1,0 +1,406 @@
+"""The classic group APIs on the broker listener: kio requests → the coordinator → kio responses.
+
+Versions (Kafka 4.0's ranges for the classic protocol, all in kio 0.6.5):
+FindCoordinator 0–6 (v4+ batched ``coordinator_keys``), JoinGroup 0–9, SyncGroup 0–5,
+Heartbeat 0–4, LeaveGroup 0–5, OffsetCommit 2–9, OffsetFetch 1–9 (v8+ several groups per
+request), ListGroups 0–5, DescribeGroups 0–6, DeleteGroups 0–2, OffsetDelete 0.
+(OffsetCommit/OffsetFetch v10 address topics by id, KIP-848's consumer protocol: not served.)
+
+Every group request is first checked against :meth:`GroupCoordinator.status`: a group
+this broker does not coordinate → NOT_COORDINATOR, one whose partition is loading →
+COORDINATOR_LOAD_IN_PROGRESS (clients find the coordinator again / retry). FindCoordinator
+for transactions (key type 1) and share groups (2) → COORDINATOR_NOT_AVAILABLE: there is
+no transaction or share coordinator.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+from broker_impl.api.entities import NO_THROTTLE, build, error, ms, response_type
+from broker_impl.api.metadata import listener_of
+from broker_impl.groups.state import codes as E
+from broker_impl.groups.state import records as R
+from broker_impl.groups.state.group import GroupState, JoinResult, OffsetEntry, SyncResult
+
+if TYPE_CHECKING:
+    from broker_impl.api.handlers import BrokerApi
+
+FIND_COORDINATOR, OFFSET_COMMIT, OFFSET_FETCH, JOIN_GROUP, HEARTBEAT = 10, 8, 9, 11, 12
+LEAVE_GROUP, SYNC_GROUP, DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS, OFFSET_DELETE = 13, 14, 15, 16, 42, 47
+
+SUPPORTED_APIS: dict[int, tuple[int, int]] = {
+    OFFSET_COMMIT: (2, 9),
+    OFFSET_FETCH: (1, 9),
+    FIND_COORDINATOR: (0, 6),
+    JOIN_GROUP: (0, 9),
+    HEARTBEAT: (0, 4),
+    LEAVE_GROUP: (0, 5),
+    SYNC_GROUP: (0, 5),
+    DESCRIBE_GROUPS: (0, 6),
+    LIST_GROUPS: (0, 5),
+    DELETE_GROUPS: (0, 2),
+    OFFSET_DELETE: (0, 0),
+}
+
+
+def _peer_host(ctx: Any) -> str:
+    peer = getattr(ctx, "peer", "") or ""
+    host = peer.rsplit(":", 1)[0] if ":" in peer else peer
+    return "/" + host.strip("[]")
+
+
+# ---------------------------------------------------------------------- FindCoordinator
+async def handle_find_coordinator(api: BrokerApi, ctx: Any, req: Any) -> Any:
+    version = req.__version__
+    resp_cls = response_type(FIND_COORDINATOR, version, "FindCoordinatorResponse")
+    key_type = int(getattr(req, "key_type", 0))
+    listener = listener_of(api, ctx)
+
+    def one(key: str) -> tuple[int, int, str, int, str | None]:
+        if key_type != 0:
+            return E.COORDINATOR_NOT_AVAILABLE, -1, "", -1, "this cluster has no transaction or share coordinator"
+        if not key:
+            return E.INVALID_REQUEST, -1, "", -1, "empty group id"
+        return api.groups.find(key, listener)
+
+    if version < 4:
+        code, node, host, port, message = one(req.key)
+        return build(resp_cls, throttle_time=NO_THROTTLE, error_code=error(code), error_message=message,
+                     node_id=node, host=host, port=port)
+    coord_cls = response_type(FIND_COORDINATOR, version, "Coordinator")
+    out = []
+    for key in req.coordinator_keys:
+        code, node, host, port, message = one(key)
+        out.append(build(coord_cls, key=key, node_id=node, host=host, port=port, error_code=error(code),
+                         error_message=message))
+    return build(resp_cls, throttle_time=NO_THROTTLE, coordinators=tuple(out))
+
+
+# ---------------------------------------------------------------------- JoinGroup / SyncGroup
+def _join_response(version: int, r: JoinResult) -> Any:
+    member_cls = response_type(JOIN_GROUP, version, "JoinGroupResponseMember")
+    resp_cls = response_type(JOIN_GROUP, version, "JoinGroupResponse")
+    protocol_name = r.protocol_name if r.protocol_name is not None or version >= 7 else ""
+    return build(resp_cls, throttle_time=NO_THROTTLE, error_code=error(r.error), generation_id=r.generation,
+                 protocol_type=r.protocol_type, protocol_name=protocol_name, leader=r.leader,
+                 skip_assignment=r.skip_assignment, member_id=r.member_id,
+                 members=tuple(build(member_cls, member_id=m, group_instance_id=i, metadata=meta)
+                               for m, i, meta in r.members))
+
+
+async def handle_join_group(api: BrokerApi, ctx: Any, req: Any) -> Any:
+    version = req.__version__
+    status = api.groups.status(req.group_id)
+    if status != E.NONE:
+        return _join_response(version, JoinResult(status, member_id=req.member_id))
+    coord = api.groups
+    session_ms = ms(req.session_timeout)
+    rebalance_ms = ms(getattr(req, "rebalance_timeout", None), session_ms) if version >= 1 else session_ms
+    token, fut = coord.new_waiter()
+    immediate, effects = coord.groups.join(
+        req.group_id, member_id=req.member_id, instance_id=getattr(req, "group_instance_id", None),
+        protocol_type=req.protocol_type, protocols=[(p.name, bytes(p.metadata)) for p in req.protocols],
+        session_timeout_ms=session_ms, rebalance_timeout_ms=rebalance_ms,
+        client_id=getattr(ctx, "client_id", None) or "", client_host=_peer_host(ctx),
+        require_known_member_id=version >= 4, token=token, now_ms=coord.now_ms())
+    coord.execute(effects)
+    if immediate is not None:
+        coord.drop_waiter(token)
+        return _join_response(version, immediate)
+    result = await fut
+    return _join_response(version, result)
+
+
+def _sync_response(version: int, r: SyncResult) -> Any:
+    resp_cls = response_type(SYNC_GROUP, version, "SyncGroupResponse")
+    return build(resp_cls, throttle_time=NO_THROTTLE, error_code=error(r.error), protocol_type=r.protocol_type,
+                 protocol_name=r.protocol_name, assignment=r.assignment)
+
+
+async def handle_sync_group(api: BrokerApi, ctx: Any, req: Any) -> Any:
+    version = req.__version__
+    status = api.groups.status(req.group_id)
+    if status != E.NONE:
+        return _sync_response(version, SyncResult(status))
+    coord = api.groups
+    token, fut = coord.new_waiter()
+    immediate, effects = coord.groups.sync(
+        req.group_id, member_id=req.member_id, instance_id=getattr(req, "group_instance_id", None),
+        generation=req.generation_id, protocol_type=getattr(req, "protocol_type", None),
+        protocol_name=getattr(req, "protocol_name", None),
+        assignments=[(a.member_id, bytes(a.assignment)) for a in req.assignments], token=token,
+        now_ms=coord.now_ms())
+    coord.execute(effects)
+    if immediate is not None:
+        coord.drop_waiter(token)
+        return _sync_response(version, immediate)
+    return _sync_response(version, await fut)
+
+
+# ---------------------------------------------------------------------- Heartbeat / LeaveGroup
+async def handle_heartbeat(api: BrokerApi, ctx: Any, req: Any) -> Any:
+    resp_cls = response_type(HEARTBEAT, req.__version__, "HeartbeatResponse")
+    code = api.groups.status(req.group_id)
+    if code == E.NONE:
+        code = api.groups.groups.heartbeat(req.group_id, member_id=req.member_id,
+                                           instance_id=getattr(req, "group_instance_id", None),
+                                           generation=req.generation_id, now_ms=api.groups.now_ms())
+    return build(resp_cls, throttle_time=NO_THROTTLE, error_code=error(code))
+
+
+async def handle_leave_group(api: BrokerApi, ctx: Any, req: Any) -> Any:
+    version = req.__version__
+    resp_cls = response_type(LEAVE_GROUP, version, "LeaveGroupResponse")
+    if version < 3:
+        members = [(req.member_id, None)]
+    else:
+        members = [(m.member_id, m.group_instance_id) for m in req.members]
+    code = api.groups.status(req.group_id)
+    per_member = [code] * len(members)
+    if code == E.NONE:
+        code, per_member, effects = api.groups.groups.leave(req.group_id, members, api.groups.now_ms())
+        api.groups.execute(effects)
+    if version < 3:
+        return build(resp_cls, throttle_time=NO_THROTTLE, error_code=error(code if code else per_member[0]))
+    member_cls = response_type(LEAVE_GROUP, version, "MemberResponse")
+    return build(resp_cls, throttle_time=NO_THROTTLE, error_code=error(code), members=tuple(
+        build(member_cls, member_id=m, group_instance_id=i, error_code=error(c))
+        for (m, i), c in zip(members, per_member)))
+
+
+# ---------------------------------------------------------------------- OffsetCommit
+async def handle_offset_commit(api: BrokerApi, ctx: Any, req: Any) -> Any:
+    version = req.__version__
+    coord = api.groups
+    part_cls = response_type(OFFSET_COMMIT, version, "OffsetCommitResponsePartition")
+    topic_cls = response_type(OFFSET_COMMIT, version, "OffsetCommitResponseTopic")
+    resp_cls = response_type(OFFSET_COMMIT, version, "OffsetCommitResponse")
+    group_id = req.group_id
+    code = coord.status(group_id)
+    if code == E.NONE:
+        code = coord.groups.validate_commit(group_id, member_id=req.member_id,
+                                            instance_id=getattr(req, "group_instance_id", None),
+                                            generation=req.generation_id_or_member_epoch, now_ms=coord.now_ms())
+    results: dict[tuple[str, int], int] = {}
+    entries: list[tuple[str, int, OffsetEntry]] = []
+    image = api.view.image
+    max_meta = coord.config.groups.offset_metadata_max_bytes
+    now_wall = coord.wall_ms()
+    for t in req.topics:
+        tid = image.topic_ids.get(t.name)
+        for p in t.partitions:
+            key = (t.name, p.partition_index)
+            metadata = p.committed_metadata or ""
+            if code != E.NONE:
+                results[key] = code
+            elif tid is None or image.partition(tid, p.partition_index) is None:
+                results[key] = E.UNKNOWN_TOPIC_OR_PARTITION
+            elif len(metadata.encode()) > max_meta:
+                results[key] = E.OFFSET_METADATA_TOO_LARGE
+            else:
+                entries.append((t.name, p.partition_index, OffsetEntry(
+                    p.committed_offset, getattr(p, "committed_leader_epoch", -1), metadata, now_wall)))
+    if entries:
+        recs = [(R.encode_key(R.OffsetKey(group_id, topic, partition)), R.encode_offset(entry))
+                for topic, partition, entry in entries]
+        written = await coord.write(group_id, recs)
+        if written == E.NONE:
+            coord.groups.commit(group_id, entries)
+        for topic, partition, _entry in entries:
+            results[(topic, partition)] = written
+    return build(resp_cls, throttle_time=NO_THROTTLE, topics=tuple(
+        build(topic_cls, name=t.name, partitions=tuple(
+            build(part_cls, partition_index=p.partition_index, error_code=error(results[(t.name, p.partition_index)]))
+            for p in t.partitions))
+        for t in req.topics))
+
+
+# ---------------------------------------------------------------------- OffsetFetch
+def _fetch_group(api: BrokerApi, version: int, group_id: str, topics: Any) -> tuple[int, list[tuple[str, list[Any]]]]:
+    """(group error, [(topic, [(partition, offset, epoch, metadata, error)])])."""
+    coord = api.groups
+    code = coord.status(group_id)
+    if code != E.NONE:
+        if topics is None:
+            return code, []
+        return code, [(t.name, [(p, -1, -1, "", code) for p in t.partition_indexes]) for t in topics]
+    g = coord.groups.get(group_id)
+    offsets = g.offsets if g is not None else {}
+    if topics is None:
+        by_topic: dict[str, list[Any]] = {}
+        for (topic, partition), entry in sorted(offsets.items()):
+            by_topic.setdefault(topic, []).append((partition, entry.offset, entry.leader_epoch, entry.metadata, E.NONE))
+        return E.NONE, list(by_topic.items())
+    out = []
+    for t in topics:
+        parts = []
+        for p in t.partition_indexes:
+            entry = offsets.get((t.name, p))
+            parts.append((p, entry.offset, entry.leader_epoch, entry.metadata, E.NONE) if entry is not None
+                         else (p, -1, -1, "", E.NONE))
+        out.append((t.name, parts))
+    return E.NONE, out
+
+
+async def handle_offset_fetch(api: BrokerApi, ctx: Any, req: Any) -> Any:
+    version = req.__version__
+    resp_cls = response_type(OFFSET_FETCH, version, "OffsetFetchResponse")
+    if version >= 8:
+        group_cls = response_type(OFFSET_FETCH, version, "OffsetFetchResponseGroup")
+        topic_cls = response_type(OFFSET_FETCH, version, "OffsetFetchResponseTopics")
+        part_cls = response_type(OFFSET_FETCH, version, "OffsetFetchResponsePartitions")
+        groups = []
+        for g in req.groups:
+            code, topics = _fetch_group(api, version, g.group_id, g.topics)
+            groups.append(build(group_cls, group_id=g.group_id, error_code=error(code), topics=tuple(
+                build(topic_cls, name=name, partitions=tuple(
+                    build(part_cls, partition_index=p, committed_offset=o, committed_leader_epoch=e, metadata=m,
+                          error_code=error(c)) for p, o, e, m, c in parts))
+                for name, parts in topics)))
+        return build(resp_cls, throttle_time=NO_THROTTLE, groups=tuple(groups))
+    topic_cls = response_type(OFFSET_FETCH, version, "OffsetFetchResponseTopic")
+    part_cls = response_type(OFFSET_FETCH, version, "OffsetFetchResponsePartition")
+    code, topics = _fetch_group(api, version, req.group_id, req.topics)
+    if version < 2 and req.topics is None:
+        code, topics = E.INVALID_REQUEST, []
+    return build(resp_cls, throttle_time=NO_THROTTLE, error_code=error(code), topics=tuple(
+        build(topic_cls, name=name, partitions=tuple(
+            build(part_cls, partition_index=p, committed_offset=o, committed_leader_epoch=e, metadata=m,
+                  error_code=error(c)) for p, o, e, m, c in parts))
+        for name, parts in topics))
+
+
+# ---------------------------------------------------------------------- List / Describe / Delete
+async def handle_list_groups(api: BrokerApi, ctx: Any, req: Any) -> Any:
+    version = req.__version__
+    resp_cls = response_type(LIST_GROUPS, version, "ListGroupsResponse")
+    group_cls = response_type(LIST_GROUPS, version, "ListedGroup")
+    coord = api.groups
+    coord.status("-")  # starts the coordinator if this is its first request
+    states = {s.lower() for s in (getattr(req, "states_filter", None) or ())}
+    types = {t.lower() for t in (getattr(req, "types_filter", None) or ())}
+    if types and "classic" not in types:
+        groups = []
+    else:
+        groups = [g for g in coord.coordinated_groups() if not states or g.state.value.lower() in states]
+    code = E.COORDINATOR_LOAD_IN_PROGRESS if coord.loading() and version < 4 else E.NONE
+    return build(resp_cls, throttle_time=NO_THROTTLE, error_code=error(code), groups=tuple(
+        build(group_cls, group_id=g.group_id, protocol_type=g.protocol_type or "", group_state=g.state.value,
+              group_type="classic")
+        for g in groups))
+
+
+async def handle_describe_groups(api: BrokerApi, ctx: Any, req: Any) -> Any:
+    version = req.__version__
+    resp_cls = response_type(DESCRIBE_GROUPS, version, "DescribeGroupsResponse")
+    group_cls = response_type(DESCRIBE_GROUPS, version, "DescribedGroup")
+    member_cls = response_type(DESCRIBE_GROUPS, version, "DescribedGroupMember")
+    coord = api.groups
+    out = []
+    for gid in req.groups:
+        code = coord.status(gid)
+        g = coord.groups.get(gid) if code == E.NONE else None
+        if g is None:
+            if code == E.NONE and version >= 6:
+                code = E.GROUP_ID_NOT_FOUND
+            out.append(build(group_cls, error_code=error(code), error_message=None, group_id=gid,
+                             group_state=GroupState.DEAD.value, protocol_type="", protocol_data="", members=(),
+                             authorized_operations=-2147483648))
+            continue
+        stable = g.state is GroupState.STABLE
+        members = tuple(
+            build(member_cls, member_id=m.member_id, group_instance_id=m.instance_id, client_id=m.client_id,
+                  client_host=m.client_host, member_metadata=m.metadata(g.protocol) if stable else b"",
+                  member_assignment=m.assignment if stable else b"")
+            for m in g.members.values())
+        out.append(build(group_cls, error_code=error(E.NONE), error_message=None, group_id=gid,
+                         group_state=g.state.value, protocol_type=g.protocol_type or "",
+                         protocol_data=(g.protocol or "") if stable else "", members=members,
+                         authorized_operations=-2147483648))
+    return build(resp_cls, throttle_time=NO_THROTTLE, groups=tuple(out))
+
+
+async def handle_delete_groups(api: BrokerApi, ctx: Any, req: Any) -> Any:
+    version = req.__version__
+    resp_cls = response_type(DELETE_GROUPS, version, "DeleteGroupsResponse")
+    result_cls = response_type(DELETE_GROUPS, version, "DeletableGroupResult")
+    coord = api.groups
+
+    async def one(gid: str) -> int:
+        code = coord.status(gid)
+        if code != E.NONE:
+            return code
+        code = coord.groups.delete_group(gid, coord.now_ms())
+        if code != E.NONE:
+            return code
+        g = coord.groups.groups[gid]
+        recs = [(R.encode_key(R.OffsetKey(gid, t, p)), None) for (t, p) in g.offsets]
+        recs.append((R.encode_key(R.GroupKey(gid)), None))
+        written = await coord.write(gid, recs)
+        if written == E.NONE:
+            coord.groups.forget(gid)
+        else:
+            coord.groups.undelete(gid, coord.now_ms())
+        return written
+
+    codes = await asyncio.gather(*(one(gid) for gid in req.groups_names))
+    return build(resp_cls, throttle_time=NO_THROTTLE, results=tuple(
+        build(result_cls, group_id=gid, error_code=error(c)) for gid, c in zip(req.groups_names, codes)))
+
+
+async def handle_offset_delete(api: BrokerApi, ctx: Any, req: Any) -> Any:
+    resp_cls = response_type(OFFSET_DELETE, 0, "OffsetDeleteResponse")
+    topic_cls = response_type(OFFSET_DELETE, 0, "OffsetDeleteResponseTopic")
+    part_cls = response_type(OFFSET_DELETE, 0, "OffsetDeleteResponsePartition")
+    coord = api.groups
+    gid = req.group_id
+    code = coord.status(gid)
+    per_topic: dict[str, int] = {}
+    if code == E.NONE:
+        code, per_topic = coord.groups.offset_delete_errors(gid, [t.name for t in req.topics])
+    results: dict[tuple[str, int], int] = {}
+    if code == E.NONE:
+        image = api.view.image
+        deletable = []
+        for t in req.topics:
+            tid = image.topic_ids.get(t.name)
+            for p in t.partitions:
+                key = (t.name, p.partition_index)
+                if tid is None or image.partition(tid, p.partition_index) is None:
+                    results[key] = E.UNKNOWN_TOPIC_OR_PARTITION
+                elif per_topic.get(t.name, E.NONE) != E.NONE:
+                    results[key] = per_topic[t.name]
+                else:
+                    results[key] = E.NONE
+                    deletable.append(key)
+        g = coord.groups.get(gid)
+        present = [k for k in deletable if g is not None and k in g.offsets]
+        if present:
+            written = await coord.write(gid, [(R.encode_key(R.OffsetKey(gid, t, p)), None) for t, p in present])
+            if written == E.NONE:
+                coord.groups.delete_offsets(gid, present)
+            else:
+                code = written
+    return build(resp_cls, throttle_time=NO_THROTTLE, error_code=error(code), topics=tuple(
+        build(topic_cls, name=t.name, partitions=tuple(
+            build(part_cls, partition_index=p.partition_index,
+                  error_code=error(results.get((t.name, p.partition_index), E.NONE) if code == E.NONE else E.NONE))
+            for p in t.partitions))
+        for t in req.topics) if code == E.NONE else ())
+
+
+HANDLERS = {
+    FIND_COORDINATOR: handle_find_coordinator,
+    JOIN_GROUP: handle_join_group,
+    SYNC_GROUP: handle_sync_group,
+    HEARTBEAT: handle_heartbeat,
+    LEAVE_GROUP: handle_leave_group,
+    OFFSET_COMMIT: handle_offset_commit,
+    OFFSET_FETCH: handle_offset_fetch,
+    LIST_GROUPS: handle_list_groups,
+    DESCRIBE_GROUPS: handle_describe_groups,
+    DELETE_GROUPS: handle_delete_groups,
+    OFFSET_DELETE: handle_offset_delete,
+}
