@@ -21,12 +21,12 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from broker_impl.api.entities import NO_THROTTLE, build, replica_error, replica_io, response_type
+from broker_impl.api.entities import NO_THROTTLE, build, replica_error, response_type
 from broker_impl.api.metadata import listener_of, live_brokers
 from kafka_common import batch_header as bh
 
 if TYPE_CHECKING:
-    from broker_impl.api.handlers import BrokerApi
+    from broker_impl.api.context import ApiContext
 
 log = logging.getLogger(__name__)
 EARLIEST = -2
@@ -35,7 +35,7 @@ MAX_TIMESTAMP = -3
 CREATE_TOPICS_TIMEOUT_S = 30.0
 
 
-async def _list_one(api: BrokerApi, name: str, partition: int, timestamp: int) -> tuple[ErrorCode, int, int]:
+async def _list_one(api: ApiContext, name: str, partition: int, timestamp: int) -> tuple[ErrorCode, int, int]:
     view = api.view
     topic_id = view.image.topic_ids.get(name)
     registration = view.image.partition(topic_id, partition) if topic_id is not None else None
@@ -53,7 +53,7 @@ async def _list_one(api: BrokerApi, name: str, partition: int, timestamp: int) -
             return ErrorCode.none, replica.high_watermark, -1
         if timestamp < 0:
             return ErrorCode.none, -1, -1
-        found = await replica_io(view, replica, _find_timestamp, replica, timestamp)  # off the loop
+        found = await view.replica_io(replica, _find_timestamp, replica, timestamp)  # off the loop
     except Exception as exc:
         mapped = replica_error(view, topic_id, partition, "list_offsets", exc)
         if mapped is None:
@@ -97,7 +97,7 @@ def _scan_for_timestamp(replica: Any, timestamp: int) -> tuple[int, int] | None:
     return None
 
 
-async def handle_list_offsets(api: BrokerApi, ctx: Any, req: Any) -> Any:
+async def handle_list_offsets(api: ApiContext, ctx: Any, req: Any) -> Any:
     version = req.__version__
     part_cls = response_type(2, version, "ListOffsetsPartitionResponse")
     topic_cls = response_type(2, version, "ListOffsetsTopicResponse")
@@ -118,7 +118,7 @@ async def handle_list_offsets(api: BrokerApi, ctx: Any, req: Any) -> Any:
     return build(resp_cls, throttle_time=NO_THROTTLE, topics=tuple(topics))
 
 
-async def handle_create_topics(api: BrokerApi, ctx: Any, req: Any) -> Any:
+async def handle_create_topics(api: ApiContext, ctx: Any, req: Any) -> Any:
     try:
         return await asyncio.wait_for(api.view.controller.create_topics(req), CREATE_TOPICS_TIMEOUT_S)
     except (ConnectionError, TimeoutError, asyncio.TimeoutError, OSError) as exc:
@@ -133,7 +133,7 @@ async def handle_create_topics(api: BrokerApi, ctx: Any, req: Any) -> Any:
         for t in req.topics))
 
 
-async def handle_init_producer_id(api: BrokerApi, ctx: Any, req: Any) -> Any:
+async def handle_init_producer_id(api: ApiContext, ctx: Any, req: Any) -> Any:
     resp_cls = response_type(22, req.__version__, "InitProducerIdResponse")
     if req.transactional_id is not None:
         return build(resp_cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.transactional_id_authorization_failed,
@@ -143,7 +143,7 @@ async def handle_init_producer_id(api: BrokerApi, ctx: Any, req: Any) -> Any:
                  producer_id=identity.producer_id, producer_epoch=identity.epoch)
 
 
-async def handle_describe_cluster(api: BrokerApi, ctx: Any, req: Any) -> Any:
+async def handle_describe_cluster(api: ApiContext, ctx: Any, req: Any) -> Any:
     version = req.__version__
     broker_cls = response_type(60, version, "DescribeClusterBroker")
     resp_cls = response_type(60, version, "DescribeClusterResponse")
@@ -160,7 +160,7 @@ async def handle_describe_cluster(api: BrokerApi, ctx: Any, req: Any) -> Any:
                  cluster_authorized_operations=-2147483648)
 
 
-async def handle_find_coordinator(api: BrokerApi, ctx: Any, req: Any) -> Any:
+async def handle_find_coordinator(api: ApiContext, ctx: Any, req: Any) -> Any:
     resp_cls = response_type(10, req.__version__, "FindCoordinatorResponse")
     return build(resp_cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.coordinator_not_available,
                  error_message="this cluster has no group or transaction coordinator", node_id=-1, host="", port=-1)

@@ -64,10 +64,10 @@ def ms(value: timedelta | int | None, default: int = 0) -> int:
 
 def replica_error(view: Any, topic_id: Any, partition: int, op: str, exc: BaseException) -> tuple[ErrorCode, str] | None:
     """Map an exception raised by a replica operation to a Kafka error (see ``view.py``):
-    a storage failure → KAFKA_STORAGE_ERROR (and the runtime is told); an exception with an
-    integer ``error_code`` → that code; anything else → ``None`` (a bug: re-raise)."""
+    a storage failure → KAFKA_STORAGE_ERROR (the storage layer's failure channel has already
+    reported the dir: storage errors have that one inlet); an exception with an integer
+    ``error_code`` → that code; anything else → ``None`` (a bug: re-raise)."""
     if isinstance(exc, view.storage_exceptions) or isinstance(exc, OSError):
-        view.on_storage_error(topic_id, partition, op, exc)
         return ErrorCode.kafka_storage_error, f"{op} failed: {exc}"
     code = getattr(exc, "error_code", None)
     if isinstance(code, int):
@@ -76,11 +76,3 @@ def replica_error(view: Any, topic_id: Any, partition: int, op: str, exc: BaseEx
         except ValueError:
             return None
     return None
-
-
-async def replica_io(view: Any, replica: Any, fn: Any, *args: Any) -> Any:
-    """``view.replica_io`` (off the event loop in the broker runtime), inline for views without it."""
-    run = getattr(view, "replica_io", None)
-    if run is None:
-        return fn(*args)
-    return await run(replica, fn, *args)

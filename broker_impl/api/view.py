@@ -12,10 +12,10 @@ partition logs, its log-dir state, its controller channel and its dir mover.
     (the hosted current log or ``None``), ``is_partition_offline(topic_id, p)`` (its dir is
     offline → KAFKA_STORAGE_ERROR), ``log_dirs()`` (DescribeLogDirs / AlterReplicaLogDirs),
     ``on_leader_append(topic_id, p)`` / ``on_follower_fetch(topic_id, p, replica_id,
-    fetch_offset)`` (progress: the runtime updates the follower's LEO, the ISR bookkeeping
-    and the high watermark, then returns), ``on_storage_error(...)``
-    (an ``OSError`` raised by a replica operation: the runtime marks the dir offline),
-    ``controller`` (a :class:`ControllerChannel`) and ``mover`` (a :class:`ReplicaMover`).
+    fetch_offset, last_fetched_epoch)`` (progress: the view updates the follower's LEO, the
+    ISR bookkeeping and the high watermark — only for a valid position, see
+    :mod:`broker_impl.state.fetch_position` — then returns), ``controller`` (a
+    :class:`ControllerChannel`) and ``mover`` (a :class:`ReplicaMover`).
 
 ``LocalReplica``
     One partition log hosted here — ``broker_impl.storage.partition_log.PartitionLog``
@@ -26,7 +26,8 @@ partition logs, its log-dir state, its controller channel and its dir mover.
     batch → its original offsets, nothing appended; ``error_code`` 45/47 when refused);
     ``read`` returns whole batches.
     Errors: an exception in ``BrokerView.storage_exceptions`` (or a plain ``OSError``)
-    means the dir failed → KAFKA_STORAGE_ERROR and ``on_storage_error``; any other
+    means the dir failed → KAFKA_STORAGE_ERROR (the storage layer's failure channel is the
+    one inlet that reports the dir; the handlers only answer); any other
     exception carrying an integer ``error_code`` (CORRUPT_MESSAGE, MESSAGE_TOO_LARGE,
     OFFSET_OUT_OF_RANGE, …) is answered with that code. ``offset_for_timestamp(ts) ->
     int | None`` (base offset of the first batch whose max timestamp is ≥ ts) is optional:
@@ -106,6 +107,11 @@ class LocalReplica(Protocol):
     @property
     def size_bytes(self) -> int: ...
 
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """(epoch, end offset) of the newest epoch at or before ``epoch``; (-1, -1) if none.
+        Lock-free and without I/O."""
+        ...
+
     def append_as_leader(self, records: bytes | bytearray | memoryview, leader_epoch: int) -> tuple[int, int]:
         """Validate and append v2 batches; offsets from the LEO; (first offset, last offset)."""
         ...
@@ -154,9 +160,7 @@ class BrokerView(Protocol):
     def on_leader_append(self, topic_id: uuid.UUID, partition: int) -> None: ...
 
     def on_follower_fetch(self, topic_id: uuid.UUID, partition: int, replica_id: int,
-                          fetch_offset: int) -> None: ...
-
-    def on_storage_error(self, topic_id: uuid.UUID, partition: int, op: str, exc: BaseException) -> None: ...
+                          fetch_offset: int, last_fetched_epoch: int) -> None: ...
 
     async def replica_io(self, replica: LocalReplica, fn: Any, *args: Any) -> Any:
         """Run the blocking replica operation ``fn(*args)`` off the event loop (on the
