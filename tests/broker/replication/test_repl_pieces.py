@@ -20,7 +20,8 @@ import pytest
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "storage"))
 from storage_batches import make_batch  # noqa: E402
 
-from broker_impl.replication.fetcher import FetcherManager, FollowState  # noqa: E402
+from broker_impl.replication.fetcher import FetcherManager  # noqa: E402
+from broker_impl.replication.follow_round import FollowState  # noqa: E402
 from broker_impl.replication.mover import copy_step  # noqa: E402
 from broker_impl.state.effects import TopicPartition  # noqa: E402
 from broker_impl.storage.failure import DirFailureChannel  # noqa: E402
