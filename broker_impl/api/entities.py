@@ -30,22 +30,12 @@ def build(cls: type, **kwargs: Any) -> Any:
     return cls(**{k: v for k, v in kwargs.items() if k in names})
 
 
-def has_field(cls_or_obj: Any, name: str) -> bool:
-    cls = cls_or_obj if isinstance(cls_or_obj, type) else type(cls_or_obj)
-    return name in _field_names(cls)
-
-
 @lru_cache(maxsize=None)
 def response_type(api_key: int, version: int, name: str) -> type:
     if api_key == 0 and version < 3:  # kio has no Produce v0-2: our own schemas
         from broker_impl.api import legacy_produce
         return getattr(legacy_produce.response_module(version), name)
     return getattr(wire.response_module(api_key, version), name)
-
-
-@lru_cache(maxsize=None)
-def request_type(api_key: int, version: int, name: str) -> type:
-    return getattr(wire.request_module(api_key, version), name)
 
 
 @lru_cache(maxsize=None)

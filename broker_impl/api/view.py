@@ -132,7 +132,7 @@ class ControllerChannel(Protocol):
 
 class ReplicaMover(Protocol):
     async def alter_replica_log_dir(self, topic_id: uuid.UUID, partition: int, target_dir: uuid.UUID) -> int:
-        """Start moving the local replica to ``target_dir`` (behaviour §4); return a Kafka
+        """Start moving the local replica to ``target_dir`` (a future log there, swapped in once caught up); return a Kafka
         error code (0 = accepted; REPLICA_NOT_AVAILABLE, KAFKA_STORAGE_ERROR, …)."""
         ...
 

@@ -1,4 +1,4 @@
-"""Follower fetchers: replicate partitions from their leaders (behaviour §3 "Data plane").
+"""Follower fetchers: replicate partitions from their leaders.
 
 One :class:`LeaderFetcher` per leader broker id (one connection to it, Kafka's
 ``num.replica.fetchers=1``), carrying every partition this broker follows from that leader.

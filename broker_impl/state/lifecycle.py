@@ -1,6 +1,6 @@
 """Broker lifecycle: registration, heartbeats, fencing wishes, controlled shutdown.
 
-Kafka's ``BrokerLifecycleManager`` as a pure state machine (reference §2):
+Kafka's ``BrokerLifecycleManager`` as a pure state machine:
 
 - ``start`` → SendRegistration (LogDirs fixed for the process).
 - Registration OK → a heartbeat at once; errors → back-off 100 ms ×2 up to the session
@@ -11,8 +11,8 @@ Kafka's ``BrokerLifecycleManager`` as a pure state machine (reference §2):
   heartbeat in flight (KAFKA-15950); an immediate send wanted while one is in flight is
   coalesced into the send after the response (a failed response keeps the back-off).
 - ``want_fence`` = true until the broker has been unfenced once, as long as it is not ready
-  (``set_ready_to_unfence``) or its assignment queue is non-empty (D4). Once unfenced it
-  never asks to be fenced again (behaviour §6).
+  (``set_ready_to_unfence``) or its assignment queue is non-empty. Once unfenced it
+  never asks to be fenced again.
 - An error-free heartbeat response acknowledges every dir it carried
   (:meth:`on_heartbeat_response` returns them, the failure timer is cleared with them).
 - ``begin_controlled_shutdown`` → want_shut_down=true; ``should_shut_down`` → Shutdown.
@@ -248,7 +248,7 @@ class Lifecycle:
         return self._send_now(now_ms) if self.registered else []
 
     def set_queued_assignments(self, count: int, now_ms: int) -> list:
-        """D4: the heartbeat after the queue drains goes at once (so unfencing is not
+        """The heartbeat after the queue drains goes at once (so unfencing is not
         delayed by a heartbeat interval)."""
         was = self.queued_assignments
         self.queued_assignments = count

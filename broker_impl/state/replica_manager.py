@@ -1,4 +1,4 @@
-"""Replica management on metadata changes (behaviour §3, reference §4.4–4.5).
+"""Replica management on metadata changes (Kafka's ReplicaManager, KIP-858).
 
 Input: the partition changes of one applied metadata batch (:class:`PartitionChange`, old
 and new :class:`PartitionRegistration` of a partition, either may be None). Output: effects
@@ -115,9 +115,6 @@ class ReplicaManager:
     def leads_partition_in(self, dir_id: uuid.UUID) -> bool:
         return any(lr.dir_id == dir_id and lr.registration is not None and lr.registration.leader == self.broker_id
                    for lr in self.partitions.values())
-
-    def partitions_in(self, dir_id: uuid.UUID) -> list[TopicPartition]:
-        return sorted(lr.tp for lr in self.partitions.values() if lr.dir_id == dir_id)
 
     def is_offline(self, topic_id: TopicId, partition: int) -> bool:
         """Partition status, as the client handlers ask it: its log was in a dir that failed,

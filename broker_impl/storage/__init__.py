@@ -3,7 +3,7 @@ health probe, and the single failure path for every OSError on a dir.
 
 Modules (each documents its part of the API):
 
-* :mod:`.startup` — ``load_log_dirs(...) -> LogDirSet`` (meta.properties rules, behaviour §1)
+* :mod:`.startup` — ``load_log_dirs(...) -> LogDirSet`` (meta.properties rules)
 * :mod:`.log_manager` — ``LogManager`` (all logs, placement, offline dirs, checkpoints, probe)
 * :mod:`.partition_log` — ``PartitionLog`` (append/read/truncate/flush of one partition),
   ``LogConfig``

@@ -1,4 +1,4 @@
-"""The one path every OSError on a log dir takes (behaviour §3, Kafka's LogDirFailureChannel).
+"""The one path every OSError on a log dir takes (Kafka's LogDirFailureChannel).
 
 Usage inside the storage layer::
 
@@ -45,9 +45,6 @@ class DirFailureChannel:
         self._on_failure = on_failure
         self._offline: dict[str, tuple[int | None, str]] = {}
         self._lock = threading.Lock()
-
-    def set_callback(self, on_failure: OnFailure | None) -> None:
-        self._on_failure = on_failure
 
     def is_offline(self, dir_path: str) -> bool:
         return dir_path in self._offline

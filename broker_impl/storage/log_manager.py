@@ -1,5 +1,5 @@
 """All partition logs of a broker across its log dirs (Kafka's LogManager), with the one
-failure path of behaviour §3.
+failure path for every OSError on a dir (the dir goes offline, reported once).
 
 Start-up (the runtime)::
 
