@@ -81,13 +81,13 @@ class LogManagerView:
     def min_insync_replicas(self, topic_id: uuid.UUID) -> int:
         return self.min_isr
 
-    def _name(self, topic_id: uuid.UUID) -> str | None:
+    def topic_name(self, topic_id: uuid.UUID) -> str | None:
         reg = self.image.topics.get(topic_id)
         return reg.name if reg is not None else None
 
     def local_replica(self, topic_id: uuid.UUID, partition: int) -> PartitionLog | None:
         reg = self.image.partition(topic_id, partition)
-        name = self._name(topic_id)
+        name = self.topic_name(topic_id)
         if reg is None or name is None or self.node_id not in reg.replicas:
             return None
         log = self.lm.get_log(name, partition)
@@ -102,7 +102,7 @@ class LogManagerView:
 
     def is_partition_offline(self, topic_id: uuid.UUID, partition: int) -> bool:
         reg = self.image.partition(topic_id, partition)
-        name = self._name(topic_id)
+        name = self.topic_name(topic_id)
         if reg is None or name is None or self.node_id not in reg.replicas:
             return False
         if self.lm.offline_partition(name, partition) is not None:
@@ -145,7 +145,7 @@ class LogManagerView:
     def refresh_high_watermark(self, topic_id: uuid.UUID, partition: int) -> bool:
         """Move the leader's HW to min LEO of the ISR (never backwards); True if it moved."""
         reg = self.image.partition(topic_id, partition)
-        name = self._name(topic_id)
+        name = self.topic_name(topic_id)
         if reg is None or name is None or reg.leader != self.node_id:
             return False
         log = self.lm.get_log(name, partition)
@@ -164,7 +164,7 @@ class LogManagerView:
 
     def on_follower_fetch(self, topic_id: uuid.UUID, partition: int, replica_id: int, fetch_offset: int,
                           last_fetched_epoch: int) -> None:
-        name = self._name(topic_id)
+        name = self.topic_name(topic_id)
         log = self.lm.get_log(name, partition) if name is not None else None
         if log is None or not follower_position(log, fetch_offset, last_fetched_epoch).valid:
             return  # a divergent or out-of-range position is no progress

@@ -97,7 +97,7 @@ class RuntimeView(LogManagerView):
     # ------------------------------------------------------------------ roles (from the data plane)
     def become_leader(self, topic_id: uuid.UUID, partition: int) -> None:
         reg = self.image.partition(topic_id, partition)
-        name = self._name(topic_id)
+        name = self.topic_name(topic_id)
         plog = self.lm.get_log(name, partition) if name is not None else None
         if reg is None or plog is None or reg.leader != self.node_id:
             self.leaders.pop((topic_id, partition), None)
@@ -131,7 +131,7 @@ class RuntimeView(LogManagerView):
 
     # ------------------------------------------------------------------ progress (BrokerView)
     def _publish_hw(self, topic_id: uuid.UUID, partition: int, st: LeaderIsr) -> None:
-        name = self._name(topic_id)
+        name = self.topic_name(topic_id)
         plog = self.lm.get_log(name, partition) if name is not None else None
         if plog is not None and st.high_watermark > plog.high_watermark:
             plog.high_watermark = st.high_watermark
@@ -150,7 +150,7 @@ class RuntimeView(LogManagerView):
         if st is None:
             super().on_leader_append(topic_id, partition)
             return
-        plog = self.lm.get_log(self._name(topic_id) or "", partition)
+        plog = self.lm.get_log(self.topic_name(topic_id) or "", partition)
         if plog is not None and st.on_leader_append(plog.log_end_offset, self.now_ms()):
             self._publish_hw(topic_id, partition, st)
 
@@ -160,7 +160,7 @@ class RuntimeView(LogManagerView):
         if st is None:  # no leader state (yet): the plain bookkeeping
             super().on_follower_fetch(topic_id, partition, replica_id, fetch_offset, last_fetched_epoch)
             return
-        plog = self.lm.get_log(self._name(topic_id) or "", partition)
+        plog = self.lm.get_log(self.topic_name(topic_id) or "", partition)
         if plog is None or not follower_position(plog, fetch_offset, last_fetched_epoch).valid:
             return  # a divergent follower's offset is no progress (Kafka: no fetch-state update)
         self.follower_leo[(topic_id, partition, replica_id)] = fetch_offset

@@ -437,7 +437,7 @@ class PartitionLog:
                 for seg in self._segments:
                     pos = 0
                     while pos < seg.size:
-                        header = seg._header_at(pos)
+                        header = seg.header_at(pos)
                         if header.max_timestamp >= timestamp_ms:
                             return max(header.base_offset, self._log_start)
                         pos += header.size_bytes
