@@ -196,17 +196,16 @@ async def _read_some(api: ApiContext, targets: list[_Target], indexes: list[int]
             reads[i] = got
             continue
         t = got.target
-        tail = getattr(got.replica, "read_tail", None)
-        if tail is not None and (budget > 0 or not have_data):
+        if budget > 0 or not have_data:
             # the newest batches are kept in memory: no trip to the dir's worker
-            data = tail(t.fetch_offset, max(1, min(t.max_bytes, budget)), got.upper, not have_data)
+            data = got.replica.read_tail(t.fetch_offset, max(1, min(t.max_bytes, budget)), got.upper, not have_data)
             if data is not None:
                 reads[i] = _Read(ErrorCode.none, got.high_watermark, got.log_start_offset, data)
                 if data:
                     have_data = True
                     budget -= len(data)
                 continue
-        groups.setdefault(getattr(got.replica, "log_dir", id(got.replica)), []).append(got)
+        groups.setdefault(got.replica.log_dir, []).append(got)
     for plans in groups.values():
         if budget <= 0 and have_data:
             for plan in plans:

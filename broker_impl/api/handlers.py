@@ -100,5 +100,5 @@ class BrokerApi:
         changed (leadership/ISR moves complete or fail delayed produces and fetches).
         ``changes`` is the ``ImageChanges`` value the runtime drained from the image for its
         replica management (only ``.partitions`` keys are read)."""
-        for topic_id, partition in getattr(changes, "partitions", {}):
+        for topic_id, partition in changes.partitions:
             self.notify_partition(topic_id, partition)

@@ -95,6 +95,8 @@ class MetadataImageLike(Protocol):
 
 
 class LocalReplica(Protocol):
+    log_dir: str   # the log dir it lives in (reads are grouped per dir, one job per dir worker)
+
     @property
     def log_start_offset(self) -> int: ...
 
@@ -119,6 +121,12 @@ class LocalReplica(Protocol):
     def read(self, offset: int, max_bytes: int, upper_offset: int | None = None, min_one: bool = True) -> bytes:
         """Whole batches from the one containing ``offset``, at most ``max_bytes`` (the first
         whole if ``min_one``), stopping before a batch whose base offset is ≥ ``upper_offset``."""
+        ...
+
+    def read_tail(self, offset: int, max_bytes: int, upper_offset: int | None = None,
+                  min_one: bool = True) -> bytes | None:
+        """``read`` from the newest batches kept in memory, without a lock or I/O (on the
+        loop); None when ``offset`` is not among them."""
         ...
 
 
