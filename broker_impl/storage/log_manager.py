@@ -1,22 +1,19 @@
 """All partition logs of a broker across its log dirs (Kafka's LogManager), with the one
 failure path for every OSError on a dir (the dir goes offline, reported once).
 
-Start-up (the runtime)::
+Start-up (as the broker runtime does it)::
 
     dirs = load_log_dirs(cfg.log_dirs, cfg.metadata_log_dir, cfg.node_id, random.SystemRandom(),
                          cluster_id=cfg.cluster_id or None)            # LogDirStartupError → exit 1
     lm = LogManager.open(dirs, LogConfig.from_server_config(cfg),
-                         on_failure=lambda path, errno, op: core_queue.put(
-                             ("storage_error", dirs.id_of(path), errno, op)),
+                         on_failure=failure_callback_by_id(dirs, report),  # report(DirFailure)
                          now_ms=clock.monotonic_ms)
 
-(or ``on_failure=failure_callback_by_id(dirs, fn)`` to get ``fn(DirFailure(dir_id, path,
-errno, op))``: the broker runtime takes that one, so nothing above storage maps paths).
 ``on_failure(dir_path, errno, op)`` fires once per dir, synchronously in the thread that hit
-the error (see :mod:`.failure`); the pure core is fed ``on_storage_error(dir_id, errno, op)``.
-The operation that failed raises
-:class:`KafkaStorageError` (answer KAFKA_STORAGE_ERROR). After that every operation on the dir
-fails at once without touching the disk.
+the error (see :mod:`.failure`); ``failure_callback_by_id`` maps the path to the dir id here,
+at the storage edge, so nothing above storage looks at paths. The operation that failed
+raises :class:`KafkaStorageError` (answer KAFKA_STORAGE_ERROR); after that every operation on
+the dir fails at once without touching the disk.
 
 Calls::
 
