@@ -1,4 +1,4 @@
-"""The node event log (interfaces.md "Node event log"): one JSON object per line.
+"""The node event log: one JSON object per line.
 
 Fields ``ts_ns`` (CLOCK_REALTIME), ``node_id``, ``role``, ``event`` and the event's own
 fields. The file is opened in append mode and flushed after every line (it lives outside

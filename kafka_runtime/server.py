@@ -21,7 +21,7 @@ that nothing is decoded that the connection may not send:
    its range, gets the API's standard UNSUPPORTED_VERSION reply (the connection stays
    usable) when the protocol defines that response (kio has its schema), else the
    connection is closed (an unknown api key). An unsupported ApiVersions version gets the
-   v0 fallback reply (wire-notes "ApiVersions fallback");
+   v0 fallback reply (an unknown ApiVersions version gets a v0 answer);
 4. decoding through ``wire.decode_request`` — the guard bounds every length by the bytes
    left before kio allocates, and cuts unknown tagged fields out; bytes that do not decode
    close the connection;
@@ -93,7 +93,7 @@ class DeferredResponse:
 
 @dataclass(frozen=True)
 class SecurityConfig:
-    """How one listener authenticates and authorizes (interfaces.md "Authentication")."""
+    """How one listener authenticates and authorizes."""
 
     sasl_required: bool = False
     authorizer_enabled: bool = False

@@ -1,4 +1,4 @@
-"""`kraft-storage`: format log dirs, show them, make ids (behaviour.md §1).
+"""`kraft-storage`: format log dirs, show them, make ids.
 
     kraft-storage format -c server.properties --cluster-id ID [--ignore-formatted]
     kraft-storage info -c server.properties

@@ -17,7 +17,8 @@ Mounting it in the broker runtime::
     # when the HW moves for another reason: api.notify_partition(topic_id, partition)
 
 ``storage_view.LogManagerView`` is a complete BrokerView over ``LogManager`` +
-``MetadataImage`` (the tests mount exactly that); the runtime adds ISR management
-(AlterPartition) through its ``follower_leo`` / ``caught_up_ms`` state and
-``on_follower_progress`` hook, and calls ``refresh_high_watermark`` when the ISR changes.
+``MetadataImage`` (the tests mount exactly that); the broker runtime's
+``broker_impl.runtime.runtime_view.RuntimeView`` extends it with status from the broker
+core and ISR management (AlterPartition). Handler modules are typed against
+``context.ApiContext`` (what ``BrokerApi`` offers them), never against ``handlers``.
 """

@@ -19,12 +19,12 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from broker_impl.api.entities import NO_THROTTLE, build, replica_error, replica_io, response_type
+from broker_impl.api.entities import NO_THROTTLE, build, replica_error, response_type
 from broker_impl.api.metadata import listener_of, live_brokers
 from kafka_common import batch_header as bh
 
 if TYPE_CHECKING:
-    from broker_impl.api.handlers import BrokerApi
+    from broker_impl.api.context import ApiContext
 
 log = logging.getLogger(__name__)
 EARLIEST = -2
@@ -33,7 +33,7 @@ MAX_TIMESTAMP = -3
 CREATE_TOPICS_TIMEOUT_S = 30.0
 
 
-async def _list_one(api: BrokerApi, name: str, partition: int, timestamp: int) -> tuple[ErrorCode, int, int]:
+async def _list_one(api: ApiContext, name: str, partition: int, timestamp: int) -> tuple[ErrorCode, int, int]:
     view = api.view
     topic_id = view.image.topic_ids.get(name)
     registration = view.image.partition(topic_id, partition) if topic_id is not None else None
@@ -51,7 +51,7 @@ async def _list_one(api: BrokerApi, name: str, partition: int, timestamp: int) -
             return ErrorCode.none, replica.high_watermark, -1
         if timestamp < 0:
             return ErrorCode.none, -1, -1
-        found = await replica_io(view, replica, _find_timestamp, replica, timestamp)  # off the loop
+        found = await view.replica_io(replica, _find_timestamp, replica, timestamp)  # off the loop
     except Exception as exc:
         mapped = replica_error(view, topic_id, partition, "list_offsets", exc)
         if mapped is None:
@@ -95,7 +95,7 @@ def _scan_for_timestamp(replica: Any, timestamp: int) -> tuple[int, int] | None:
     return None
 
 
-async def handle_list_offsets(api: BrokerApi, ctx: Any, req: Any) -> Any:
+async def handle_list_offsets(api: ApiContext, ctx: Any, req: Any) -> Any:
     version = req.__version__
     part_cls = response_type(2, version, "ListOffsetsPartitionResponse")
     topic_cls = response_type(2, version, "ListOffsetsTopicResponse")
@@ -116,7 +116,7 @@ async def handle_list_offsets(api: BrokerApi, ctx: Any, req: Any) -> Any:
     return build(resp_cls, throttle_time=NO_THROTTLE, topics=tuple(topics))
 
 
-async def handle_create_topics(api: BrokerApi, ctx: Any, req: Any) -> Any:
+async def handle_create_topics(api: ApiContext, ctx: Any, req: Any) -> Any:
     try:
         return await asyncio.wait_for(api.view.controller.create_topics(req), CREATE_TOPICS_TIMEOUT_S)
     except (ConnectionError, TimeoutError, asyncio.TimeoutError, OSError) as exc:
@@ -131,7 +131,7 @@ async def handle_create_topics(api: BrokerApi, ctx: Any, req: Any) -> Any:
         for t in req.topics))
 
 
-async def handle_init_producer_id(api: BrokerApi, ctx: Any, req: Any) -> Any:
+async def handle_init_producer_id(api: ApiContext, ctx: Any, req: Any) -> Any:
     resp_cls = response_type(22, req.__version__, "InitProducerIdResponse")
     if req.transactional_id is not None:
         return build(resp_cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.transactional_id_authorization_failed,
@@ -141,7 +141,7 @@ async def handle_init_producer_id(api: BrokerApi, ctx: Any, req: Any) -> Any:
                  producer_id=identity.producer_id, producer_epoch=identity.epoch)
 
 
-async def handle_describe_cluster(api: BrokerApi, ctx: Any, req: Any) -> Any:
+async def handle_describe_cluster(api: ApiContext, ctx: Any, req: Any) -> Any:
     version = req.__version__
     broker_cls = response_type(60, version, "DescribeClusterBroker")
     resp_cls = response_type(60, version, "DescribeClusterResponse")
@@ -156,4 +156,3 @@ async def handle_describe_cluster(api: BrokerApi, ctx: Any, req: Any) -> Any:
                  endpoint_type=1, cluster_id=api.view.cluster_id, controller_id=brokers[0][0] if brokers else -1,
                  brokers=tuple(build(broker_cls, broker_id=b, host=h, port=p, rack=r) for b, h, p, r in brokers),
                  cluster_authorized_operations=-2147483648)
-

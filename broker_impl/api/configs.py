@@ -27,7 +27,7 @@ from broker_impl.api.entities import NO_THROTTLE, build, response_type
 from kafka_common import topic_config as tc
 
 if TYPE_CHECKING:
-    from broker_impl.api.handlers import BrokerApi
+    from broker_impl.api.context import ApiContext
 
 log = logging.getLogger(__name__)
 DESCRIBE_CONFIGS, ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 32, 33, 44
@@ -79,7 +79,7 @@ def _fields(obj: Any) -> dict[str, Any]:
     return {f: getattr(obj, f) for f in obj.__dataclass_fields__}
 
 
-async def handle_describe_configs(api: BrokerApi, ctx: Any, req: Any) -> Any:
+async def handle_describe_configs(api: ApiContext, ctx: Any, req: Any) -> Any:
     version = req.__version__
     result_cls = response_type(DESCRIBE_CONFIGS, version, "DescribeConfigsResult")
     resp_cls = response_type(DESCRIBE_CONFIGS, version, "DescribeConfigsResponse")
@@ -97,7 +97,7 @@ async def handle_describe_configs(api: BrokerApi, ctx: Any, req: Any) -> Any:
     return build(resp_cls, throttle_time=NO_THROTTLE, results=tuple(results))
 
 
-async def _forward(api: BrokerApi, req: Any) -> Any:
+async def _forward(api: ApiContext, req: Any) -> Any:
     key = int(req.__api_key__)
     try:
         return await asyncio.wait_for(api.view.controller.alter_configs(req), FORWARD_TIMEOUT_S)
@@ -113,11 +113,11 @@ async def _forward(api: BrokerApi, req: Any) -> Any:
               resource_type=r.resource_type, resource_name=r.resource_name) for r in req.resources))
 
 
-async def handle_alter_configs(api: BrokerApi, ctx: Any, req: Any) -> Any:
+async def handle_alter_configs(api: ApiContext, ctx: Any, req: Any) -> Any:
     return await _forward(api, req)
 
 
-async def handle_incremental_alter_configs(api: BrokerApi, ctx: Any, req: Any) -> Any:
+async def handle_incremental_alter_configs(api: ApiContext, ctx: Any, req: Any) -> Any:
     return await _forward(api, req)
 
 

@@ -20,16 +20,16 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from broker_impl.api.entities import NO_THROTTLE, build, replica_error, replica_io, response_type
+from broker_impl.api.entities import NO_THROTTLE, build, replica_error, response_type
 
 if TYPE_CHECKING:
-    from broker_impl.api.handlers import BrokerApi
+    from broker_impl.api.context import ApiContext
 
 DELETE_RECORDS = 21
 HIGH_WATERMARK = -1
 
 
-async def _delete_one(api: BrokerApi, name: str, partition: int, offset: int) -> tuple[ErrorCode, int]:
+async def _delete_one(api: ApiContext, name: str, partition: int, offset: int) -> tuple[ErrorCode, int]:
     view = api.view
     topic_id = view.image.topic_ids.get(name)
     registration = view.image.partition(topic_id, partition) if topic_id is not None else None
@@ -47,10 +47,10 @@ async def _delete_one(api: BrokerApi, name: str, partition: int, offset: int) ->
     lock_of = getattr(view, "partition_lock", None)
     try:
         if lock_of is None:
-            start = await replica_io(view, replica, replica.increment_log_start_offset, target)
+            start = await view.replica_io(replica, replica.increment_log_start_offset, target)
         else:
             async with lock_of(name, partition):
-                start = await replica_io(view, replica, replica.increment_log_start_offset, target)
+                start = await view.replica_io(replica, replica.increment_log_start_offset, target)
     except Exception as exc:
         mapped = replica_error(view, topic_id, partition, "delete_records", exc)
         if mapped is None:
@@ -60,7 +60,7 @@ async def _delete_one(api: BrokerApi, name: str, partition: int, offset: int) ->
     return ErrorCode.none, start
 
 
-async def handle_delete_records(api: BrokerApi, ctx: Any, req: Any) -> Any:
+async def handle_delete_records(api: ApiContext, ctx: Any, req: Any) -> Any:
     version = req.__version__
     part_cls = response_type(DELETE_RECORDS, version, "DeleteRecordsPartitionResult")
     topic_cls = response_type(DELETE_RECORDS, version, "DeleteRecordsTopicResult")

@@ -30,22 +30,12 @@ def build(cls: type, **kwargs: Any) -> Any:
     return cls(**{k: v for k, v in kwargs.items() if k in names})
 
 
-def has_field(cls_or_obj: Any, name: str) -> bool:
-    cls = cls_or_obj if isinstance(cls_or_obj, type) else type(cls_or_obj)
-    return name in _field_names(cls)
-
-
 @lru_cache(maxsize=None)
 def response_type(api_key: int, version: int, name: str) -> type:
     if api_key == 0 and version < 3:  # kio has no Produce v0-2: our own schemas
         from broker_impl.api import legacy_produce
         return getattr(legacy_produce.response_module(version), name)
     return getattr(wire.response_module(api_key, version), name)
-
-
-@lru_cache(maxsize=None)
-def request_type(api_key: int, version: int, name: str) -> type:
-    return getattr(wire.request_module(api_key, version), name)
 
 
 @lru_cache(maxsize=None)
@@ -64,10 +54,10 @@ def ms(value: timedelta | int | None, default: int = 0) -> int:
 
 def replica_error(view: Any, topic_id: Any, partition: int, op: str, exc: BaseException) -> tuple[ErrorCode, str] | None:
     """Map an exception raised by a replica operation to a Kafka error (see ``view.py``):
-    a storage failure → KAFKA_STORAGE_ERROR (and the runtime is told); an exception with an
-    integer ``error_code`` → that code; anything else → ``None`` (a bug: re-raise)."""
+    a storage failure → KAFKA_STORAGE_ERROR (the storage layer's failure channel has already
+    reported the dir: storage errors have that one inlet); an exception with an integer
+    ``error_code`` → that code; anything else → ``None`` (a bug: re-raise)."""
     if isinstance(exc, view.storage_exceptions) or isinstance(exc, OSError):
-        view.on_storage_error(topic_id, partition, op, exc)
         return ErrorCode.kafka_storage_error, f"{op} failed: {exc}"
     code = getattr(exc, "error_code", None)
     if isinstance(code, int):
@@ -76,11 +66,3 @@ def replica_error(view: Any, topic_id: Any, partition: int, op: str, exc: BaseEx
         except ValueError:
             return None
     return None
-
-
-async def replica_io(view: Any, replica: Any, fn: Any, *args: Any) -> Any:
-    """``view.replica_io`` (off the event loop in the broker runtime), inline for views without it."""
-    run = getattr(view, "replica_io", None)
-    if run is None:
-        return fn(*args)
-    return await run(replica, fn, *args)

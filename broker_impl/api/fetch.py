@@ -17,8 +17,9 @@
 - Followers (v12+) send ``last_fetched_epoch``: if the leader's log ends that epoch before
   ``fetch_offset`` (or does not know the epoch), the answer carries ``diverging_epoch``
   (epoch, end offset) and no records, so the follower truncates (KIP-320/595); an epoch
-  older than all the leader knows → OFFSET_OUT_OF_RANGE. Uses the
-  replica's ``end_offset_for_epoch`` when it has one.
+  older than all the leader knows → OFFSET_OUT_OF_RANGE. The rule is
+  :func:`broker_impl.state.fetch_position.follower_position`, shared with the leader's ISR
+  bookkeeping (a divergent fetch is no progress).
 - A replica fetch from a principal without CLUSTER_ACTION (authorizer enabled) →
   top-level CLUSTER_AUTHORIZATION_FAILED, as Kafka.
 - Incremental fetch sessions (KIP-227) for replica fetches (v13+), see
@@ -48,10 +49,11 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode
 
 from broker_impl.api import fetch_session
-from broker_impl.api.entities import NO_THROTTLE, build, ms, replica_error, replica_io, response_type
+from broker_impl.api.entities import NO_THROTTLE, build, ms, replica_error, response_type
+from broker_impl.state.fetch_position import Position, follower_position
 
 if TYPE_CHECKING:
-    from broker_impl.api.handlers import BrokerApi
+    from broker_impl.api.context import ApiContext
 
 API_KEY = 1
 MAX_WAIT_CAP_MS = 30_000
@@ -83,7 +85,7 @@ def _replica_id(req: Any) -> int:
     return req.replica_id
 
 
-def _targets(api: BrokerApi, req: Any) -> list[_Target]:
+def _targets(api: ApiContext, req: Any) -> list[_Target]:
     by_id = req.__version__ >= 13
     out = []
     for topic in req.topics:
@@ -132,7 +134,7 @@ def _read_group(plans: list[_Plan], budget: int, first: bool) -> list[Any]:
     return out
 
 
-def _check_one(api: BrokerApi, i: int, t: _Target, follower: bool, by_id: bool) -> "_Read | _Plan":
+def _check_one(api: ApiContext, i: int, t: _Target, follower: bool, by_id: bool) -> "_Read | _Plan":
     """Everything about one partition that needs no I/O (on the loop): its answer, or the
     read to do."""
     view = api.view
@@ -154,14 +156,13 @@ def _check_one(api: BrokerApi, i: int, t: _Target, follower: bool, by_id: bool) 
         leo = replica.log_end_offset
         start = replica.log_start_offset
         hw = replica.high_watermark
-        epoch_lookup = getattr(replica, "end_offset_for_epoch", None)
-        if follower and t.last_fetched_epoch >= 0 and epoch_lookup is not None:
-            epoch, end = epoch_lookup(t.last_fetched_epoch)
-            if epoch < 0 or end < 0:   # the leader has no epoch at or before it: start over
+        if follower:
+            pos = follower_position(replica, t.fetch_offset, t.last_fetched_epoch)
+            if pos.position is Position.DIVERGING:
+                return _Read(ErrorCode.none, hw, start, b"", pos.diverging)
+            if not pos.valid:
                 return _Read(ErrorCode.offset_out_of_range, hw, start)
-            if end < t.fetch_offset or epoch < t.last_fetched_epoch:
-                return _Read(ErrorCode.none, hw, start, b"", (epoch, end))
-        if t.fetch_offset < start or t.fetch_offset > leo:
+        elif t.fetch_offset < start or t.fetch_offset > leo:
             return _Read(ErrorCode.offset_out_of_range, hw, start)
         upper = leo if follower else hw
         if t.fetch_offset < upper:
@@ -174,7 +175,7 @@ def _check_one(api: BrokerApi, i: int, t: _Target, follower: bool, by_id: bool) 
         return _Read(mapped[0])
 
 
-async def _read_some(api: BrokerApi, targets: list[_Target], indexes: list[int], reads: "list[_Read | None]",
+async def _read_some(api: ApiContext, targets: list[_Target], indexes: list[int], reads: "list[_Read | None]",
                      follower: bool, max_bytes: int, by_id: bool, strangers: set[int],
                      skipped: "set[int] | None" = None) -> None:
     """(Re-)read ``indexes`` into ``reads``: the checks on the loop, then the reads that
@@ -195,17 +196,16 @@ async def _read_some(api: BrokerApi, targets: list[_Target], indexes: list[int],
             reads[i] = got
             continue
         t = got.target
-        tail = getattr(got.replica, "read_tail", None)
-        if tail is not None and (budget > 0 or not have_data):
+        if budget > 0 or not have_data:
             # the newest batches are kept in memory: no trip to the dir's worker
-            data = tail(t.fetch_offset, max(1, min(t.max_bytes, budget)), got.upper, not have_data)
+            data = got.replica.read_tail(t.fetch_offset, max(1, min(t.max_bytes, budget)), got.upper, not have_data)
             if data is not None:
                 reads[i] = _Read(ErrorCode.none, got.high_watermark, got.log_start_offset, data)
                 if data:
                     have_data = True
                     budget -= len(data)
                 continue
-        groups.setdefault(getattr(got.replica, "log_dir", id(got.replica)), []).append(got)
+        groups.setdefault(got.replica.log_dir, []).append(got)
     for plans in groups.values():
         if budget <= 0 and have_data:
             for plan in plans:
@@ -213,7 +213,7 @@ async def _read_some(api: BrokerApi, targets: list[_Target], indexes: list[int],
                 if skipped is not None:
                     skipped.add(plan.index)
             continue
-        results = await replica_io(view, plans[0].replica, _read_group, plans, budget, not have_data)
+        results = await view.replica_io(plans[0].replica, _read_group, plans, budget, not have_data)
         for plan, res in zip(plans, results):
             t = plan.target
             if isinstance(res, Exception):
@@ -236,13 +236,12 @@ def _key(t: _Target) -> tuple[Any, int]:
     return (t.topic_key, t.partition)
 
 
-def _record_progress(api: BrokerApi, replica_id: int, targets: list[_Target], indexes: "range | list[int]",
+def _record_progress(api: ApiContext, replica_id: int, targets: list[_Target], indexes: "range | list[int]",
                      strangers: set[int]) -> None:
     """A follower fetched these partitions at these offsets: ISR/HW bookkeeping (before
     reading, so the answer's HW counts it). A broker that is no replica of a partition
     gets NOT_LEADER_OR_FOLLOWER for it and records no progress."""
     view = api.view
-    epochs = getattr(view, "last_fetched_epoch", None)
     for i in indexes:
         t = targets[i]
         reg = view.image.partition(t.topic_id, t.partition) if t.topic_id is not None else None
@@ -251,11 +250,9 @@ def _record_progress(api: BrokerApi, replica_id: int, targets: list[_Target], in
         if replica_id not in reg.replicas:
             strangers.add(i)
         elif reg.leader == view.node_id:
-            if epochs is not None:
-                epochs.setdefault((t.topic_id, t.partition, replica_id), t.last_fetched_epoch)
             replica = view.local_replica(t.topic_id, t.partition)
             hw = replica.high_watermark if replica is not None else None
-            view.on_follower_fetch(t.topic_id, t.partition, replica_id, t.fetch_offset)
+            view.on_follower_fetch(t.topic_id, t.partition, replica_id, t.fetch_offset, t.last_fetched_epoch)
             if replica is None or replica.high_watermark != hw:   # acks=all waiters, consumers
                 api.notify_partition(t.topic_id, t.partition)
 
@@ -265,7 +262,7 @@ def _top_error(version: int, code: ErrorCode, session_id: int = 0) -> Any:
                  error_code=code, session_id=session_id, responses=())
 
 
-async def handle_fetch(api: BrokerApi, ctx: Any, req: Any) -> Any:
+async def handle_fetch(api: ApiContext, ctx: Any, req: Any) -> Any:
     version = req.__version__
     by_id = version >= 13
     replica_id = _replica_id(req)
@@ -277,7 +274,7 @@ async def handle_fetch(api: BrokerApi, ctx: Any, req: Any) -> Any:
         return _top_error(version, ErrorCode.cluster_authorization_failed)
 
     # fetch sessions (KIP-227, broker_impl.api.fetch_session): replica fetches only
-    sessions = getattr(api, "fetch_sessions", None)
+    sessions = api.fetch_sessions
     session_id = getattr(req, "session_id", 0) or 0
     session_epoch = getattr(req, "session_epoch", -1)
     session = None

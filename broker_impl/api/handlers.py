@@ -6,7 +6,7 @@ response entity of the request's version, or ``None`` when no response must be s
 (Produce with acks=0). The server must handle one connection's requests strictly in order
 (await ``handle`` before decoding the next), as Kafka does.
 
-Version choices (see ``/work/shared/spec/wire-notes.md``): Produce 0–10 (v0–2 through our
+Version choices: Produce 0–10 (v0–2 through our
 own schemas in :mod:`legacy_produce`, since kio has none), Fetch 4–16 (v13+ by topic id;
 Metadata returns real topic ids), Metadata 0–13, ListOffsets 1–7, CreateTopics 2–7,
 InitProducerId 0–4, DescribeCluster 0–1, DescribeLogDirs 1–4, AlterReplicaLogDirs 1–2,
@@ -120,7 +120,7 @@ class BrokerApi:
         ``changes`` is the ``ImageChanges`` value the runtime drained from the image for its
         replica management (only ``.partitions`` keys are read)."""
         self.groups.start()  # on the loop: the coordinator follows the image from now on
-        for topic_id, partition in getattr(changes, "partitions", {}):
+        for topic_id, partition in changes.partitions:
             self.notify_partition(topic_id, partition)
-        if getattr(changes, "removed_topics", None):
+        if changes.removed_topics:
             self.groups.reconcile_all()

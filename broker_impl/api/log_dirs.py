@@ -29,7 +29,7 @@ from broker_impl.api.entities import NO_THROTTLE, build, error, response_type
 from broker_impl.api.view import LogDirInfo
 
 if TYPE_CHECKING:
-    from broker_impl.api.handlers import BrokerApi
+    from broker_impl.api.context import ApiContext
 
 DESCRIBE_KEY = 35
 ALTER_KEY = 34
@@ -60,7 +60,7 @@ def _wanted(req: Any) -> dict[str, set[int]] | None:
     return wanted
 
 
-async def handle_describe_log_dirs(api: "BrokerApi", ctx: Any, req: Any) -> Any:
+async def handle_describe_log_dirs(api: "ApiContext", ctx: Any, req: Any) -> Any:
     version = req.__version__
     part_cls = response_type(DESCRIBE_KEY, version, "DescribeLogDirsPartition")
     topic_cls = response_type(DESCRIBE_KEY, version, "DescribeLogDirsTopic")
@@ -85,7 +85,7 @@ async def handle_describe_log_dirs(api: "BrokerApi", ctx: Any, req: Any) -> Any:
     return build(resp_cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.none, results=tuple(results))
 
 
-async def _alter_one(api: "BrokerApi", target: LogDirInfo | None, name: str, partition: int) -> ErrorCode:
+async def _alter_one(api: "ApiContext", target: LogDirInfo | None, name: str, partition: int) -> ErrorCode:
     view = api.view
     if target is None:
         return ErrorCode.log_dir_not_found
@@ -99,7 +99,7 @@ async def _alter_one(api: "BrokerApi", target: LogDirInfo | None, name: str, par
     return error(await view.mover.alter_replica_log_dir(topic_id, partition, target.directory_id))
 
 
-async def handle_alter_replica_log_dirs(api: "BrokerApi", ctx: Any, req: Any) -> Any:
+async def handle_alter_replica_log_dirs(api: "ApiContext", ctx: Any, req: Any) -> Any:
     version = req.__version__
     part_cls = response_type(ALTER_KEY, version, "AlterReplicaLogDirPartitionResult")
     topic_cls = response_type(ALTER_KEY, version, "AlterReplicaLogDirTopicResult")

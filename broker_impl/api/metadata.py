@@ -30,7 +30,7 @@ from kafka_common.ids import from_wire
 from kafka_common.metadata.model import NO_LEADER
 
 if TYPE_CHECKING:
-    from broker_impl.api.handlers import BrokerApi
+    from broker_impl.api.context import ApiContext
 
 API_KEY = 3
 CREATE_TOPICS_KEY = 19
@@ -45,12 +45,12 @@ def valid_topic_name(name: str | None) -> bool:
     return bool(name) and name not in (".", "..") and _LEGAL_TOPIC.match(name) is not None  # type: ignore[arg-type]
 
 
-def listener_of(api: BrokerApi, ctx: Any) -> str:
+def listener_of(api: ApiContext, ctx: Any) -> str:
     """The listener the request came in on (Kafka answers with that listener's endpoints)."""
     return getattr(ctx, "listener_name", None) or api.view.listener_name
 
 
-def live_brokers(api: BrokerApi, listener_name: str) -> list[tuple[int, str, int, str | None]]:
+def live_brokers(api: ApiContext, listener_name: str) -> list[tuple[int, str, int, str | None]]:
     out = []
     for broker_id, reg in sorted(api.view.image.brokers.items()):
         if reg.fenced:
@@ -61,7 +61,7 @@ def live_brokers(api: BrokerApi, listener_name: str) -> list[tuple[int, str, int
     return out
 
 
-def offline_replicas(api: BrokerApi, replicas: tuple[int, ...], directories: tuple[Any, ...]) -> tuple[int, ...]:
+def offline_replicas(api: ApiContext, replicas: tuple[int, ...], directories: tuple[Any, ...]) -> tuple[int, ...]:
     brokers = api.view.image.brokers
     out = []
     for broker_id, dir_id in zip(replicas, directories):
@@ -71,7 +71,7 @@ def offline_replicas(api: BrokerApi, replicas: tuple[int, ...], directories: tup
     return tuple(out)
 
 
-async def auto_create(api: BrokerApi, names: list[str]) -> None:
+async def auto_create(api: ApiContext, names: list[str]) -> None:
     req_cls = wire.request_class(CREATE_TOPICS_KEY, CREATE_TOPICS_VERSION)
     topic_cls = getattr(wire.request_module(CREATE_TOPICS_KEY, CREATE_TOPICS_VERSION), "CreatableTopic")
     request = build(req_cls, topics=tuple(
@@ -88,7 +88,7 @@ async def auto_create(api: BrokerApi, names: list[str]) -> None:
             log.warning("auto-create of %s: %s %s", t.name, t.error_code.name, t.error_message)
 
 
-async def handle_metadata(api: BrokerApi, ctx: Any, req: Any) -> Any:
+async def handle_metadata(api: ApiContext, ctx: Any, req: Any) -> Any:
     version = req.__version__
     view = api.view
     image = view.image

@@ -35,12 +35,12 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode
 
 from broker_impl.api.configs import batch_too_large
-from broker_impl.api.entities import NO_THROTTLE, build, ms, replica_error, replica_io, response_type
+from broker_impl.api.entities import NO_THROTTLE, build, ms, replica_error, response_type
 from kafka_common import batch_header as bh
 from kafka_runtime.server import DeferredResponse
 
 if TYPE_CHECKING:
-    from broker_impl.api.handlers import BrokerApi
+    from broker_impl.api.context import ApiContext
 
 API_KEY = 0
 
@@ -78,20 +78,19 @@ def _validate(records: bytes | None) -> tuple[ErrorCode, str | None, list[bh.Bat
     return ErrorCode.none, None, headers
 
 
-async def _append_partition(api: BrokerApi, topic_id: uuid.UUID | None, index: int, records: bytes | None,
+async def _append_partition(api: ApiContext, topic_id: uuid.UUID | None, index: int, records: bytes | None,
                             acks: int) -> _PartitionResult:
     """Under the partition's lock (appends of one partition stay in order across connections,
     and its producer state is checked and recorded around its own append only)."""
     view = api.view
     reg = view.image.topics.get(topic_id) if topic_id is not None else None
-    lock_of = getattr(view, "partition_lock", None)
-    if reg is None or lock_of is None:
+    if reg is None:
         return await _append_locked(api, topic_id, index, records, acks)
-    async with lock_of(reg.name, index):
+    async with view.partition_lock(reg.name, index):
         return await _append_locked(api, topic_id, index, records, acks)
 
 
-async def _append_locked(api: BrokerApi, topic_id: uuid.UUID | None, index: int, records: bytes | None,
+async def _append_locked(api: ApiContext, topic_id: uuid.UUID | None, index: int, records: bytes | None,
                          acks: int) -> _PartitionResult:
     view = api.view
     if topic_id is None or view.image.partition(topic_id, index) is None:
@@ -117,7 +116,7 @@ async def _append_locked(api: BrokerApi, topic_id: uuid.UUID | None, index: int,
     # the partition's producer state (fed by every leader and follower append, rebuilt from
     # the log): a known producer's retried batch comes back with its original offsets.
     try:
-        base_offset, last_offset = await replica_io(view, replica, replica.append_as_leader, records,
+        base_offset, last_offset = await view.replica_io(replica, replica.append_as_leader, records,
                                                     registration.leader_epoch)
     except Exception as exc:
         mapped = replica_error(view, topic_id, index, "append", exc)
@@ -137,7 +136,7 @@ def _done(result: _PartitionResult) -> "asyncio.Future[_PartitionResult]":
     return fut
 
 
-async def handle_produce(api: BrokerApi, ctx: Any, req: Any) -> Any | None:
+async def handle_produce(api: ApiContext, ctx: Any, req: Any) -> Any | None:
     version = req.__version__
     acks = req.acks
     by_id = version >= 13
@@ -184,14 +183,14 @@ async def _resolve(per_topic: list[tuple[Any, list["asyncio.Future[_PartitionRes
     return [(key, [next(it) for _ in fs]) for key, fs in per_topic]
 
 
-async def _replicated_response(api: BrokerApi, version: int, per_topic: list[tuple[Any, list[Any]]],
+async def _replicated_response(api: ApiContext, version: int, per_topic: list[tuple[Any, list[Any]]],
                                timeout_ms: int) -> Any:
     resolved = await _resolve(per_topic)
     await _await_replication(api, [r for _, rs in resolved for r in rs], timeout_ms)
     return _response(version, resolved)
 
 
-async def _await_replication(api: BrokerApi, results: list[_PartitionResult], timeout_ms: int) -> None:
+async def _await_replication(api: ApiContext, results: list[_PartitionResult], timeout_ms: int) -> None:
     pending = [r for r in results if r.error is ErrorCode.none and r.wait_offset >= 0]
     if not pending:
         return

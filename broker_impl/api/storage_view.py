@@ -16,10 +16,8 @@ state and hooks:
   follower fetch and :meth:`refresh_high_watermark` (call it when the ISR changes).
 - Follower progress for ISR management: ``follower_leo[(topic_id, p, broker)]`` and
   ``caught_up_ms[(topic_id, p, broker)]`` (last time the follower fetched at the leader's
-  LEO, Kafka's lastCaughtUpTimeMs); ``on_follower_progress`` (optional hook) is called after
-  each follower fetch so the runtime can expand the ISR via AlterPartition.
-- ``on_storage_error``: remembered in ``storage_errors``; ``on_storage_failure`` (optional
-  hook) is called — the storage layer's DirFailureChannel has already taken the dir offline.
+  LEO, Kafka's lastCaughtUpTimeMs), recorded only for a valid fetch position
+  (:func:`broker_impl.state.fetch_position.follower_position`).
 - ``replica_io(replica, fn, *args)`` (async) runs a blocking replica operation; here inline
   (single-process tests), in the broker runtime on the replica's log-dir worker thread
   (``broker_impl.runtime.dir_io``). ``partition_lock(topic, p)``: the per-partition
@@ -36,6 +34,7 @@ from typing import Any, Callable
 from broker_impl.api.view import LogDirInfo, ReplicaDirEntry
 from broker_impl.storage.errors import KafkaStorageError
 from broker_impl.storage.log_manager import LogManager
+from broker_impl.state.fetch_position import follower_position
 from broker_impl.storage.partition_log import PartitionLog
 from kafka_common import ids
 from kafka_common import topic_config as tc
@@ -69,9 +68,6 @@ class LogManagerView:
         self.create_logs_on_demand = create_logs_on_demand
         self.follower_leo: dict[tuple[uuid.UUID, int, int], int] = {}
         self.caught_up_ms: dict[tuple[uuid.UUID, int, int], int] = {}
-        self.storage_errors: list[tuple[uuid.UUID, int, str, BaseException]] = []
-        self.on_follower_progress: Callable[[uuid.UUID, int, int, int], None] | None = None
-        self.on_storage_failure: Callable[[uuid.UUID, int, str, BaseException], None] | None = None
         self._partition_locks: dict[tuple[str, int], asyncio.Lock] = {}
 
     # --- blocking replica operations -----------------------------------------------------
@@ -94,13 +90,13 @@ class LogManagerView:
         topic = self._name(topic_id) or ""
         return tc.topic_value(topic, name, self.node_id, getattr(self.image, "configs", {}), self.static_config)
 
-    def _name(self, topic_id: uuid.UUID) -> str | None:
+    def topic_name(self, topic_id: uuid.UUID) -> str | None:
         reg = self.image.topics.get(topic_id)
         return reg.name if reg is not None else None
 
     def local_replica(self, topic_id: uuid.UUID, partition: int) -> PartitionLog | None:
         reg = self.image.partition(topic_id, partition)
-        name = self._name(topic_id)
+        name = self.topic_name(topic_id)
         if reg is None or name is None or self.node_id not in reg.replicas:
             return None
         log = self.lm.get_log(name, partition)
@@ -115,7 +111,7 @@ class LogManagerView:
 
     def is_partition_offline(self, topic_id: uuid.UUID, partition: int) -> bool:
         reg = self.image.partition(topic_id, partition)
-        name = self._name(topic_id)
+        name = self.topic_name(topic_id)
         if reg is None or name is None or self.node_id not in reg.replicas:
             return False
         if self.lm.offline_partition(name, partition) is not None:
@@ -126,10 +122,14 @@ class LogManagerView:
         path = self.lm.path_of(reg.directory(self.node_id))
         return path is not None and not self.lm.is_online(path)
 
+    def dir_online(self, dir_id: uuid.UUID | None, path: str) -> bool:
+        """Dir status (here the log manager's; the broker runtime asks its core)."""
+        return self.lm.is_online(path)
+
     def log_dirs(self) -> list[LogDirInfo]:
         out = []
         for d in self.lm.dir_set.data_dirs:
-            online = self.lm.is_online(d.path)
+            online = self.dir_online(d.directory_id, d.path)
             entries = []
             if online:
                 for log in self.lm.logs_in(d.path, include_future=True):
@@ -154,7 +154,7 @@ class LogManagerView:
     def refresh_high_watermark(self, topic_id: uuid.UUID, partition: int) -> bool:
         """Move the leader's HW to min LEO of the ISR (never backwards); True if it moved."""
         reg = self.image.partition(topic_id, partition)
-        name = self._name(topic_id)
+        name = self.topic_name(topic_id)
         if reg is None or name is None or reg.leader != self.node_id:
             return False
         log = self.lm.get_log(name, partition)
@@ -171,19 +171,14 @@ class LogManagerView:
     def on_leader_append(self, topic_id: uuid.UUID, partition: int) -> None:
         self.refresh_high_watermark(topic_id, partition)
 
-    def on_follower_fetch(self, topic_id: uuid.UUID, partition: int, replica_id: int, fetch_offset: int) -> None:
+    def on_follower_fetch(self, topic_id: uuid.UUID, partition: int, replica_id: int, fetch_offset: int,
+                          last_fetched_epoch: int) -> None:
+        name = self.topic_name(topic_id)
+        log = self.lm.get_log(name, partition) if name is not None else None
+        if log is None or not follower_position(log, fetch_offset, last_fetched_epoch).valid:
+            return  # a divergent or out-of-range position is no progress
         key = (topic_id, partition, replica_id)
         self.follower_leo[key] = fetch_offset
-        name = self._name(topic_id)
-        log = self.lm.get_log(name, partition) if name is not None else None
-        if log is not None and fetch_offset >= log.log_end_offset:
+        if fetch_offset >= log.log_end_offset:
             self.caught_up_ms[key] = self.now_ms()
         self.refresh_high_watermark(topic_id, partition)
-        if self.on_follower_progress is not None:
-            self.on_follower_progress(topic_id, partition, replica_id, fetch_offset)
-
-    def on_storage_error(self, topic_id: uuid.UUID, partition: int, op: str, exc: BaseException) -> None:
-        self.storage_errors.append((topic_id, partition, op, exc))
-        del self.storage_errors[:-100]
-        if self.on_storage_failure is not None:
-            self.on_storage_failure(topic_id, partition, op, exc)

@@ -14,10 +14,10 @@ partition logs, its log-dir state, its controller channel and its dir mover.
     (the hosted current log or ``None``), ``is_partition_offline(topic_id, p)`` (its dir is
     offline → KAFKA_STORAGE_ERROR), ``log_dirs()`` (DescribeLogDirs / AlterReplicaLogDirs),
     ``on_leader_append(topic_id, p)`` / ``on_follower_fetch(topic_id, p, replica_id,
-    fetch_offset)`` (progress: the runtime updates the follower's LEO, the ISR bookkeeping
-    and the high watermark, then returns), ``on_storage_error(...)``
-    (an ``OSError`` raised by a replica operation: the runtime marks the dir offline),
-    ``controller`` (a :class:`ControllerChannel`) and ``mover`` (a :class:`ReplicaMover`).
+    fetch_offset, last_fetched_epoch)`` (progress: the view updates the follower's LEO, the
+    ISR bookkeeping and the high watermark — only for a valid position, see
+    :mod:`broker_impl.state.fetch_position` — then returns), ``controller`` (a
+    :class:`ControllerChannel`) and ``mover`` (a :class:`ReplicaMover`).
 
 ``LocalReplica``
     One partition log hosted here — ``broker_impl.storage.partition_log.PartitionLog``
@@ -28,7 +28,8 @@ partition logs, its log-dir state, its controller channel and its dir mover.
     batch → its original offsets, nothing appended; ``error_code`` 45/47 when refused);
     ``read`` returns whole batches.
     Errors: an exception in ``BrokerView.storage_exceptions`` (or a plain ``OSError``)
-    means the dir failed → KAFKA_STORAGE_ERROR and ``on_storage_error``; any other
+    means the dir failed → KAFKA_STORAGE_ERROR (the storage layer's failure channel is the
+    one inlet that reports the dir; the handlers only answer); any other
     exception carrying an integer ``error_code`` (CORRUPT_MESSAGE, MESSAGE_TOO_LARGE,
     OFFSET_OUT_OF_RANGE, …) is answered with that code. ``offset_for_timestamp(ts) ->
     int | None`` (base offset of the first batch whose max timestamp is ≥ ts) is optional:
@@ -96,6 +97,8 @@ class MetadataImageLike(Protocol):
 
 
 class LocalReplica(Protocol):
+    log_dir: str   # the log dir it lives in (reads are grouped per dir, one job per dir worker)
+
     @property
     def log_start_offset(self) -> int: ...
 
@@ -108,6 +111,11 @@ class LocalReplica(Protocol):
     @property
     def size_bytes(self) -> int: ...
 
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """(epoch, end offset) of the newest epoch at or before ``epoch``; (-1, -1) if none.
+        Lock-free and without I/O."""
+        ...
+
     def append_as_leader(self, records: bytes | bytearray | memoryview, leader_epoch: int) -> tuple[int, int]:
         """Validate and append v2 batches; offsets from the LEO; (first offset, last offset)."""
         ...
@@ -115,6 +123,12 @@ class LocalReplica(Protocol):
     def read(self, offset: int, max_bytes: int, upper_offset: int | None = None, min_one: bool = True) -> bytes:
         """Whole batches from the one containing ``offset``, at most ``max_bytes`` (the first
         whole if ``min_one``), stopping before a batch whose base offset is ≥ ``upper_offset``."""
+        ...
+
+    def read_tail(self, offset: int, max_bytes: int, upper_offset: int | None = None,
+                  min_one: bool = True) -> bytes | None:
+        """``read`` from the newest batches kept in memory, without a lock or I/O (on the
+        loop); None when ``offset`` is not among them."""
         ...
 
 
@@ -132,7 +146,7 @@ class ControllerChannel(Protocol):
 
 class ReplicaMover(Protocol):
     async def alter_replica_log_dir(self, topic_id: uuid.UUID, partition: int, target_dir: uuid.UUID) -> int:
-        """Start moving the local replica to ``target_dir`` (behaviour §4); return a Kafka
+        """Start moving the local replica to ``target_dir`` (a future log there, swapped in once caught up); return a Kafka
         error code (0 = accepted; REPLICA_NOT_AVAILABLE, KAFKA_STORAGE_ERROR, …)."""
         ...
 
@@ -166,9 +180,7 @@ class BrokerView(Protocol):
     def on_leader_append(self, topic_id: uuid.UUID, partition: int) -> None: ...
 
     def on_follower_fetch(self, topic_id: uuid.UUID, partition: int, replica_id: int,
-                          fetch_offset: int) -> None: ...
-
-    def on_storage_error(self, topic_id: uuid.UUID, partition: int, op: str, exc: BaseException) -> None: ...
+                          fetch_offset: int, last_fetched_epoch: int) -> None: ...
 
     async def replica_io(self, replica: LocalReplica, fn: Any, *args: Any) -> Any:
         """Run the blocking replica operation ``fn(*args)`` off the event loop (on the

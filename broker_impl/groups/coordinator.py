@@ -42,7 +42,7 @@ from typing import Any, Awaitable, Callable, Iterable
 
 from kio.schema.errors import ErrorCode
 
-from broker_impl.api.entities import build, replica_io
+from broker_impl.api.entities import build
 from broker_impl.groups.state import codes as E
 from broker_impl.groups.state import records as R
 from broker_impl.groups.state.group import (
@@ -245,7 +245,7 @@ class GroupCoordinator:
         position = replica.log_start_offset
         try:
             while position < replica.log_end_offset:
-                data = await replica_io(view, replica, replica.read, position, LOAD_CHUNK_BYTES, None, True)
+                data = await view.replica_io(replica, replica.read, position, LOAD_CHUNK_BYTES, None, True)
                 if not data:
                     break
                 data = bytes(data)
@@ -418,7 +418,7 @@ class GroupCoordinator:
         batch = R.encode_batch(recs, self.wall_ms())
         try:
             async with view.partition_lock(OFFSETS_TOPIC, partition):
-                _base, last = await replica_io(view, replica, replica.append_as_leader, batch, reg.leader_epoch)
+                _base, last = await view.replica_io(replica, replica.append_as_leader, batch, reg.leader_epoch)
         except Exception as exc:
             if isinstance(exc, view.storage_exceptions) or isinstance(exc, OSError):
                 view.on_storage_error(tid, partition, "group_write", exc)

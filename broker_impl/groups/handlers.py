@@ -25,7 +25,7 @@ from broker_impl.groups.state import records as R
 from broker_impl.groups.state.group import GroupState, JoinResult, OffsetEntry, SyncResult
 
 if TYPE_CHECKING:
-    from broker_impl.api.handlers import BrokerApi
+    from broker_impl.api.context import ApiContext
 
 FIND_COORDINATOR, OFFSET_COMMIT, OFFSET_FETCH, JOIN_GROUP, HEARTBEAT = 10, 8, 9, 11, 12
 LEAVE_GROUP, SYNC_GROUP, DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS, OFFSET_DELETE = 13, 14, 15, 16, 42, 47
@@ -52,7 +52,7 @@ def _peer_host(ctx: Any) -> str:
 
 
 # ---------------------------------------------------------------------- FindCoordinator
-async def handle_find_coordinator(api: BrokerApi, ctx: Any, req: Any) -> Any:
+async def handle_find_coordinator(api: ApiContext, ctx: Any, req: Any) -> Any:
     version = req.__version__
     resp_cls = response_type(FIND_COORDINATOR, version, "FindCoordinatorResponse")
     key_type = int(getattr(req, "key_type", 0))
@@ -90,7 +90,7 @@ def _join_response(version: int, r: JoinResult) -> Any:
                                for m, i, meta in r.members))
 
 
-async def handle_join_group(api: BrokerApi, ctx: Any, req: Any) -> Any:
+async def handle_join_group(api: ApiContext, ctx: Any, req: Any) -> Any:
     version = req.__version__
     status = api.groups.status(req.group_id)
     if status != E.NONE:
@@ -119,7 +119,7 @@ def _sync_response(version: int, r: SyncResult) -> Any:
                  protocol_name=r.protocol_name, assignment=r.assignment)
 
 
-async def handle_sync_group(api: BrokerApi, ctx: Any, req: Any) -> Any:
+async def handle_sync_group(api: ApiContext, ctx: Any, req: Any) -> Any:
     version = req.__version__
     status = api.groups.status(req.group_id)
     if status != E.NONE:
@@ -140,7 +140,7 @@ async def handle_sync_group(api: BrokerApi, ctx: Any, req: Any) -> Any:
 
 
 # ---------------------------------------------------------------------- Heartbeat / LeaveGroup
-async def handle_heartbeat(api: BrokerApi, ctx: Any, req: Any) -> Any:
+async def handle_heartbeat(api: ApiContext, ctx: Any, req: Any) -> Any:
     resp_cls = response_type(HEARTBEAT, req.__version__, "HeartbeatResponse")
     code = api.groups.status(req.group_id)
     if code == E.NONE:
@@ -150,7 +150,7 @@ async def handle_heartbeat(api: BrokerApi, ctx: Any, req: Any) -> Any:
     return build(resp_cls, throttle_time=NO_THROTTLE, error_code=error(code))
 
 
-async def handle_leave_group(api: BrokerApi, ctx: Any, req: Any) -> Any:
+async def handle_leave_group(api: ApiContext, ctx: Any, req: Any) -> Any:
     version = req.__version__
     resp_cls = response_type(LEAVE_GROUP, version, "LeaveGroupResponse")
     if version < 3:
@@ -171,7 +171,7 @@ async def handle_leave_group(api: BrokerApi, ctx: Any, req: Any) -> Any:
 
 
 # ---------------------------------------------------------------------- OffsetCommit
-async def handle_offset_commit(api: BrokerApi, ctx: Any, req: Any) -> Any:
+async def handle_offset_commit(api: ApiContext, ctx: Any, req: Any) -> Any:
     version = req.__version__
     coord = api.groups
     part_cls = response_type(OFFSET_COMMIT, version, "OffsetCommitResponsePartition")
@@ -218,7 +218,7 @@ async def handle_offset_commit(api: BrokerApi, ctx: Any, req: Any) -> Any:
 
 
 # ---------------------------------------------------------------------- OffsetFetch
-def _fetch_group(api: BrokerApi, version: int, group_id: str, topics: Any) -> tuple[int, list[tuple[str, list[Any]]]]:
+def _fetch_group(api: ApiContext, version: int, group_id: str, topics: Any) -> tuple[int, list[tuple[str, list[Any]]]]:
     """(group error, [(topic, [(partition, offset, epoch, metadata, error)])])."""
     coord = api.groups
     code = coord.status(group_id)
@@ -244,7 +244,7 @@ def _fetch_group(api: BrokerApi, version: int, group_id: str, topics: Any) -> tu
     return E.NONE, out
 
 
-async def handle_offset_fetch(api: BrokerApi, ctx: Any, req: Any) -> Any:
+async def handle_offset_fetch(api: ApiContext, ctx: Any, req: Any) -> Any:
     version = req.__version__
     resp_cls = response_type(OFFSET_FETCH, version, "OffsetFetchResponse")
     if version >= 8:
@@ -273,7 +273,7 @@ async def handle_offset_fetch(api: BrokerApi, ctx: Any, req: Any) -> Any:
 
 
 # ---------------------------------------------------------------------- List / Describe / Delete
-async def handle_list_groups(api: BrokerApi, ctx: Any, req: Any) -> Any:
+async def handle_list_groups(api: ApiContext, ctx: Any, req: Any) -> Any:
     version = req.__version__
     resp_cls = response_type(LIST_GROUPS, version, "ListGroupsResponse")
     group_cls = response_type(LIST_GROUPS, version, "ListedGroup")
@@ -292,7 +292,7 @@ async def handle_list_groups(api: BrokerApi, ctx: Any, req: Any) -> Any:
         for g in groups))
 
 
-async def handle_describe_groups(api: BrokerApi, ctx: Any, req: Any) -> Any:
+async def handle_describe_groups(api: ApiContext, ctx: Any, req: Any) -> Any:
     version = req.__version__
     resp_cls = response_type(DESCRIBE_GROUPS, version, "DescribeGroupsResponse")
     group_cls = response_type(DESCRIBE_GROUPS, version, "DescribedGroup")
@@ -322,7 +322,7 @@ async def handle_describe_groups(api: BrokerApi, ctx: Any, req: Any) -> Any:
     return build(resp_cls, throttle_time=NO_THROTTLE, groups=tuple(out))
 
 
-async def handle_delete_groups(api: BrokerApi, ctx: Any, req: Any) -> Any:
+async def handle_delete_groups(api: ApiContext, ctx: Any, req: Any) -> Any:
     version = req.__version__
     resp_cls = response_type(DELETE_GROUPS, version, "DeleteGroupsResponse")
     result_cls = response_type(DELETE_GROUPS, version, "DeletableGroupResult")
@@ -350,7 +350,7 @@ async def handle_delete_groups(api: BrokerApi, ctx: Any, req: Any) -> Any:
         build(result_cls, group_id=gid, error_code=error(c)) for gid, c in zip(req.groups_names, codes)))
 
 
-async def handle_offset_delete(api: BrokerApi, ctx: Any, req: Any) -> Any:
+async def handle_offset_delete(api: ApiContext, ctx: Any, req: Any) -> Any:
     resp_cls = response_type(OFFSET_DELETE, 0, "OffsetDeleteResponse")
     topic_cls = response_type(OFFSET_DELETE, 0, "OffsetDeleteResponseTopic")
     part_cls = response_type(OFFSET_DELETE, 0, "OffsetDeleteResponsePartition")

@@ -1,4 +1,4 @@
-"""Follower fetchers: replicate partitions from their leaders (behaviour §3 "Data plane").
+"""Follower fetchers: replicate partitions from their leaders.
 
 One :class:`LeaderFetcher` per leader broker id (one connection to it, Kafka's
 ``num.replica.fetchers=1``), carrying every partition this broker follows from that leader.
@@ -22,7 +22,7 @@ Per partition in the answer:
 A local storage error (the follower's dir failed) drops the partition from the fetcher:
 the DirFailureChannel has already reported the dir and the core stops the fetcher anyway.
 
-One pipeline per leader (issue 10): a partition with new data never waits behind a
+One pipeline per leader: a partition with new data never waits behind a
 long-poll for idle ones. Each round
 
 1. waits for the previous round's storage steps until they are ``step_wait_ms`` (50 ms)
@@ -39,7 +39,7 @@ long-poll for idle ones. Each round
    a second fetch would wait behind it) and the next round, reconnected, carries it;
 4. applies the answer: a partition without records, divergence or error only takes the
    leader's HW (``min(leader HW, local LEO)``, lock-free, on the loop); the others' storage
-   steps (:func:`_storage_step`) run on their log dir's worker (``FetcherHost.run_io``), one
+   steps (:func:`broker_impl.replication.follow_round.storage_step`) run on their log dir's worker (``FetcherHost.run_io``), one
    job per dir per round for all that dir's partitions, under each partition's
    ``partition_lock`` (a partition whose lock is held — a move's swap — gets a job of its
    own, so it cannot hold up the rest of its dir).
@@ -56,9 +56,10 @@ import contextlib
 import datetime
 import logging
 import uuid
-from dataclasses import dataclass
 from typing import Any, Callable
 
+from broker_impl.replication.follow_round import (STEP_WAIT_MS, FollowState, needs_storage, plan_round,
+                                                  storage_step, storage_steps)
 from broker_impl.state.effects import TopicPartition
 from broker_impl.storage.errors import KafkaStorageError, StorageError
 from kafka_common import ids, wire
@@ -71,46 +72,7 @@ RESPONSE_MAX_BYTES = 10 * 1024 * 1024
 BACKOFF_S = 0.2
 
 
-STEP_WAIT_MS = 50          # a round waits this long for the previous round's storage steps
-MIN_STRAGGLER_POLL_MS = 10  # max_wait while a partition sits out: its step's age, at least this
 INTERRUPT_POLL_MS = 100     # a joining partition drops a fetch in flight that may poll longer than this
-
-
-@dataclass(slots=True)
-class FollowState:
-    tp: TopicPartition
-    topic_id: uuid.UUID
-    leader_epoch: int
-    backoff_until: float = 0.0
-    applying: "asyncio.Future | None" = None  # its storage step, while running
-    applying_since: float = 0.0                # loop time the step started
-
-
-def plan_round(states: "list[FollowState]", now: float, wait_max_ms: int) -> tuple[list[FollowState], int]:
-    """Which partitions the next Fetch carries and its ``max_wait`` (ms): every partition not
-    backing off and not in a storage step. The full long poll only when none sits out;
-    otherwise no longer than until the first back-off ends, nor than the age of the oldest
-    running step (≥ MIN_STRAGGLER_POLL_MS), so a partition that sits out rejoins soon after
-    its step or back-off ends, without busy-polling a hung dir."""
-    ready = [st for st in states if st.applying is None and st.backoff_until <= now]
-    wait_ms = wait_max_ms
-    running = [st.applying_since for st in states if st.applying is not None]
-    if running:
-        wait_ms = min(wait_ms, max(MIN_STRAGGLER_POLL_MS, int((now - min(running)) * 1000)))
-    backing_off = [st.backoff_until for st in states if st.applying is None and st.backoff_until > now]
-    if backing_off:
-        wait_ms = min(wait_ms, max(MIN_STRAGGLER_POLL_MS, int((min(backing_off) - now) * 1000) + 1))
-    return ready, wait_ms
-
-
-def needs_storage(p: Any) -> bool:
-    """Whether a partition's answer needs its dir (records, divergence, out-of-range): the
-    rest only carry the leader's HW, taken on the loop (and its log start offset: when that
-    moved past ours — retention or DeleteRecords — the step runs on the dir after all)."""
-    if p.error_code == ErrorCode.none:
-        div = p.diverging_epoch
-        return bool(p.records) or (div is not None and div.epoch >= 0 and div.end_offset >= 0)
-    return p.error_code == ErrorCode.offset_out_of_range
 
 
 class FetcherHost:
@@ -375,9 +337,9 @@ class LeaderFetcher:
             if not live:
                 return
             if run_io is None:
-                outcomes = _storage_steps([(plog, p) for _st, plog, p in live])
+                outcomes = storage_steps([(plog, p) for _st, plog, p in live])
             else:
-                outcomes = await run_io(live[0][1], _storage_steps, [(plog, p) for _st, plog, p in live])
+                outcomes = await run_io(live[0][1], storage_steps, [(plog, p) for _st, plog, p in live])
         for (st, _plog, p), outcome in zip(live, outcomes):
             if self.partitions.get(st.tp) is st:
                 self._settle(st, p, outcome)
@@ -388,7 +350,7 @@ class LeaderFetcher:
         if plog is None:
             return False
         try:
-            outcome = _storage_step(plog, p)
+            outcome = storage_step(plog, p)
         except (StorageError, OSError) as exc:
             outcome = exc
         return self._settle(st, p, outcome)
@@ -418,48 +380,6 @@ class LeaderFetcher:
         st.backoff_until = asyncio.get_running_loop().time() + BACKOFF_S
         self.mgr.errors[err.name] = self.mgr.errors.get(err.name, 0) + 1
         return False
-
-
-def _storage_step(plog: Any, p: Any) -> tuple[str, Any]:
-    """The storage part of applying one partition's fetch answer (blocking; on the log's
-    dir worker in the broker). Returns ("truncated", offset) | ("diverged", True) |
-    ("appended", got data) | ("error", None); storage errors propagate."""
-    err = p.error_code
-    if err == ErrorCode.none:
-        div = p.diverging_epoch
-        if div is not None and div.epoch >= 0 and div.end_offset >= 0:
-            local_epoch, local_end = plog.end_offset_for_epoch(div.epoch)
-            target = div.end_offset if local_epoch != div.epoch else min(div.end_offset, local_end)
-            if plog.truncate_to(target):
-                return "truncated", target
-            return "diverged", True
-        data = p.records
-        if data:
-            plog.append_as_follower(data)
-        plog.high_watermark = min(p.high_watermark, plog.log_end_offset)
-        if p.log_start_offset > plog.log_start_offset:  # retention / DeleteRecords on the leader
-            plog.increment_log_start_offset(min(p.log_start_offset, plog.high_watermark))
-        return "appended", bool(data)
-    if err == ErrorCode.offset_out_of_range:
-        leo = plog.log_end_offset
-        if p.log_start_offset > leo:
-            plog.truncate_fully_and_start_at(p.log_start_offset)
-        else:
-            plog.truncate_to(max(p.high_watermark, plog.log_start_offset))
-        return "truncated", plog.log_end_offset
-    return "error", None
-
-
-def _storage_steps(items: list[tuple[Any, Any]]) -> list[Any]:
-    """Several partitions' storage steps in one job (one dir's worker): each one's result,
-    or the storage exception it raised (the others still run)."""
-    out: list[Any] = []
-    for plog, p in items:
-        try:
-            out.append(_storage_step(plog, p))
-        except (StorageError, OSError) as exc:
-            out.append(exc)
-    return out
 
 
 class FetcherManager:

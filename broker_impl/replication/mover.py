@@ -1,4 +1,4 @@
-"""Moving a replica between this broker's dirs (behaviour §4; Kafka's ReplicaAlterLogDirsThread).
+"""Moving a replica between this broker's dirs (Kafka's ReplicaAlterLogDirsThread).
 
 One task per move copies the current log into the future log (whole batches, offsets and
 epochs kept, ``append_as_follower``) and keeps following it; a current log truncated below

@@ -248,3 +248,35 @@ def metadata_fetch_request(client: KafkaClient, next_offset: int, max_wait_ms: i
     return wire.make(wire.request_class(FETCH, v), replica_id=-1, max_wait=ms(max_wait_ms), min_bytes=1,
                      max_bytes=max_bytes, isolation_level=0, session_id=0, session_epoch=-1,
                      topics=(topic,), forgotten_topics_data=(), rack_id="")
+
+
+ALTER_PARTITION = 56
+
+
+def alter_partition_request(client: KafkaClient, topic_id: uuid.UUID, partition: int, leader_epoch: int,
+                            partition_epoch: int, new_isr: tuple[int, ...], broker_id: int, broker_epoch: int,
+                            epoch_of: Any) -> Any:
+    """AlterPartition (v2, or v3 with each ISR member's broker epoch from ``epoch_of(id)``)."""
+    v = client.pick_version(ALTER_PARTITION, 2, 3)
+    mod = wire.request_module(ALTER_PARTITION, v)
+    part: dict[str, Any] = dict(partition_index=partition, leader_epoch=leader_epoch, leader_recovery_state=0,
+                                partition_epoch=partition_epoch)
+    if v >= 3:
+        part["new_isr_with_epochs"] = tuple(mod.BrokerState(broker_id=b, broker_epoch=epoch_of(b)) for b in new_isr)
+    else:
+        part["new_isr"] = tuple(new_isr)
+    return wire.make(wire.request_class(ALTER_PARTITION, v), broker_id=broker_id, broker_epoch=broker_epoch,
+                     topics=(wire.make(mod.TopicData, topic_id=topic_id,
+                                       partitions=(wire.make(mod.PartitionData, **part),)),))
+
+
+def alter_partition_result(resp: Any, topic_id: uuid.UUID, partition: int) -> tuple[int, Any]:
+    """(error code, the partition's answer or None): the top-level code, else the partition's."""
+    code = int(resp.error_code.value)
+    if code:
+        return code, None
+    for t in resp.topics:
+        for p in t.partitions:
+            if ids.from_wire(t.topic_id) == topic_id and p.partition_index == partition:
+                return int(p.error_code.value), p
+    return code, None

@@ -1,316 +1,71 @@
-"""The broker's data plane inside ``kraft-broker``: G's :class:`BrokerApi` on the client
-listener, over a :class:`RuntimeView` (the BrokerView protocol of ``broker_impl.api.view``).
+"""The broker's data plane (:class:`DataPlane`): the client listener, the follower
+fetchers and the dir mover, and the core's partition-role effects that drive them:
+BecomeLeader / BecomeFollower / UpdateLeaderState, Start/StopFetcher, Start/StopDirMover,
+SwapFutureLog, MarkPartitionsOffline.
 
-``RuntimeView`` extends G's ``LogManagerView`` (image + LogManager lookups, log dirs) with
-what the runtime owns:
+The client listener serves :class:`broker_impl.api.handlers.BrokerApi` over a
+:class:`broker_impl.runtime.runtime_view.RuntimeView`; the leaders' ISR/HW state lives in
+that view and is created and dropped here, by the role effects.
 
-- leader ISR/HW bookkeeping per led partition (``broker_impl.state.isr.LeaderIsr``), fed by
-  every leader append and follower fetch; its ``SendAlterPartition`` effects go to the
-  controller (API 56) and the answer comes back to it; HW = min LEO of the (maximal) ISR,
-  written to the log so Fetch/Produce see it; a moved HW wakes G's purgatory;
-- CreateTopics forwarded to the controller over the broker's controller connection;
-- AlterReplicaLogDirs handed to the pure core (``BrokerCore.alter_replica_log_dir``);
-- ``replica_io`` / ``partition_lock``: blocking replica operations of the handlers run on
-  the replica's log-dir worker (``broker_impl.runtime.dir_io``), never on the loop; what the
-  view itself does on the loop (HW publish, divergence check, ISR bookkeeping) takes no
-  log lock and does no I/O (the epoch-start write of a new leader goes to the dir worker).
+Ordering: a role effect of a partition runs on the loop after the storage effects of
+*that* partition queued before it (its log must exist before it is led, followed or
+moved), in order; other partitions are not held up, so a hung dir stalls only its own
+partitions. SwapFutureLog runs as a task (the mover's swap, off the loop on the dirs'
+workers under the partition's lock); later role effects of that partition wait for it the
+same way. Fetchers and mover reach storage through the per-dir workers (:mod:`.dir_io`).
+
+Partition status and roles are the core's (``Host.core.replicas``); this module keeps no
+copy of them.
 """
 
 from __future__ import annotations
 
-import dataclasses
+import asyncio
+import collections
+import concurrent.futures
 import logging
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from broker_impl.api.handlers import BrokerApi
-from broker_impl.api.storage_view import LogManagerView
-from broker_impl.state.effects import TopicPartition
-from broker_impl.state.isr import LeaderIsr, SendAlterPartition
-from kafka_common import ids, wire
-from kafka_common import topic_config as tc
-from kafka_common.config import default_text
-
-if TYPE_CHECKING:
-    from broker_impl.runtime.broker import BrokerRuntime
+from broker_impl.groups.coordinator import ConfigError as GroupConfigError, CoordinatorConfig
+from broker_impl.replication.fetcher import FetcherManager
+from broker_impl.replication.mover import DirMover
+from broker_impl.runtime.controller_requests import ControllerRequests
+from broker_impl.runtime.host import Host
+from broker_impl.runtime.runtime_view import RuntimeView
+from broker_impl.state import effects as fx
+from broker_impl.storage import StorageError
+from kafka_common.config import ServerConfig
+from kafka_runtime.limits import ListenerLimits
+from kafka_runtime.server import KafkaServer, SecurityConfig
 
 log = logging.getLogger(__name__)
-ALTER_PARTITION = 56
-CREATE_TOPICS = 19
 
 
-class ControllerForwarder:
-    """``ControllerChannel`` for the CreateTopics and AlterConfigs handlers: the request is
-    sent as it is."""
-
-    def __init__(self, runtime: "BrokerRuntime") -> None:
-        self.runtime = runtime
-
-    async def create_topics(self, request: Any) -> Any:
-        from kafka_runtime.client import ClientError
-        try:
-            return await self.runtime.data_channel.request(lambda c: request, 30.0)
-        except ClientError as exc:
-            raise ConnectionError(f"controller: {exc}") from None
-
-    alter_configs = create_topics  # AlterConfigs / IncrementalAlterConfigs: sent as they are
-
-
-class CoreMover:
-    """``ReplicaMover``: AlterReplicaLogDirs → the pure core (behaviour §4)."""
-
-    def __init__(self, runtime: "BrokerRuntime") -> None:
-        self.runtime = runtime
-
-    async def alter_replica_log_dir(self, topic_id: uuid.UUID, partition: int, target_dir: uuid.UUID) -> int:
-        rt = self.runtime
-        assert rt.core is not None
-        reg = rt.image.topics.get(topic_id)
-        tp = rt.core.replicas.tp_of(topic_id, partition)
-        if tp is None:
-            tp = TopicPartition(reg.name if reg is not None else str(topic_id), partition)
-        code, effects = rt.core.alter_replica_log_dir(tp, target_dir, rt._now())
-        rt._feed(effects)
-        return code
-
-
-def diverged(plog: Any, fetch_offset: int, last_fetched_epoch: int) -> bool:
-    """A follower fetch whose position is not a prefix of the leader's log: beyond its end,
-    or (KIP-320) its last fetched epoch ends earlier here / is unknown here."""
-    if fetch_offset > plog.log_end_offset:
-        return True
-    if last_fetched_epoch < 0:
-        return False
-    epoch, end = plog.end_offset_for_epoch(last_fetched_epoch)
-    return epoch < 0 or end < fetch_offset or epoch < last_fetched_epoch
-
-
-def _assign_epoch_start(plog: Any, epoch: int) -> None:
-    plog.assign_epoch_start_offset(epoch, plog.log_end_offset)
-
-
-class ReplicaAwareApi(BrokerApi):
-    """G's ``BrokerApi`` with one adaptation: before a replica Fetch is handled, each
-    partition's ``last_fetched_epoch`` is noted for ``RuntimeView.on_follower_fetch`` (the
-    handler reports progress before its diverging-epoch check and without the epoch)."""
-
-    async def handle(self, ctx: Any, header: Any, request: Any) -> Any:
-        if int(request.__api_key__) == 1:
-            version = request.__version__
-            replica = request.replica_state.replica_id if version >= 15 else request.replica_id
-            if replica >= 0:
-                view = self.view
-                for topic in request.topics:
-                    tid = topic.topic_id if version >= 13 else view.image.topic_ids.get(topic.topic)
-                    if tid is None:
-                        continue
-                    for p in topic.partitions:
-                        view.last_fetched_epoch[(tid, p.partition, replica)] = getattr(p, "last_fetched_epoch", -1)
-        return await super().handle(ctx, header, request)
-
-
-class RuntimeView(LogManagerView):
-    def __init__(self, runtime: "BrokerRuntime", listener_name: str) -> None:
-        cfg = runtime.cfg
-        super().__init__(node_id=cfg.node_id, cluster_id=runtime.cluster_id, listener_name=listener_name,
-                         image=runtime.image, log_manager=runtime.lm, controller=ControllerForwarder(runtime),
-                         mover=CoreMover(runtime), now_ms=runtime._now,
-                         auto_create_topics=cfg.auto_create_topics_enable, num_partitions=cfg.num_partitions,
-                         default_replication_factor=cfg.default_replication_factor,
-                         min_insync_replicas=cfg.min_insync_replicas,
-                         static_config=tc.static_from_server_config(cfg.raw, default_text))
-        self.runtime = runtime
-        self.lag_time_max_ms = cfg.replica_lag_time_max_ms
-        self.leaders: dict[tuple[uuid.UUID, int], LeaderIsr] = {}
-        self.api: Any = None
-        self.isr_requests = 0
-        # (topic id, partition, replica) → last_fetched_epoch of the replica fetch being
-        # handled (set by ReplicaAwareApi before G's handler runs)
-        self.last_fetched_epoch: dict[tuple[uuid.UUID, int, int], int] = {}
-
-    # ------------------------------------------------------------------ blocking I/O
-    async def replica_io(self, replica: Any, fn: Any, *args: Any) -> Any:
-        """On the replica's log-dir worker (``broker_impl.runtime.dir_io``), never the loop."""
-        return await self.runtime.dir_io.run(replica.log_dir, fn, *args)
-
-    def partition_lock(self, topic: str, partition: int) -> Any:
-        return self.runtime.dir_io.partition_lock(topic, partition)
-
-    # ------------------------------------------------------------------ roles
-    def become_leader(self, topic_id: uuid.UUID, partition: int) -> None:
-        reg = self.image.partition(topic_id, partition)
-        name = self._name(topic_id)
-        plog = self.lm.get_log(name, partition) if name is not None else None
-        if reg is None or plog is None or reg.leader != self.node_id:
-            self.leaders.pop((topic_id, partition), None)
-            return
-        leo = plog.log_end_offset
-        if plog.is_offline:
-            return
-        # where this leader's epoch starts: written (epoch checkpoint, fsync) on the dir's
-        # worker, ahead of any append of this term (the worker is FIFO)
-        # (at the LEO the worker sees: after a follower step still in flight)
-        fut = self.runtime.dir_io.submit(plog.log_dir, _assign_epoch_start, plog, reg.leader_epoch)
-        fut.add_done_callback(lambda f, n=name, p=partition: f.exception() is not None and log.warning(
-            "become leader %s-%s: %s", n, p, f.exception()))  # a dir failure: the channel reported it
-        st = LeaderIsr.become_leader(self.node_id, reg, leo=leo, high_watermark=plog.high_watermark,
-                                     lag_time_max_ms=self.lag_time_max_ms, now_ms=self.now_ms())
-        self.leaders[(topic_id, partition)] = st
-        self._publish_hw(topic_id, partition, st)
-
-    def update_leader(self, topic_id: uuid.UUID, partition: int) -> None:
-        st = self.leaders.get((topic_id, partition))
-        reg = self.image.partition(topic_id, partition)
-        if st is None or reg is None:
-            return
-        if reg.leader != self.node_id or reg.leader_epoch != st.leader_epoch:
-            return
-        st.on_metadata(reg)
-        self._publish_hw(topic_id, partition, st)
-
-    def drop_leader(self, topic_id: uuid.UUID, partition: int) -> None:
-        self.leaders.pop((topic_id, partition), None)
-
-    # ------------------------------------------------------------------ progress (BrokerView)
-    def _publish_hw(self, topic_id: uuid.UUID, partition: int, st: LeaderIsr) -> None:
-        name = self._name(topic_id)
-        plog = self.lm.get_log(name, partition) if name is not None else None
-        if plog is not None and st.high_watermark > plog.high_watermark:
-            plog.high_watermark = st.high_watermark
-            if self.api is not None:
-                self.api.notify_partition(topic_id, partition)
-
-    def refresh_high_watermark(self, topic_id: uuid.UUID, partition: int) -> bool:
-        st = self.leaders.get((topic_id, partition))
-        if st is None:
-            return super().refresh_high_watermark(topic_id, partition)
-        self._publish_hw(topic_id, partition, st)
-        return True
-
-    def on_leader_append(self, topic_id: uuid.UUID, partition: int) -> None:
-        st = self.leaders.get((topic_id, partition))
-        if st is None:
-            super().on_leader_append(topic_id, partition)
-            return
-        plog = self.lm.get_log(self._name(topic_id) or "", partition)
-        if plog is not None and st.on_leader_append(plog.log_end_offset, self.now_ms()):
-            self._publish_hw(topic_id, partition, st)
-
-    def on_follower_fetch(self, topic_id: uuid.UUID, partition: int, replica_id: int, fetch_offset: int) -> None:
-        st = self.leaders.get((topic_id, partition))
-        if st is None:  # no leader state (yet): G's plain bookkeeping
-            super().on_follower_fetch(topic_id, partition, replica_id, fetch_offset)
-            return
-        epoch = self.last_fetched_epoch.pop((topic_id, partition, replica_id), -1)
-        plog = self.lm.get_log(self._name(topic_id) or "", partition)
-        if plog is None or diverged(plog, fetch_offset, epoch):
-            return  # a divergent follower's offset is no progress (Kafka: no fetch-state update)
-        self.follower_leo[(topic_id, partition, replica_id)] = fetch_offset
-        st.leader_leo = plog.log_end_offset
-        effects, moved = st.on_follower_fetch(replica_id, fetch_offset, self.now_ms(),
-                                              self._isr_eligible(topic_id, partition, replica_id))
-        if moved:
-            self._publish_hw(topic_id, partition, st)
-        self._send(effects)
-
-    def _isr_eligible(self, topic_id: uuid.UUID, partition: int, replica_id: int) -> bool:
-        """Kafka's ``isReplicaIsrEligible``: registered, unfenced, not shutting down, the
-        replica's dir online (KIP-858) — else the controller answers INELIGIBLE_REPLICA."""
-        b = self.image.brokers.get(replica_id)
-        if b is None or b.fenced or b.in_controlled_shutdown:
-            return False
-        reg = self.image.partition(topic_id, partition)
-        if reg is None or replica_id not in reg.replicas:
-            return False
-        return b.has_online_dir(reg.directories[reg.replicas.index(replica_id)])
-
-    def on_storage_error(self, topic_id: uuid.UUID, partition: int, op: str, exc: BaseException) -> None:
-        super().on_storage_error(topic_id, partition, op, exc)
-        if not isinstance(exc, self.storage_exceptions) and isinstance(exc, OSError):
-            name = self._name(topic_id)
-            plog = self.lm.get_log(name, partition) if name is not None else None
-            if plog is not None:  # a raw OSError the storage layer did not see: report the dir
-                self.runtime._storage_error(plog.log_dir, exc.errno or 5, op)
-
-    # ------------------------------------------------------------------ ISR (AlterPartition)
-    def tick(self) -> None:
-        now = self.now_ms()
-        for key, st in list(self.leaders.items()):
-            reg = self.image.partition(*key)
-            if reg is None or reg.leader != self.node_id or reg.leader_epoch != st.leader_epoch:
-                del self.leaders[key]  # deleted or led elsewhere now (the role effect may still be queued)
-                continue
-            self._send(st.tick(now))
-
-    def _send(self, effects: list) -> None:
-        for e in effects:
-            if isinstance(e, SendAlterPartition):
-                self.isr_requests += 1
-                self.runtime._spawn(self._alter_partition(e))
-
-    async def _alter_partition(self, e: SendAlterPartition) -> None:
-        from kafka_runtime.client import ClientError
-        rt = self.runtime
-        key = (e.topic_id, e.partition)
-        assert rt.core is not None
-        epoch = rt.core.lifecycle.broker_epoch
-
-        def build(c: Any) -> Any:
-            v = c.pick_version(ALTER_PARTITION, 2, 3)
-            mod = wire.request_module(ALTER_PARTITION, v)
-            part: dict[str, Any] = dict(partition_index=e.partition, leader_epoch=e.leader_epoch,
-                                        leader_recovery_state=0, partition_epoch=e.partition_epoch)
-            if v >= 3:
-                part["new_isr_with_epochs"] = tuple(
-                    mod.BrokerState(broker_id=b, broker_epoch=self.image.brokers[b].epoch if b in self.image.brokers else -1)
-                    for b in e.new_isr)
-            else:
-                part["new_isr"] = tuple(e.new_isr)
-            return wire.make(wire.request_class(ALTER_PARTITION, v), broker_id=self.node_id, broker_epoch=epoch,
-                             topics=(wire.make(mod.TopicData, topic_id=e.topic_id,
-                                               partitions=(wire.make(mod.PartitionData, **part),)),))
-        code, committed = -1, None
-        try:
-            resp = await rt.data_channel.request(build, 10.0)
-            code = int(resp.error_code.value)
-            if code == 0:
-                for t in resp.topics:
-                    for p in t.partitions:
-                        if ids.from_wire(t.topic_id) == e.topic_id and p.partition_index == e.partition:
-                            code = int(p.error_code.value)
-                            reg = self.image.partition(e.topic_id, e.partition)
-                            if code == 0 and reg is not None:
-                                committed = dataclasses.replace(reg, isr=tuple(p.isr), leader_epoch=p.leader_epoch,
-                                                                partition_epoch=p.partition_epoch)
-        except (ClientError, OSError, KeyError) as exc:
-            log.warning("AlterPartition %s-%s failed: %s", e.topic_id, e.partition, exc)
-        rt.events.emit("alter_partition", topic_id=ids.to_base64(e.topic_id), partition=e.partition,
-                       new_isr=list(e.new_isr), partition_epoch=e.partition_epoch, error_code=code)
-        st = self.leaders.get(key)
-        if st is None or st.leader_epoch != e.leader_epoch:
-            return
-        if committed is not None and committed.leader_epoch != st.leader_epoch:
-            committed = None
-        st.on_alter_partition_response(code if code >= 0 else 1, self.now_ms(), committed)
-        self._publish_hw(e.topic_id, e.partition, st)
-        if self.api is not None:
-            self.api.notify_partition(e.topic_id, e.partition)
+def client_listener(cfg: ServerConfig) -> Any:
+    """The broker's client listener: the first of ``listeners`` that is not a controller listener."""
+    ctrl = {n.upper() for n in cfg.controller_listener_names}
+    for listener in cfg.listeners:
+        if listener.name.upper() not in ctrl:
+            return listener
+    return None
 
 
 class FetchHost:
     """The runtime as the follower fetchers see it (``broker_impl.replication.fetcher.FetcherHost``)."""
 
-    def __init__(self, runtime: "BrokerRuntime", listener_name: str) -> None:
-        self.runtime = runtime
-        self.node_id = runtime.cfg.node_id
+    def __init__(self, host: Host, listener_name: str) -> None:
+        self.host = host
+        self.node_id = host.cfg.node_id
         self.listener_name = listener_name
 
     def broker_epoch(self) -> int:
-        core = self.runtime.core
-        return core.lifecycle.broker_epoch if core is not None and core.lifecycle.broker_epoch is not None else -1
+        epoch = self.host.core.lifecycle.broker_epoch
+        return epoch if epoch is not None else -1
 
     def leader_address(self, leader_id: int) -> tuple[str, int] | None:
-        reg = self.runtime.image.brokers.get(leader_id)
+        reg = self.host.image.brokers.get(leader_id)
         if reg is None:
             return None
         for ep in reg.endpoints:
@@ -318,28 +73,206 @@ class FetchHost:
                 return ep.host or "127.0.0.1", ep.port
         return None
 
-    def get_log(self, tp: TopicPartition) -> Any:
-        lm = self.runtime.lm
-        return lm.get_log(tp.topic, tp.partition) if lm is not None else None
+    def get_log(self, tp: fx.TopicPartition) -> Any:
+        return self.host.lm.get_log(tp.topic, tp.partition)
 
     async def run_io(self, plog: Any, fn: Any, *args: Any) -> Any:
         """A follower's storage step on the log's dir worker."""
-        return await self.runtime.dir_io.run(plog.log_dir, fn, *args)
+        return await self.host.dir_io.run(plog.log_dir, fn, *args)
 
-    def partition_lock(self, tp: TopicPartition) -> Any:
-        return self.runtime.dir_io.partition_lock(tp.topic, tp.partition)
+    def partition_lock(self, tp: fx.TopicPartition) -> Any:
+        return self.host.dir_io.partition_lock(tp.topic, tp.partition)
 
     def sasl(self) -> tuple[str, str] | None:
-        cfg = self.runtime.cfg
+        cfg = self.host.cfg
         if cfg.security_protocol(self.listener_name) == "SASL_PLAINTEXT" and cfg.sasl_plain_username:
             return cfg.sasl_plain_username, cfg.sasl_plain_password
         return None
 
 
-def client_listener(cfg: Any) -> Any:
-    """The broker's client listener: the first of ``listeners`` that is not a controller listener."""
-    ctrl = {n.upper() for n in cfg.controller_listener_names}
-    for listener in cfg.listeners:
-        if listener.name.upper() not in ctrl:
-            return listener
-    return None
+class DataPlane:
+    def __init__(self, host: Host, requests: ControllerRequests, cluster_id: str,
+                 offline_at_start: frozenset[uuid.UUID]) -> None:
+        self.host = host
+        cfg = host.cfg
+        self.listener = client_listener(cfg)
+        listener_name = self.listener.name if self.listener is not None else "PLAINTEXT"
+        self.view = RuntimeView(host, requests, cluster_id, listener_name, offline_at_start)
+        self.fetchers = FetcherManager(FetchHost(host, listener_name), wait_max_ms=cfg.replica_fetch_wait_max_ms,
+                                       max_bytes=cfg.replica_fetch_max_bytes,
+                                       on_truncated=lambda tp, offset: host.events.emit(
+                                           "follower_truncated", topic=tp.topic, partition=tp.partition,
+                                           offset=offset))
+        self.mover = DirMover(host.lm, self._future_caught_up,
+                              run_io=lambda plog, fn, *a: host.dir_io.run(plog.log_dir, fn, *a),
+                              partition_lock=lambda tp: host.dir_io.partition_lock(tp.topic, tp.partition))
+        self.api: BrokerApi | None = None
+        self.server: KafkaServer | None = None
+        self.storage_tail: dict[fx.TopicPartition, concurrent.futures.Future] = {}
+        self.role_queue: dict[fx.TopicPartition, collections.deque] = {}
+
+    async def stop(self) -> None:
+        if self.server is not None:
+            await self.server.stop()
+        await self.fetchers.close()
+        await self.mover.close()
+
+    # ------------------------------------------------------------------ ordering
+    def after_storage(self, tp: fx.TopicPartition, fut: concurrent.futures.Future) -> None:
+        """A storage effect of ``tp`` was queued: its later role effects wait for ``fut``."""
+        self.storage_tail[tp] = fut
+
+    def order_role(self, e: Any) -> None:
+        """Role effects of a partition run after the storage effects of that partition queued
+        before them (its log must exist before it is led, followed or moved), in order; other
+        partitions are not held up (a hung dir stalls only its own partitions)."""
+        if isinstance(e, (fx.StopFetcher, fx.MarkPartitionsOffline)):
+            free = tuple(tp for tp in e.partitions if not self.role_queue.get(tp))
+            held = [tp for tp in e.partitions if self.role_queue.get(tp)]
+            if free:
+                self.apply_role(fx.StopFetcher(free) if isinstance(e, fx.StopFetcher)
+                                else fx.MarkPartitionsOffline(e.dir_id, free))
+            for tp in held:
+                self.role_queue[tp].append(fx.StopFetcher((tp,)) if isinstance(e, fx.StopFetcher)
+                                           else fx.MarkPartitionsOffline(e.dir_id, (tp,)))
+            return
+        tp = e.tp
+        if isinstance(e, fx.StopDirMover):
+            self.mover.stop(tp)  # stop copying at once; the effect still runs in order
+        queue = self.role_queue.get(tp)
+        if queue:
+            queue.append(e)
+            return
+        tail = self.storage_tail.get(tp)
+        if tail is None or tail.done():
+            self.storage_tail.pop(tp, None)
+            self.apply_role(e)
+            return
+        self.role_queue[tp] = collections.deque([e])
+        self._wait_storage(tp, tail)
+
+    def _wait_storage(self, tp: fx.TopicPartition, fut: concurrent.futures.Future) -> None:
+        fut.add_done_callback(lambda _f: self.host.call_from_thread(self._drain_roles, tp))
+
+    def _drain_roles(self, tp: fx.TopicPartition) -> None:
+        queue = self.role_queue.get(tp)
+        while queue:
+            tail = self.storage_tail.get(tp)
+            if tail is not None and not tail.done():
+                self._wait_storage(tp, tail)  # a later storage effect of this partition
+                return
+            self.storage_tail.pop(tp, None)
+            self.apply_role(queue.popleft())
+        self.role_queue.pop(tp, None)
+
+    # ------------------------------------------------------------------ role effects
+    def _topic_id(self, tp: fx.TopicPartition) -> uuid.UUID | None:
+        return self.host.image.topic_ids.get(tp.topic)
+
+    def _notify(self, topic_id: uuid.UUID | None, partition: int) -> None:
+        if self.api is not None and topic_id is not None:
+            self.api.notify_partition(topic_id, partition)
+
+    def apply_role(self, e: Any) -> None:
+        """A partition-role effect, on the loop, after the storage effects before it."""
+        view, fetchers, mover = self.view, self.fetchers, self.mover
+        if self.host.stopping:
+            return
+        if isinstance(e, fx.MarkPartitionsOffline):
+            fetchers.remove(e.partitions)
+            for tp in e.partitions:
+                mover.stop(tp)
+                tid = self._topic_id(tp)
+                if tid is not None:
+                    view.drop_leader(tid, tp.partition)
+                self._notify(tid, tp.partition)
+        elif isinstance(e, fx.StopFetcher):
+            fetchers.remove(e.partitions)
+        elif isinstance(e, fx.StartFetcher):
+            if self.host.lm.get_log(e.tp.topic, e.tp.partition) is not None or \
+                    not self.host.core.replicas.is_offline(e.topic_id, e.tp.partition):
+                fetchers.add(e.tp, e.topic_id, e.leader_id, e.leader_epoch)
+        elif isinstance(e, fx.StartDirMover):
+            mover.start(e.tp)
+        elif isinstance(e, fx.StopDirMover):
+            mover.stop(e.tp)
+        elif isinstance(e, fx.SwapFutureLog):
+            self._swap(e)
+        elif isinstance(e, fx.BecomeLeader):
+            fetchers.remove((e.tp,))
+            view.become_leader(e.topic_id, e.tp.partition)
+            self._notify(e.topic_id, e.tp.partition)
+        elif isinstance(e, fx.UpdateLeaderState):
+            tid = self._topic_id(e.tp)
+            if tid is not None:
+                view.update_leader(tid, e.tp.partition)
+            self._notify(tid, e.tp.partition)
+        elif isinstance(e, fx.BecomeFollower):
+            view.drop_leader(e.topic_id, e.tp.partition)
+            if e.leader_id < 0:
+                fetchers.remove((e.tp,))
+            self._notify(e.topic_id, e.tp.partition)
+        else:
+            raise TypeError(f"not a role effect: {e!r}")
+
+    def _swap(self, e: fx.SwapFutureLog) -> None:
+        """Swap in the future log off the loop (the mover holds the partition's lock); later
+        role effects of the partition wait for it like for a storage effect."""
+        done: concurrent.futures.Future = concurrent.futures.Future()
+        self.storage_tail[e.tp] = done
+        task = self.host.spawn(self._swap_async(e))
+        task.add_done_callback(lambda _t: done.set_result(None))
+
+    async def _swap_async(self, e: fx.SwapFutureLog) -> None:
+        host = self.host
+        try:
+            swapped = await self.mover.swap(e.tp)
+        except StorageError as exc:
+            log.error("swap of %s failed: %s", e.tp, exc)
+            host.events.emit("storage_effect_failed", effect="SwapFutureLog", topic=e.tp.topic,
+                             partition=e.tp.partition, error=str(exc))
+            return
+        if swapped and not host.stopping:
+            host.feed(host.core.on_swap_done(e.tp, host.now_ms()))
+            tid = self._topic_id(e.tp)
+            if tid is not None:
+                self.view.refresh_high_watermark(tid, e.tp.partition)
+
+    def _future_caught_up(self, tp: fx.TopicPartition) -> None:
+        self.host.feed(self.host.core.on_future_caught_up(tp, self.host.now_ms()))
+
+    # ------------------------------------------------------------------ listener + ISR timer
+    async def start_listener(self) -> None:
+        host = self.host
+        if self.server is not None or self.listener is None:
+            return
+        epoch = host.core.lifecycle.broker_epoch
+        try:
+            group_config = CoordinatorConfig.from_properties(host.cfg.raw)
+        except GroupConfigError as exc:
+            host.halt(str(exc))
+            return
+        self.api = BrokerApi(self.view, producer_id_base=(host.cfg.node_id << 48) | ((epoch & 0xFFFFFF) << 24),
+                             group_config=group_config, events=host.events)
+        self.view.api = self.api
+        name = self.listener.name
+        self.server = KafkaServer(self.api, host=self.listener.host or "0.0.0.0", port=self.listener.port,
+                                  listener_name=name, security=SecurityConfig.for_listener(host.cfg, name),
+                                  limits=ListenerLimits.from_config(host.cfg), events=host.events,
+                                  log=lambda msg: log.warning("%s", msg))
+        try:
+            await self.server.start()
+        except OSError as exc:
+            host.halt(f"cannot listen on {self.listener.host}:{self.listener.port} ({name}): {exc}")
+            return
+        host.events.emit("listener_started", listener=name, port=self.server.port)
+
+    def on_image_changes(self, changes: Any) -> None:
+        if self.api is not None:
+            self.api.on_image_changes(changes)
+
+    async def isr_loop(self) -> None:
+        step = max(0.05, min(self.host.cfg.replica_lag_time_max_ms / 4000, 0.5))
+        while True:
+            await asyncio.sleep(step)
+            self.view.tick()

@@ -23,7 +23,7 @@ from broker_impl.storage import LogConfig, StorageError
 from kafka_common import topic_config as tc
 
 if TYPE_CHECKING:
-    from broker_impl.runtime.broker import BrokerRuntime
+    from broker_impl.runtime.host import Host
 
 log = logging.getLogger(__name__)
 MAX_SEGMENTS_PER_ROUND = 100
@@ -43,45 +43,43 @@ def topic_log_config(base: LogConfig, node_id: int, image, static: tc.StaticBrok
     return config_for
 
 
-def install(runtime: "BrokerRuntime", static: tc.StaticBrokerConfig) -> asyncio.Task:
-    """Give the log manager per-topic configs and start the retention task."""
+def install(runtime: "Host", static: tc.StaticBrokerConfig, *, wall_ms: Callable[[], int]) -> asyncio.Task:
+    """Give the log manager per-topic configs and start the retention task (``wall_ms``: the
+    wall clock that record timestamps are compared with)."""
     lm = runtime.lm
-    assert lm is not None
     lm.config_for = topic_log_config(lm.config, runtime.cfg.node_id, runtime.image, static)
-    return asyncio.create_task(_loop(runtime), name="retention")
+    return asyncio.create_task(_loop(runtime, wall_ms), name="retention")
 
 
-async def _loop(runtime: "BrokerRuntime") -> None:
+async def _loop(runtime: "Host", wall_ms_now: Callable[[], int]) -> None:
     """Retention rounds every ``log.retention.check.interval.ms``; between them, once a
     second, a change of the image's configs is handed to the logs at once (no I/O: a
     reference swap each), so segment.bytes / segment.ms changes apply within a second."""
     lm = runtime.lm
-    assert lm is not None
     interval_ms = runtime.cfg.log_retention_check_interval_ms
     step_ms = min(interval_ms, CONFIG_REFRESH_MS)
     running: dict[str, concurrent.futures.Future] = {}
     seen: dict | None = None
-    last_round = runtime.clock.monotonic_ms()
+    last_round = runtime.now_ms()
     while True:
         await asyncio.sleep(step_ms / 1000)
         configs = runtime.image.configs
         if configs != seen:
             seen = {k: dict(v) for k, v in configs.items()}
             lm.refresh_configs()
-        now = runtime.clock.monotonic_ms()
+        now = runtime.now_ms()
         if now - last_round < interval_ms:
             continue
         last_round = now
-        wall_ms = runtime.clock.wall_ns() // 1_000_000
+        wall_ms = wall_ms_now()
         for path in lm.online_dirs():
             if path in running and not running[path].done():
                 continue
             running[path] = runtime.dir_io.submit(path, _round, runtime, path, wall_ms)
 
 
-def _round(runtime: "BrokerRuntime", path: str, wall_ms: int) -> None:
+def _round(runtime: "Host", path: str, wall_ms: int) -> None:
     lm = runtime.lm
-    assert lm is not None
     try:
         deleted, failed = lm.enforce_retention(wall_ms, only_dir=path, max_segments=MAX_SEGMENTS_PER_ROUND)
     except StorageError:

@@ -1,4 +1,4 @@
-"""AssignmentsManager: queue and batch AssignReplicasToDirs (reference §3, KAFKA-17190 shape).
+"""AssignmentsManager: queue and batch AssignReplicasToDirs (KAFKA-17190 shape).
 
 - ``queue`` puts one entry per partition; the last writer wins (the superseded entry is
   dropped and never acknowledged).
@@ -12,7 +12,7 @@
 - Response: a global error (or no response) puts every sent entry back unless a newer one
   is queued, and backs off; per-partition errors and missing results are put back the
   same way and retried after the window; NONE acknowledges.
-- ``queued`` = ready + in flight (metric ``QueuedReplicaToDirAssignments``; D4).
+- ``queued`` = ready + in flight (metric ``QueuedReplicaToDirAssignments``; unfencing waits for it to be 0).
 """
 
 from __future__ import annotations

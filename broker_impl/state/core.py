@@ -5,9 +5,9 @@ for the runtime to execute in order; :meth:`next_deadline_ms` says when to call
 :meth:`tick` next. Internal effects (QueueAssignment, ReportDirFailure) are routed here to
 the AssignmentsManager, the lifecycle and the failure timer and never returned.
 
-Order on a storage error (Kafka's handler, reference §4.3): stop fetchers, cancel moves in
+Order on a storage error (Kafka's ``handleLogDirFailure``): stop fetchers, cancel moves in
 the dir, mark its partitions offline, stop writing to the dir, then halt or report (an
-immediate heartbeat, coalesced) and arm the D5 timer.
+immediate heartbeat, coalesced) and arm the ``log.dir.failure.timeout.ms`` timer.
 """
 
 from __future__ import annotations
@@ -95,7 +95,7 @@ class BrokerCore:
         return out
 
     def _pump(self, out: list, now_ms: int) -> list:
-        """Run what became due and keep D4's queue count current."""
+        """Run what became due and keep the assignment queue count (unfencing waits for it) current."""
         if self.halted:
             return out
         if self.lifecycle.registered:  # no epoch before registration: the controller would refuse

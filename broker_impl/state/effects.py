@@ -166,7 +166,7 @@ class BecomeFollower:
     leader_epoch: int
 
 
-# ---------------------------------------------------------------- dir moves (behaviour §4)
+# ---------------------------------------------------------------- dir moves (AlterReplicaLogDirs)
 @dataclass(frozen=True, slots=True)
 class CreateFutureLog:
     tp: TopicPartition
@@ -218,7 +218,7 @@ class Shutdown:
 
 @dataclass(frozen=True, slots=True)
 class EmitEvent:
-    """A node event (interfaces.md "Node event log")."""
+    """A node event (one line of the node event log, :mod:`kafka_runtime.events`)."""
     event: str
     fields: tuple[tuple[str, Any], ...] = field(default=())
 

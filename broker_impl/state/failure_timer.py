@@ -1,10 +1,10 @@
-"""``log.dir.failure.timeout.ms`` under decision D5.
+"""``log.dir.failure.timeout.ms``: how long a broker may lead partitions in a failed dir.
 
 Armed when a dir failure is propagated (deadline = failure time + timeout). One pending
 check at a time: a newer failure replaces it (Kafka's shared ``offlineDirFailure`` tag;
 safe because heartbeats are cumulative). Cleared when a heartbeat that carried the dir gets
 an error-free response. At the deadline: shut down iff the failure is still unacknowledged
-AND this broker leads ≥ 1 partition in that dir (the KIP's condition, D5).
+AND this broker leads ≥ 1 partition in that dir (KIP-858's condition).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""Leader-side ISR and high-watermark bookkeeping of one partition (behaviour §3 "Data
-plane", Kafka's ``Partition.maybeShrinkIsr`` / ``maybeExpandIsr`` / ``updateFollowerFetchState``).
+"""Leader-side ISR and high-watermark bookkeeping of one partition
+(Kafka's ``Partition.maybeShrinkIsr`` / ``maybeExpandIsr`` / ``updateFollowerFetchState``).
 
 For the runtime that mounts the data plane: the leader calls :meth:`LeaderIsr.on_leader_append`
 after each append, :meth:`on_follower_fetch` for each follower Fetch, :meth:`tick` on a

@@ -1,6 +1,6 @@
 """Broker lifecycle: registration, heartbeats, fencing wishes, controlled shutdown.
 
-Kafka's ``BrokerLifecycleManager`` as a pure state machine (reference §2):
+Kafka's ``BrokerLifecycleManager`` as a pure state machine:
 
 - ``start`` → SendRegistration (LogDirs fixed for the process).
 - Registration OK → a heartbeat at once; errors → back-off 100 ms ×2 up to the session
@@ -11,8 +11,8 @@ Kafka's ``BrokerLifecycleManager`` as a pure state machine (reference §2):
   heartbeat in flight (KAFKA-15950); an immediate send wanted while one is in flight is
   coalesced into the send after the response (a failed response keeps the back-off).
 - ``want_fence`` = true until the broker has been unfenced once, as long as it is not ready
-  (``set_ready_to_unfence``) or its assignment queue is non-empty (D4). Once unfenced it
-  never asks to be fenced again (behaviour §6).
+  (``set_ready_to_unfence``) or its assignment queue is non-empty. Once unfenced it
+  never asks to be fenced again.
 - An error-free heartbeat response acknowledges every dir it carried
   (:meth:`on_heartbeat_response` returns them, the failure timer is cleared with them).
 - ``begin_controlled_shutdown`` → want_shut_down=true; ``should_shut_down`` → Shutdown.
@@ -72,8 +72,10 @@ class Lifecycle:
         self.queued_assignments = 0
         self.is_fenced = True
         self._unfenced_once = False
-        # dir id → acknowledged?  insertion order = failure order; never cleared
-        self.offline_dirs: dict[uuid.UUID, bool] = {}
+        # the dir failures this broker reports in every heartbeat: dir id → acknowledged by
+        # the controller? (insertion order = failure order; never cleared). Whether a dir is
+        # offline is LogDirs' fact; this is only what the controller was told and confirmed.
+        self.dir_reports: dict[uuid.UUID, bool] = {}
         self._in_flight: str | None = None            # "registration" | "heartbeat"
         self._in_flight_dirs: tuple[uuid.UUID, ...] = ()
         self._next_send_ms: int | None = None
@@ -132,10 +134,10 @@ class Lifecycle:
             self._in_flight = "registration"
             return [SendRegistration(self.registration_dirs)]
         self._in_flight = "heartbeat"
-        self._in_flight_dirs = tuple(self.offline_dirs)
+        self._in_flight_dirs = tuple(self.dir_reports)
         out: list = [SendHeartbeat(self.broker_epoch, self.metadata_offset, self.want_fence,
                                    self.want_shut_down, self._in_flight_dirs)]
-        unacked = [d for d in self._in_flight_dirs if not self.offline_dirs[d]]
+        unacked = [d for d in self._in_flight_dirs if not self.dir_reports[d]]
         if unacked:
             out.append(event("dir_failure_reported", dir_ids=[to_base64(d) for d in unacked]))
         return out
@@ -188,9 +190,9 @@ class Lifecycle:
             return [event("heartbeat_failed", error_code=error_code)] + self.tick(now_ms), ()
         self._failures = 0
         out: list = []
-        acked = tuple(d for d in carried if not self.offline_dirs.get(d, True))
+        acked = tuple(d for d in carried if not self.dir_reports.get(d, True))
         for d in acked:
-            self.offline_dirs[d] = True
+            self.dir_reports[d] = True
         if acked:
             out.append(event("dir_failure_acked", dir_ids=[to_base64(d) for d in acked]))
         if is_fenced != self.is_fenced:
@@ -226,15 +228,15 @@ class Lifecycle:
         return [], ()
 
     def on_dir_failure(self, dir_id: uuid.UUID, now_ms: int) -> list:
-        if dir_id in self.offline_dirs:
+        if dir_id in self.dir_reports:
             return []
-        self.offline_dirs[dir_id] = False
+        self.dir_reports[dir_id] = False
         if not self.registered:
             return []  # rides along in the first heartbeat after registration
         return self._send_now(now_ms)
 
     def is_acknowledged(self, dir_id: uuid.UUID) -> bool:
-        return self.offline_dirs.get(dir_id, False)
+        return self.dir_reports.get(dir_id, False)
 
     def on_metadata_offset(self, offset: int) -> None:
         self.metadata_offset = max(self.metadata_offset, offset)
@@ -246,7 +248,7 @@ class Lifecycle:
         return self._send_now(now_ms) if self.registered else []
 
     def set_queued_assignments(self, count: int, now_ms: int) -> list:
-        """D4: the heartbeat after the queue drains goes at once (so unfencing is not
+        """The heartbeat after the queue drains goes at once (so unfencing is not
         delayed by a heartbeat interval)."""
         was = self.queued_assignments
         self.queued_assignments = count

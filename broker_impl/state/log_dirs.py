@@ -2,7 +2,7 @@
 
 ``LogDirs`` knows the broker's data dirs (id, path, online at start) and the metadata dir.
 :meth:`LogDirs.on_storage_error` is the single entry for every ``OSError`` on a dir
-(behaviour §3 "IO error → offline dir"): the first report marks the dir offline and decides
+(an I/O error takes the dir offline): the first report marks the dir offline and decides
 between a graceful report to the controller and a halt; later reports are ignored.
 
 The partition-level part of the handler (stop fetchers, mark partitions offline) belongs to
@@ -53,7 +53,7 @@ class LogDirs:
         self.metadata_dir_path = metadata_dir_path
         # Registration LogDirs: every data dir whose id is known at start, fixed for the
         # process. Dirs already offline at start are in it and reported offline by the
-        # first heartbeat (an id the controller never saw would fail the heartbeat, D3).
+        # first heartbeat (an id the controller never saw would fail the heartbeat).
         self.registration_dirs: tuple[uuid.UUID, ...] = sort_dir_ids(self._order)
 
     # ------------------------------------------------------------------ queries

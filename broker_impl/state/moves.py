@@ -1,4 +1,4 @@
-"""Moving a replica between dirs of this broker (behaviour §4, reference §5).
+"""Moving a replica between dirs of this broker (AlterReplicaLogDirs; Kafka's future-log protocol).
 
 States of one move: COPYING (future log being filled) → QUEUED (caught up,
 ``AssignReplicasToDirs(target)`` queued) → ACCEPTED (controller acked) → SWAPPING (runtime
@@ -7,7 +7,7 @@ blocks appends, lets the future catch up fully, swaps, deletes the old log) → 
 - Target dir fails before the swap → cancel; if the assignment was queued/accepted, revert
   it to the source dir (KAFKA-16297).
 - Source dir fails after the assignment was queued and before the swap → assign LOST so
-  the controller moves ISR/leadership (D6).
+  the controller moves ISR/leadership.
 - Cancel (new destination, partition removed) → revert when QUEUED/ACCEPTED.
 """
 

@@ -1,4 +1,4 @@
-"""Replica management on metadata changes (behaviour §3, reference §4.4–4.5).
+"""Replica management on metadata changes (Kafka's ReplicaManager, KIP-858).
 
 Input: the partition changes of one applied metadata batch (:class:`PartitionChange`, old
 and new :class:`PartitionRegistration` of a partition, either may be None). Output: effects
@@ -116,8 +116,28 @@ class ReplicaManager:
         return any(lr.dir_id == dir_id and lr.registration is not None and lr.registration.leader == self.broker_id
                    for lr in self.partitions.values())
 
-    def partitions_in(self, dir_id: uuid.UUID) -> list[TopicPartition]:
-        return sorted(lr.tp for lr in self.partitions.values() if lr.dir_id == dir_id)
+    def is_offline(self, topic_id: TopicId, partition: int) -> bool:
+        """Partition status, as the client handlers ask it: its log was in a dir that failed,
+        or the dir it lives in (or is assigned to) is offline."""
+        tp = self._by_id.get((topic_id, partition))
+        lr = self.partitions.get(tp) if tp is not None else None
+        if lr is None:
+            return False
+        if lr.hosted is Hosted.OFFLINE:
+            return True
+        dir_id = lr.dir_id
+        if dir_id is None and lr.registration is not None and self.broker_id in lr.registration.replicas:
+            dir_id = lr.registration.directory(self.broker_id)
+        return dir_id is not None and self.log_dirs.is_known(dir_id) and not self.log_dirs.is_online(dir_id)
+
+    def leader_epoch(self, topic_id: TopicId, partition: int) -> int | None:
+        """The leader epoch of a partition this broker leads (per the metadata applied to
+        the core), else None: the one answer to "do I lead it?"."""
+        tp = self._by_id.get((topic_id, partition))
+        lr = self.partitions.get(tp) if tp is not None else None
+        if lr is None or lr.role != "leader" or lr.hosted is Hosted.OFFLINE:
+            return None
+        return lr.leader_epoch
 
     def offline_partitions(self) -> list[TopicPartition]:
         return sorted(tp for tp, lr in self.partitions.items() if lr.hosted is Hosted.OFFLINE)

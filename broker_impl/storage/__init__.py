@@ -3,11 +3,12 @@ health probe, and the single failure path for every OSError on a dir.
 
 Modules (each documents its part of the API):
 
-* :mod:`.startup` — ``load_log_dirs(...) -> LogDirSet`` (meta.properties rules, behaviour §1)
+* :mod:`.startup` — ``load_log_dirs(...) -> LogDirSet`` (meta.properties rules)
 * :mod:`.log_manager` — ``LogManager`` (all logs, placement, offline dirs, checkpoints, probe)
 * :mod:`.partition_log` — ``PartitionLog`` (append/read/truncate/flush of one partition),
   ``LogConfig``
-* :mod:`.failure` — ``DirFailureChannel``: ``on_failure(dir_path, errno, op)`` once per dir
+* :mod:`.failure` — ``DirFailureChannel``: ``on_failure(dir_path, errno, op)`` once per dir;
+  ``log_manager.failure_callback_by_id`` turns it into ``DirFailure`` values (by dir id)
 * :mod:`.probe` — ``probe(dir_path)`` (O_DIRECT write + fsync)
 * :mod:`.segment`, :mod:`.epoch_cache`, :mod:`.checkpoint` — on-disk formats (Kafka's)
 * :mod:`.errors` — ``KafkaStorageError`` (56), ``LogDirStartupError``, ``InvalidRecordBatch``,
@@ -17,11 +18,11 @@ Modules (each documents its part of the API):
 from broker_impl.storage.errors import (InconsistentTopicId, InvalidRecordBatch, KafkaStorageError, LogDirStartupError, LogNotFound,
                                         OffsetOutOfRange, StorageError)
 from broker_impl.storage.failure import DirFailureChannel
-from broker_impl.storage.log_manager import LogManager, failure_callback_by_id
+from broker_impl.storage.log_manager import DirFailure, LogManager, failure_callback_by_id
 from broker_impl.storage.partition_log import LogConfig, PartitionLog
 from broker_impl.storage.probe import probe
 from broker_impl.storage.startup import LogDirInfo, LogDirSet, load_log_dirs
 
-__all__ = ["DirFailureChannel", "InconsistentTopicId", "InvalidRecordBatch", "KafkaStorageError", "LogConfig",
+__all__ = ["DirFailure", "DirFailureChannel", "InconsistentTopicId", "InvalidRecordBatch", "KafkaStorageError", "LogConfig",
            "LogDirInfo", "LogDirSet", "LogDirStartupError", "LogManager", "LogNotFound", "OffsetOutOfRange",
            "PartitionLog", "StorageError", "failure_callback_by_id", "load_log_dirs", "probe"]

@@ -22,7 +22,6 @@ through untouched so the caller routes them to the failure channel.
 
 from __future__ import annotations
 
-import os
 import uuid
 
 from kafka_common import ids
@@ -127,10 +126,3 @@ def read_partition_metadata(path: str) -> uuid.UUID | None:
 
 def write_partition_metadata(path: str, topic_id: uuid.UUID) -> None:
     fsutil.atomic_write(path, f"version: 0\ntopic_id: {ids.to_base64(topic_id)}\n".encode())
-
-
-def remove_if_exists(path: str) -> None:
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        pass

@@ -5,7 +5,7 @@
     StorageError                      base of everything raised here
     ├── KafkaStorageError             an OSError on a log dir, or the dir is already offline
     │                                 (answer KAFKA_STORAGE_ERROR = 56); carries dir, errno, op
-    ├── LogDirStartupError            fatal start-up problem with the log dir set (behaviour §1):
+    ├── LogDirStartupError            fatal start-up problem with the log dir set:
     │                                 the broker must exit non-zero with this message
     ├── InvalidRecordBatch            bytes from a client/leader that are not valid v2 batches
     │                                 (error_code CORRUPT_MESSAGE = 2, or MESSAGE_TOO_LARGE = 10)

@@ -1,4 +1,4 @@
-"""The one path every OSError on a log dir takes (behaviour §3, Kafka's LogDirFailureChannel).
+"""The one path every OSError on a log dir takes (Kafka's LogDirFailureChannel).
 
 Usage inside the storage layer::
 
@@ -12,8 +12,9 @@ Usage inside the storage layer::
 
 ``on_failure`` runs synchronously in the thread that hit the error, possibly while a
 partition lock is held: it must only record/schedule (e.g. ``loop.call_soon_threadsafe``),
-never block or call back into a log. The broker runtime maps the path to the directory id
-and feeds engineer E's pure core ``on_storage_error(dir_id, errno, op)``.
+never block or call back into a log. The log manager's ``failure_callback_by_id`` maps the
+path to the directory id at this edge; the broker runtime feeds the pure core
+``on_storage_error(dir_id, errno, op)``.
 
 Dirs that were unreadable at start-up are registered with :meth:`mark_offline_at_start`:
 they are offline but never reported through ``on_failure`` (Kafka does not report them
@@ -44,9 +45,6 @@ class DirFailureChannel:
         self._on_failure = on_failure
         self._offline: dict[str, tuple[int | None, str]] = {}
         self._lock = threading.Lock()
-
-    def set_callback(self, on_failure: OnFailure | None) -> None:
-        self._on_failure = on_failure
 
     def is_offline(self, dir_path: str) -> bool:
         return dir_path in self._offline

@@ -1,25 +1,23 @@
 """All partition logs of a broker across its log dirs (Kafka's LogManager), with the one
-failure path of behaviour §3.
+failure path for every OSError on a dir (the dir goes offline, reported once).
 
-Start-up (the runtime)::
+Start-up (as the broker runtime does it)::
 
     dirs = load_log_dirs(cfg.log_dirs, cfg.metadata_log_dir, cfg.node_id, random.SystemRandom(),
                          cluster_id=cfg.cluster_id or None)            # LogDirStartupError → exit 1
     lm = LogManager.open(dirs, LogConfig.from_server_config(cfg),
-                         on_failure=lambda path, errno, op: core_queue.put(
-                             ("storage_error", dirs.id_of(path), errno, op)),
+                         on_failure=failure_callback_by_id(dirs, report),  # report(DirFailure)
                          now_ms=clock.monotonic_ms)
 
-(or ``on_failure=failure_callback_by_id(dirs, fn)`` to get ``fn(dir_id, errno, op)``).
 ``on_failure(dir_path, errno, op)`` fires once per dir, synchronously in the thread that hit
-the error (see :mod:`.failure`); map the path with ``dirs.id_of(path)`` and feed the pure core
-``on_storage_error(dir_id, errno, op)``. The operation that failed raises
-:class:`KafkaStorageError` (answer KAFKA_STORAGE_ERROR). After that every operation on the dir
-fails at once without touching the disk.
+the error (see :mod:`.failure`); ``failure_callback_by_id`` maps the path to the dir id here,
+at the storage edge, so nothing above storage looks at paths. The operation that failed
+raises :class:`KafkaStorageError` (answer KAFKA_STORAGE_ERROR); after that every operation on
+the dir fails at once without touching the disk.
 
 Calls::
 
-    lm.get_or_create_log(topic_id, topic, partition, dir_path=None) -> PartitionLog
+    lm.get_or_create_log(topic_id, topic, partition, dir_path=None, *, dir_id=None) -> PartitionLog
         existing log wins (wherever it is); else create in ``dir_path`` (must be an online data
         dir) or, when None, in the least-loaded online dir, falling through to the next dir if
         creation fails. Never re-creates a partition that was in an offline dir with the same
@@ -29,6 +27,7 @@ Calls::
     lm.pick_dir() -> path                  Kafka §4.4: fewest logs (current + future), ties by
                                            configured order
     lm.mark_offline(dir_path) -> [(topic, partition, topic_id)]   close and forget its logs
+    lm.mark_dir_offline(dir_id)            the same by directory id (the core's MarkDirOffline)
     lm.delete_log(topic, partition)
     lm.create_future_log(topic_id, topic, partition, dir_path), lm.future_log(topic, partition),
     lm.replace_current_with_future(topic, partition), lm.delete_future_log(topic, partition)
@@ -61,6 +60,7 @@ import os
 import shutil
 import threading
 import uuid
+from dataclasses import dataclass
 from typing import Callable
 
 from kafka_common import ids
@@ -78,12 +78,23 @@ LOCK_FILE = ".lock"
 Key = tuple[str, int]
 
 
-def failure_callback_by_id(dir_set: LogDirSet, on_storage_error: Callable[[uuid.UUID, int, str], None]) -> OnFailure:
-    """Adapt the core's ``on_storage_error(dir_id, errno, op)`` to ``on_failure(path, errno, op)``.
-    A path without a known id (cannot happen for dirs online at start) is passed as None."""
-    def on_failure(dir_path: str, errno: int, op: str) -> None:
-        on_storage_error(dir_set.id_of(dir_path), errno, op)
-    return on_failure
+@dataclass(frozen=True, slots=True)
+class DirFailure:
+    """The first OSError on a dir, as it leaves the storage layer: the directory id (None
+    for a dir that has none, e.g. a separate metadata dir without meta.properties); the
+    path only for messages and events."""
+    dir_id: uuid.UUID | None
+    path: str
+    errno: int
+    op: str
+
+
+def failure_callback_by_id(dir_set: LogDirSet, on_failure: Callable[[DirFailure], None]) -> OnFailure:
+    """The storage edge: ``on_failure(path, errno, op)`` of the channel → ``on_failure(DirFailure)``
+    with the dir's id (mapped here, once)."""
+    def report(dir_path: str, errno: int, op: str) -> None:
+        on_failure(DirFailure(dir_set.id_of(dir_path), dir_path, errno, op))
+    return report
 
 
 class LogManager:
@@ -214,6 +225,12 @@ class LogManager:
     def path_of(self, dir_id: uuid.UUID) -> str | None:
         return self.dir_set.path_of(dir_id)
 
+    def _path_of_id(self, dir_id: uuid.UUID) -> str:
+        path = self.path_of(dir_id)
+        if path is None:
+            raise LogNotFound(f"no log dir with directory id {ids.to_base64(dir_id)}")
+        return path
+
     def pick_dir(self) -> str:
         """Least-loaded online dir: fewest logs (current + future), ties in configured order."""
         with self._lock:
@@ -229,6 +246,11 @@ class LogManager:
                 counts[plog.log_dir] += 1
         order = {p: i for i, p in enumerate(self._data_dirs)}
         return sorted(counts, key=lambda p: (counts[p], order[p]))
+
+    def mark_dir_offline(self, dir_id: uuid.UUID) -> list[tuple[str, int, uuid.UUID | None]]:
+        """:meth:`mark_offline` by directory id; an unknown id is a no-op."""
+        path = self.path_of(dir_id)
+        return [] if path is None else self.mark_offline(path)
 
     def mark_offline(self, dir_path: str) -> list[tuple[str, int, uuid.UUID | None]]:
         """Take ``dir_path`` offline (idempotent, no callback): close its logs (no flush), drop
@@ -285,8 +307,10 @@ class LogManager:
         return self._offline_partitions.get((topic, partition))
 
     def get_or_create_log(self, topic_id: uuid.UUID | None, topic: str, partition: int,
-                          dir_path: str | None = None) -> PartitionLog:
+                          dir_path: str | None = None, *, dir_id: uuid.UUID | None = None) -> PartitionLog:
         key = (topic, partition)
+        if dir_id is not None:
+            dir_path = self._path_of_id(dir_id)
         with self._lock:
             existing = self._logs.get(key)
             if existing is not None:
@@ -371,8 +395,12 @@ class LogManager:
             return new
 
     # ---- future replicas (AlterReplicaLogDirs) -------------------------------------------
-    def create_future_log(self, topic_id: uuid.UUID | None, topic: str, partition: int, dir_path: str) -> PartitionLog:
+    def create_future_log(self, topic_id: uuid.UUID | None, topic: str, partition: int, dir_path: str | None = None,
+                          *, dir_id: uuid.UUID | None = None) -> PartitionLog:
         key = (topic, partition)
+        if dir_id is not None:
+            dir_path = self._path_of_id(dir_id)
+        assert dir_path is not None, "create_future_log needs a dir"
         with self._lock:
             if key in self._futures:
                 return self._futures[key]

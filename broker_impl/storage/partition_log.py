@@ -61,7 +61,7 @@ import os
 import shutil
 import threading
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable
 
 from kafka_common import batch_header as bh
@@ -72,7 +72,8 @@ from broker_impl.storage.epoch_cache import LeaderEpochCache
 from broker_impl.storage.errors import (INVALID_PRODUCER_EPOCH, MESSAGE_TOO_LARGE, OUT_OF_ORDER_SEQUENCE_NUMBER,
                                         InvalidRecordBatch, OffsetOutOfRange, ProducerSequenceError)
 from broker_impl.storage.failure import DirFailureChannel
-from broker_impl.storage.segment import LogSegment, parse_segment_name
+from broker_impl.storage.log_recovery import RecoverySummary, recover_segments, scan_epochs
+from broker_impl.storage.segment import LogSegment
 
 log = logging.getLogger(__name__)
 NowMs = Callable[[], int]
@@ -96,14 +97,6 @@ class LogConfig:
                    retention_ms=cfg.log_retention_ms, retention_bytes=cfg.log_retention_bytes,
                    flush_interval_messages=cfg.log_flush_interval_messages,
                    flush_interval_ms=cfg.log_flush_interval_ms)
-
-
-@dataclass(slots=True)
-class RecoverySummary:
-    recovered_segments: int = 0
-    truncated_bytes: int = 0
-    deleted_segments: int = 0
-    reasons: list[str] = field(default_factory=list)
 
 
 def partition_dir_name(topic: str, partition: int) -> str:
@@ -192,73 +185,26 @@ class PartitionLog:
                 topic_id = None
             plog = cls(log_dir=log_dir, path=path, topic=topic, partition=partition, topic_id=topic_id,
                        config=config, channel=channel, now_ms=now_ms)
-            plog._load_segments(recovery_point, clean_shutdown)
+            segments, recovered_epochs, plog.recovery = recover_segments(
+                path, config.index_interval_bytes, recovery_point, clean_shutdown, now_ms())
+            for seg in segments:
+                plog._add_segment(seg)
+            plog._log_start = plog._segments[0].base_offset
+            plog.recovery_point = plog.log_end_offset
             plog._log_start = min(max(plog._log_start, log_start_offset), plog.log_end_offset)
             try:
                 epochs = ckpt.read_epochs(os.path.join(path, ckpt.EPOCH_CHECKPOINT))
             except ckpt.CheckpointFormatError as exc:
                 log.warning("%s: rebuilding the leader-epoch cache from the batches", exc)
                 epochs = []
-                plog._recovered_epochs = plog._scan_epochs()
+                recovered_epochs = scan_epochs(plog._segments)
             plog.epoch_cache = LeaderEpochCache(epochs, plog._persist_epochs)
-            plog.epoch_cache.assign_many(plog._recovered_epochs)
+            plog.epoch_cache.assign_many(recovered_epochs)
             plog.epoch_cache.truncate_from_end(plog.log_end_offset)
             plog.epoch_cache.truncate_from_start(plog._log_start)
             plog._rebuild_producer_state()
         plog._hw = min(max(high_watermark, plog._log_start), plog.log_end_offset)
         return plog
-
-    def _load_segments(self, recovery_point: int, clean_shutdown: bool) -> None:
-        names = sorted(os.listdir(self.path))
-        bases = sorted(b for b in (parse_segment_name(n) for n in names) if b is not None)
-        for n in names:  # leftovers of an interrupted write / orphan indexes
-            stem, _, ext = n.partition(".")
-            if n.endswith(".tmp") or (ext in ("index", "timeindex") and stem.isdigit() and int(stem) not in bases):
-                os.unlink(os.path.join(self.path, n))
-        self._recovered_epochs: list[tuple[int, int]] = []
-        now = self._now_ms()
-        expected = 0
-        for i, base in enumerate(bases):
-            seg = LogSegment.open_existing(self.path, base, index_interval_bytes=self.config.index_interval_bytes,
-                                           created_ms=now)
-            next_base = bases[i + 1] if i + 1 < len(bases) else None
-            trusted = clean_shutdown or (next_base is not None and next_base <= recovery_point)
-            if not (trusted and seg.load_trusted()):
-                result = seg.recover(expected)
-                self.recovery.recovered_segments += 1
-                self._recovered_epochs += result.epochs
-                if result.truncated_bytes:
-                    self.recovery.truncated_bytes += result.truncated_bytes
-                    self.recovery.reasons.append(f"{seg.log_path}: {result.reason}")
-                    log.warning("recovery of %s truncated %d bytes: %s", seg.log_path, result.truncated_bytes,
-                                result.reason)
-                seg.flush()
-                if result.truncated_bytes or (next_base is not None and seg.next_offset > next_base):
-                    self._add_segment(seg)
-                    for later in bases[i + 1:]:
-                        LogSegment(self.path, later, index_interval_bytes=1, created_ms=now).delete()
-                        self.recovery.deleted_segments += 1
-                    break
-            self._add_segment(seg)
-            expected = seg.next_offset
-        if not self._segments:
-            self._add_segment(LogSegment.create(self.path, 0, index_interval_bytes=self.config.index_interval_bytes,
-                                                created_ms=now))
-        self._log_start = self._segments[0].base_offset
-        self.recovery_point = self.log_end_offset
-
-    def _scan_epochs(self) -> list[tuple[int, int]]:
-        out = []
-        for seg in self._segments:
-            pos = 0
-            while pos < seg.size:
-                try:
-                    header = seg._header_at(pos)
-                except bh.CorruptBatch:
-                    break  # trusted data that does not parse: keep what was read so far
-                out.append((header.partition_leader_epoch, header.base_offset))
-                pos += header.size_bytes
-        return out
 
     def _rebuild_producer_state(self) -> None:
         """Replay the batch headers of the log tail (at most ``producer_state_scan_bytes``,
@@ -507,7 +453,7 @@ class PartitionLog:
                 for seg in self._segments:
                     pos = 0
                     while pos < seg.size:
-                        header = seg._header_at(pos)
+                        header = seg.header_at(pos)
                         if header.max_timestamp >= timestamp_ms:
                             return max(header.base_offset, self._log_start)
                         pos += header.size_bytes

@@ -1,4 +1,4 @@
-"""Log dir health probe (behaviour §3, beyond Kafka): ``probe(dir_path)``.
+"""Log dir health probe (beyond Kafka: a disk that hangs or fails silently is found even when idle): ``probe(dir_path)``.
 
 Writes one 4 KiB block to ``<dir>/.jbodlab-probe`` with ``O_DIRECT`` (so the write reaches
 the device instead of the page cache) and fsyncs it. File systems without O_DIRECT (tmpfs,

@@ -228,7 +228,7 @@ class LogSegment:
         os.fsync(self._index_fd)
 
     # ---- read ----------------------------------------------------------------------------
-    def _header_at(self, pos: int) -> bh.BatchHeader:
+    def header_at(self, pos: int) -> bh.BatchHeader:
         return bh.read_header(_pread_exact(self._log_fd, bh.HEADER_BYTES, pos))
 
     def tail_start(self, max_bytes: int) -> int:
@@ -260,7 +260,7 @@ class LogSegment:
         i = bisect.bisect_right(self._index_offsets, offset) - 1
         pos = self._index_positions[i] if i >= 0 else 0
         while pos < self.size:
-            header = self._header_at(pos)
+            header = self.header_at(pos)
             if header.last_offset >= offset:
                 return pos, header
             pos += header.size_bytes

@@ -1,4 +1,4 @@
-"""Broker start-up rules for the log dir set (behaviour §1; Kafka's ``initializeLogDirs``).
+"""Broker start-up rules for the log dir set (Kafka's ``initializeLogDirs``).
 
 ``load_log_dirs(log_dirs, metadata_log_dir, node_id, rng, cluster_id=None) -> LogDirSet``
 reads every ``meta.properties`` and either returns the dir set or raises

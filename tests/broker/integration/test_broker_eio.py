@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import asyncio
 import errno
-import importlib.util
 import os
 import subprocess
 import sys
@@ -242,8 +241,6 @@ def test_eio_on_the_metadata_dir_halts(loop_fs_factory, make_cluster, tmp_path):
     assert ctrl.alive()
 
 
-@pytest.mark.skipif(importlib.util.find_spec("broker_impl.runtime.dataplane") is None,
-                    reason="kraft-broker in this build serves no client listener (no broker_impl.runtime.dataplane)")
 def test_surviving_dirs_serve_produce_and_fetch(loop_fs_factory, make_cluster, tmp_path):
     """Over the broker's own listener: after d2 fails, a partition it leads in another dir
     accepts a Produce (acks=1) and serves it back by Fetch; the one in d2 refuses."""

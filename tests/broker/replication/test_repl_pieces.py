@@ -20,7 +20,8 @@ import pytest
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "storage"))
 from storage_batches import make_batch  # noqa: E402
 
-from broker_impl.replication.fetcher import FetcherManager, FollowState  # noqa: E402
+from broker_impl.replication.fetcher import FetcherManager  # noqa: E402
+from broker_impl.replication.follow_round import FollowState  # noqa: E402
 from broker_impl.replication.mover import copy_step  # noqa: E402
 from broker_impl.state.effects import TopicPartition  # noqa: E402
 from broker_impl.storage.failure import DirFailureChannel  # noqa: E402
@@ -181,15 +182,23 @@ def test_mover_copy_step_follows_the_current_log(new_log):
 
 
 def test_leader_counts_no_progress_from_a_divergent_follower(new_log):
-    """RuntimeView's guard (Kafka updates a follower's fetch state only for a valid fetch):
-    an offset past the leader's end, or a last fetched epoch that ends earlier here or is
-    unknown here, is not progress — else a divergent replica could join the ISR and move
-    the high watermark over records it does not have."""
-    from broker_impl.runtime.dataplane import diverged
+    """The one position rule (Kafka updates a follower's fetch state only for a valid
+    fetch): an offset past the leader's end, or a last fetched epoch that ends earlier here
+    or is unknown here, is not progress — else a divergent replica could join the ISR and
+    move the high watermark over records it does not have. The Fetch handler answers from
+    the same rule (diverging epoch / OFFSET_OUT_OF_RANGE)."""
+    from broker_impl.state.fetch_position import Position, follower_position
+
+    def diverged(log, offset, epoch):
+        return not follower_position(log, offset, epoch).valid
+
     leader = leader_log(new_log, [(0, 2), (2, 1)])  # epoch 0: [0, 4), epoch 2: [4, 6)
     assert not diverged(leader, 6, 2) and not diverged(leader, 4, 0) and not diverged(leader, 3, -1)
     assert diverged(leader, 7, 2)       # beyond the leader's end
     assert diverged(leader, 6, 1)       # epoch 1 unknown here: ends (as epoch 0) at 4 < 6
     assert diverged(leader, 5, 0)       # epoch 0 ends at 4 here
+    assert follower_position(leader, 5, 0).position is Position.DIVERGING
+    assert follower_position(leader, 5, 0).diverging == (0, 4)
+    assert follower_position(leader, 7, 2).diverging == (2, 6)   # the leader ends epoch 2 at 6
     late = leader_log(new_log, [(5, 1)], "late")
-    assert diverged(late, 2, 3)         # an epoch older than everything the leader knows
+    assert diverged(late, 2, 3)         # an epoch older than everything the leader knows         # an epoch older than everything the leader knows

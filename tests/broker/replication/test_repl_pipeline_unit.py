@@ -10,7 +10,7 @@ import uuid
 import pytest
 
 from broker_impl.api.purgatory import Purgatory
-from broker_impl.replication.fetcher import (MIN_STRAGGLER_POLL_MS, FollowState, needs_storage, plan_round)
+from broker_impl.replication.follow_round import MIN_STRAGGLER_POLL_MS, FollowState, needs_storage, plan_round
 from broker_impl.state.effects import TopicPartition
 from kafka_common import wire
 from kafka_common.wire import ErrorCode

@@ -253,3 +253,21 @@ def test_unchanged_metadata_dir_is_not_replaced_or_resent():
     third = reg(replicas=(2, ME), dirs=(uuid_of(0x9999, 2), D3), leader=2, partition_epoch=2)
     [q] = of(apply(r, third, old=second), QueueAssignment)
     assert q.dir_id == of(out, CreateLog)[0].dir_id != D3
+
+
+# ------------------------------------------------------------------ the status queries (owner of the facts)
+def test_partition_status_and_leadership_are_answered_by_the_replica_manager():
+    """The data plane and the handlers read partition status and leadership here only:
+    a partition is offline once its dir failed (and stays so while the controller keeps
+    naming that dir); leadership is the epoch of the last BecomeLeader, gone with it."""
+    r = rm()
+    apply(r, reg(dir_for_me=D1, leader=ME, leader_epoch=4))
+    assert not r.is_offline(T1, 0) and r.leader_epoch(T1, 0) == 4
+    apply(r, reg(dir_for_me=D1, leader=2, leader_epoch=5), old=reg(dir_for_me=D1, leader=ME, leader_epoch=4))
+    assert r.leader_epoch(T1, 0) is None            # a follower now
+    apply(r, reg(dir_for_me=D1, leader=ME, leader_epoch=6), old=reg(dir_for_me=D1, leader=2, leader_epoch=5))
+    assert r.leader_epoch(T1, 0) == 6
+    r.log_dirs.on_storage_error(D1, 5, "x")
+    r.on_dir_offline(D1)
+    assert r.is_offline(T1, 0) and r.leader_epoch(T1, 0) is None
+    assert not r.is_offline(T2, 0) and r.leader_epoch(T2, 0) is None   # not hosted here at all
