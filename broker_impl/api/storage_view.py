@@ -87,7 +87,7 @@ class LogManagerView:
         return int(self.topic_config(topic_id, "min.insync.replicas"))
 
     def topic_config(self, topic_id: uuid.UUID, name: str) -> Any:
-        topic = self._name(topic_id) or ""
+        topic = self.topic_name(topic_id) or ""
         return tc.topic_value(topic, name, self.node_id, getattr(self.image, "configs", {}), self.static_config)
 
     def topic_name(self, topic_id: uuid.UUID) -> str | None:
