@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from harness.faults.schedule import (
-    Fault, ProcessFault, TargetCheck, fault_from_dict, fault_to_dict, parse_node_ref,
+    Fault, ProcessFault, TargetCheck, fault_from_dict, fault_to_dict,
 )
 from harness.fields import Fields, Problems, ScenarioError, join, one_of
 

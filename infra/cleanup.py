@@ -15,7 +15,6 @@ mount → stop the daemon → unmount the lab dir → delete the lab dir.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import signal
@@ -24,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from infra import _cmd, dm, loopdev
+from infra import _cmd, dm, lab_record, loopdev
 from infra.fuse_daemon import FuseDaemon, pid_alive
 from infra.mounts import mounts_under
 from infra.naming import LAB_LABEL, LABS_ROOT, PREFIX
@@ -102,17 +101,7 @@ def fusefs_daemons() -> list[tuple[int, str]]:
 
 def _recorded_loops() -> dict[str, tuple[str, str]]:
     """loop device -> (lab id, image file name), from every lab.json."""
-    out: dict[str, tuple[str, str]] = {}
-    if not LABS_ROOT.is_dir():
-        return out
-    for meta_path in LABS_ROOT.glob("*/lab.json"):
-        try:
-            meta = json.loads(meta_path.read_text())
-            for d in meta.get("disks", []):
-                out[d["loop_dev"]] = (meta_path.parent.name, Path(d["image"]).name)
-        except (OSError, ValueError, KeyError, TypeError):
-            continue
-    return out
+    return lab_record.recorded_loops(LABS_ROOT)
 
 
 def survey() -> dict[str, LabLeftovers]:
@@ -121,11 +110,9 @@ def survey() -> dict[str, LabLeftovers]:
 
     def get(lab_id: str) -> LabLeftovers:
         if lab_id not in labs:
-            meta_path = LABS_ROOT / lab_id / "lab.json"
             live = False
             try:
-                from infra.lab import owner_alive
-                live = owner_alive(json.loads(meta_path.read_text()))
+                live = lab_record.owner_alive(lab_record.read(LABS_ROOT / lab_id))
             except (OSError, ValueError):
                 # no readable lab.json: a lab being created right now (grace period) or a wreck
                 try:
