@@ -16,7 +16,8 @@ from typing import Any
 
 from harness.faults.schedule import (ACTIVE_CONTROLLER, DiskFault, MoveReplica, NetworkFault, ProcessFault, RefBindings, ReplaceDisk,
                                      fault_seed)
-from harness.history import LedgerWriter, fault_healed_event, fault_injected_event
+from harness.history import fault_healed_event, fault_injected_event
+from harness.ledger import LedgerWriter
 from harness.services import BROKER_PORT, META_DIR, Services
 from kafka_common import ids
 

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.faults.schedule import end_ms
-from harness.history import load_history
+from harness.ledger import load_history
 from harness.scenario import Scenario
 from harness.services import ServiceError, Services, lab_topology
 from harness.workload import SUPPORTED_CLIENTS, ProducerWorkload, SafeLedger, drain

@@ -33,7 +33,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from harness.history import LedgerWriter
+from harness.ledger import LedgerWriter
 from harness.scenario import Scenario
 from kafka_common import ids
 

@@ -242,7 +242,7 @@ class _Session:
 
     def down(self) -> dict[str, Any]:
         from harness.checkers import run_checks, valid_text
-        from harness.history import load_history
+        from harness.ledger import load_history
         from harness.metrics import compute_metrics
         from harness.recorder import record_run
         from harness.workload import drain

@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from harness.history import LedgerWriter
+from harness.ledger import LedgerWriter
 from harness.scenario import Workload
 
 __all__ = ["SafeLedger", "ProducerWorkload", "drain", "value_of", "value_id_of", "SUPPORTED_CLIENTS"]

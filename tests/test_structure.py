@@ -4,7 +4,8 @@
    and ``if TYPE_CHECKING:`` blocks included (a cycle deferred to call time is still two
    modules that each need the other);
 2. the pure packages (docs/design.md, "Packages": state machines and values, no I/O) import
-   nothing of the project's impure packages.
+   nothing of the project's impure packages, and no I/O module of the standard library or
+   of the lab's libraries (sockets, files, processes, containers, dataframes).
 
 A module is a ``.py`` file tracked in the repository, named by its path (``tests/x/y.py`` is
 ``tests.x.y``). ``from a.b import c`` depends on ``a.b.c`` when that is a module, else on
@@ -28,7 +29,10 @@ REPO = Path(__file__).resolve().parents[1]
 # State machines, values and checkers: functions of their inputs, no sockets, files or
 # processes (docs/design.md, "Packages", column "pure?").
 PURE = ("kafka_common", "controller_impl.state", "controller_impl.raft", "broker_impl.state",
-        "harness.checkers", "harness.history", "harness.faults.schedule", "harness.fields")
+        "harness.checkers", "harness.history", "harness.metrics", "harness.faults.schedule",
+        "harness.fields")
+IO_MODULES = {"asyncio", "socket", "os", "time", "subprocess", "threading", "selectors", "shutil",
+              "pathlib", "signal", "docker", "pyroute2", "psutil", "pyarrow", "pandas"}
 
 
 def _in(module: str, package: str) -> bool:
@@ -181,3 +185,20 @@ def test_pure_packages_import_only_pure_packages() -> None:
            for m in sorted(edges) if is_pure(m)
            for target, line in sorted(edges[m].items()) if not is_pure(target)]
     assert not bad, "a pure package imports an impure one:\n" + "\n".join(bad)
+
+
+def test_pure_packages_import_no_io() -> None:
+    bad = []
+    for module, path in sorted(modules().items()):
+        if not is_pure(module):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = [node.module]
+            else:
+                continue
+            bad += [f"  {path.relative_to(REPO)}:{node.lineno} imports {n}"
+                    for n in names if n.split(".")[0] in IO_MODULES]
+    assert not bad, "a pure module imports I/O:\n" + "\n".join(bad)

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from harness.checkers.durability import analyse_durability
-from harness.history import load_history
+from harness.ledger import load_history
 from harness.scenario import TopicSpec, Workload
 from harness.workload import ProducerWorkload, SafeLedger, drain
 from tests.dataplane.cluster import Broker
