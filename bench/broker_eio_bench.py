@@ -47,7 +47,8 @@ sys.path[:0] = [ROOT, os.path.join(ROOT, "tests"), os.path.join(ROOT, "tests", "
 
 from broker_cluster import BrokerProcess, reader_for, unfenced, until, wait_until  # noqa: E402
 from broker_impl.runtime.broker import HW_CHECKPOINT_INTERVAL_MS  # noqa: E402
-from controller_impl.runtime.sim import ControllerProcess, create_topic  # noqa: E402
+from testkit.controller_client import create_topic  # noqa: E402
+from testkit.processes import ControllerProcess  # noqa: E402
 from kafka_common import ids  # noqa: E402
 from kafka_common.ids import UNASSIGNED  # noqa: E402
 from kafka_runtime.events import read_events  # noqa: E402

@@ -5,7 +5,7 @@
 
 Each listener runs in its own real process(es) on loopback (a kraft-controller; a
 kraft-controller + one kraft-broker for the broker's client listener), with
-``socket.request.max.bytes=65536``. The frames come from ``kafka_runtime.fuzz`` (every
+``socket.request.max.bytes=65536``. The frames come from ``testkit.fuzz`` (every
 class: random, header, valid, mutate, truncate, length, tags, size, known — issue 11's frame
 among them) drawn with ``random``, thrown by ``--concurrency`` connections at once, each
 probed with an ApiVersions request after the frame. On a SASL listener half the frames come
@@ -34,8 +34,10 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [ROOT, os.path.join(ROOT, "tests", "broker", "dataplane")]
 
-from controller_impl.runtime.sim import ControllerProcess, MetadataReader  # noqa: E402
-from kafka_runtime import fuzz  # noqa: E402
+from testkit.controller_client import MetadataReader  # noqa: E402
+
+from testkit.processes import ControllerProcess  # noqa: E402
+from testkit import fuzz  # noqa: E402
 from kafka_runtime.client import KafkaClient  # noqa: E402
 
 MAX_FRAME = 65536

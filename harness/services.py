@@ -325,7 +325,7 @@ class Services:
     def active_controller(self, timeout_s: float = 20.0) -> int:
         """The active controller (the Raft leader), asked with DescribeQuorum (55) of each
         live controller until one answers as the leader."""
-        from controller_impl.runtime.quorum_sim import describe_quorum
+        from controller_impl.runtime.status import describe_quorum
         deadline = time.monotonic() + timeout_s
         last = "no live controller"
         while time.monotonic() < deadline:
@@ -358,7 +358,7 @@ class Services:
         one ``quorum_logs`` action for the ``quorum_logs`` check."""
         from controller_impl.log.metadata_log import DIR_NAME, scan_batches
         from controller_impl.log.snapshots import SnapshotStore
-        from controller_impl.runtime.quorum_sim import describe_quorum
+        from controller_impl.runtime.status import describe_quorum
         logs, snapshot_ends, errors = {}, {}, {}
         committed = None
         try:  # first: the logs only grow (idle NoOps), so everything below it is on the disks read next
@@ -447,7 +447,7 @@ class Services:
 
 def read_metadata(host: str, port: int, *, timeout_s: float = 10.0):
     """Fetch ``__cluster_metadata`` from a controller and replay it into a MetadataImage."""
-    from controller_impl.runtime.sim import MetadataReader
+    from testkit.controller_client import MetadataReader
     from kafka_runtime.client import KafkaClient
 
     async def go():

@@ -25,7 +25,7 @@ from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import Records
 
 from kafka_common import wire, wire_guard
-from kafka_runtime import fuzz
+from testkit import fuzz
 
 pytestmark = pytest.mark.unit
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -181,7 +181,7 @@ DIFFERENTIAL = textwrap.dedent('''
     import kio.index
     from kio.serial import entity_reader
     from kafka_common import wire, wire_guard
-    from kafka_runtime import fuzz
+    from testkit import fuzz
     schemas = []
     for key in range(0, 100):
         for version in range(0, 20):

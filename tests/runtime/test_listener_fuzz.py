@@ -1,7 +1,7 @@
 """Hostile frames against real processes over TCP, per listener: the controller listener and
 a broker's client listener, each with and without SASL (before and after logging in).
 
-Every class of malformed frame of ``kafka_runtime.fuzz`` (random bodies, headers of any
+Every class of malformed frame of ``testkit.fuzz`` (random bodies, headers of any
 api/version, mutated and truncated requests of every advertised API × version, hostile
 length prefixes — arrays, strings, bytes, compact and classic —, garbage tagged fields,
 lying size prefixes, issue 11's 30-byte frame), chosen by hypothesis. After them the
@@ -19,10 +19,12 @@ import sys
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings, strategies as st
 
-from controller_impl.runtime.sim import ControllerProcess, MetadataReader
+from testkit.controller_client import MetadataReader
+
+from testkit.processes import ControllerProcess
 from kafka_common import wire, wire_guard
 from kafka_common.wire import ErrorCode
-from kafka_runtime import fuzz
+from testkit import fuzz
 from kafka_runtime.client import KafkaClient
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "broker", "dataplane"))

@@ -14,7 +14,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "integration"))
 
 from broker_cluster import BrokerProcess, reader_for, unfenced, until, wait_until  # noqa: E402
-from controller_impl.runtime.sim import ControllerProcess  # noqa: E402
+from testkit.processes import ControllerProcess  # noqa: E402
 
 __all__ = ["Cluster", "BrokerProcess", "wait_until", "LoopFs", "loop_skip_reason"]
 
@@ -62,7 +62,7 @@ class DpBroker(BrokerProcess):
         self.extra.setdefault("metadata.log.dir", self.metadata_dir)
         if self.advertise_host is not None:
             if not self.port:
-                from controller_impl.runtime.sim import free_port
+                from testkit.processes import free_port
                 self.port = free_port()
             self.extra["advertised.listeners"] = f"PLAINTEXT://{self.advertise_host}:{self.port}"
         super().write_config()
@@ -90,7 +90,7 @@ class Cluster:
 
     async def _reader(self):
         """A metadata reader on the controller (SASL PLAIN as ``admin`` when the cluster uses it)."""
-        from controller_impl.runtime.sim import MetadataReader
+        from testkit.controller_client import MetadataReader
         from kafka_runtime.client import KafkaClient
         client = await KafkaClient.connect("127.0.0.1", self.ctrl.port, client_id="test", sasl=self.admin_sasl)
         return client, MetadataReader(client)
@@ -151,7 +151,7 @@ class Cluster:
             time.sleep(0.2)
 
     def create_topic(self, name: str, assignments: dict[int, list[int]]) -> None:
-        from controller_impl.runtime.sim import create_topic
+        from testkit.controller_client import create_topic
 
         async def run():
             client, _reader = await self._reader()

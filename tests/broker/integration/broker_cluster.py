@@ -10,7 +10,9 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-from controller_impl.runtime.sim import REPO, ControllerProcess, MetadataReader, ProcessHandle, free_port
+from testkit.controller_client import MetadataReader
+
+from testkit.processes import REPO, ControllerProcess, ProcessHandle, free_port
 from kafka_common.ids import is_reserved
 from kafka_common import meta_properties as mp
 from kafka_runtime.client import KafkaClient

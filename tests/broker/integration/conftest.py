@@ -3,7 +3,7 @@
 import pytest
 
 from broker_cluster import BrokerProcess
-from controller_impl.runtime.sim import ControllerProcess
+from testkit.processes import ControllerProcess
 
 
 @pytest.fixture
