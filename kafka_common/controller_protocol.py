@@ -13,6 +13,7 @@ API                        key     builder
 BrokerRegistration         62      :func:`broker_registration`
 BrokerHeartbeat            63      :func:`broker_heartbeat`
 AssignReplicasToDirs       73      :func:`assign_replicas_to_dirs`
+AlterPartition             56      :func:`alter_partition`
 CreateTopics               19      :func:`create_topics`
 Fetch (__cluster_metadata)  1      :func:`metadata_fetch`
 ========================  ======  ==========================================
@@ -31,8 +32,8 @@ from kafka_common.wire import ApiKey, ErrorCode
 __all__ = [
     "REGISTRATION", "HEARTBEAT", "ASSIGN", "METADATA_FETCH", "CREATE_TOPICS", "PLAINTEXT",
     "SASL_PLAINTEXT", "Listener", "broker_registration", "broker_heartbeat",
-    "assign_replicas_to_dirs", "group_by_dir", "assignment_errors", "create_topics",
-    "metadata_fetch",
+    "assign_replicas_to_dirs", "group_by_dir", "assignment_errors", "alter_partition",
+    "alter_partition_error", "create_topics", "metadata_fetch", "ALTER_PARTITION",
 ]
 
 # The version ranges this project writes (min, max), for ``pick_version``.
@@ -41,6 +42,7 @@ HEARTBEAT = (1, 1)
 ASSIGN = (0, 0)
 METADATA_FETCH = (12, 16)
 CREATE_TOPICS = (7, 7)
+ALTER_PARTITION = (2, 3)
 
 # security_protocol of a registered listener (Kafka's SecurityProtocol ids)
 PLAINTEXT = 0
@@ -106,6 +108,38 @@ def assignment_errors(resp: Any) -> tuple[ErrorCode, dict[tuple[uuid.UUID, int],
             for p in t.partitions or ():
                 results[(ids.from_wire(t.topic_id), p.partition_index)] = p.error_code
     return resp.error_code, results
+
+
+def alter_partition(version: int, *, broker_id: int, broker_epoch: int, topic_id: uuid.UUID, partition: int,
+                    leader_epoch: int, partition_epoch: int, new_isr: Sequence[int],
+                    isr_broker_epochs: Mapping[int, int] | None = None) -> Any:
+    """A leader's ISR change of one partition; from v3 each ISR member goes with its broker
+    epoch (``isr_broker_epochs``, -1 where unknown)."""
+    mod = wire.request_module(ApiKey.ALTER_PARTITION, version)
+    part: dict[str, Any] = dict(partition_index=partition, leader_epoch=leader_epoch, leader_recovery_state=0,
+                                partition_epoch=partition_epoch)
+    if version >= 3:
+        epochs = isr_broker_epochs or {}
+        part["new_isr_with_epochs"] = tuple(mod.BrokerState(broker_id=b, broker_epoch=epochs.get(b, -1))
+                                            for b in new_isr)
+    else:
+        part["new_isr"] = tuple(new_isr)
+    return wire.make(wire.request_class(ApiKey.ALTER_PARTITION, version), broker_id=broker_id,
+                     broker_epoch=broker_epoch,
+                     topics=(wire.make(mod.TopicData, topic_id=topic_id,
+                                       partitions=(wire.make(mod.PartitionData, **part),)),))
+
+
+def alter_partition_error(resp: Any, topic_id: uuid.UUID, partition: int) -> tuple[ErrorCode, Any]:
+    """(error, the partition's answer or None) of an AlterPartition answer: the top-level
+    error when there is one, else the partition's."""
+    if resp.error_code != ErrorCode.none:
+        return resp.error_code, None
+    for t in resp.topics:
+        for p in t.partitions:
+            if ids.from_wire(t.topic_id) == topic_id and p.partition_index == partition:
+                return p.error_code, p
+    return resp.error_code, None
 
 
 def create_topics(version: int, name: str, partitions: int, replication_factor: int, *,

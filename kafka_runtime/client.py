@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import datetime
 import itertools
 from typing import Any
 
@@ -179,8 +178,3 @@ class KafkaClient:
         auth = await self.request(wire.request_class(36, 2)(auth_bytes=token), timeout_s=timeout_s)
         if auth.error_code != ErrorCode.none:
             raise ClientError(f"SASL authentication failed: {auth.error_code.name}: {auth.error_message}")
-
-
-def ms(value: int) -> datetime.timedelta:
-    """kio's rich type for *_ms fields."""
-    return datetime.timedelta(milliseconds=value)

@@ -41,7 +41,6 @@ import logging
 import os
 import random
 import sys
-import time
 from typing import Any
 
 from broker_impl.runtime.controller_channel import (ControllerConnection, assignments_request, assignments_results,
@@ -61,6 +60,7 @@ from kafka_common.config import ServerConfig
 from kafka_common.metadata.batches import decode_batches
 from kafka_common.metadata.image import ImageError, MetadataImage
 from kafka_common.metadata import snapshot as snapshot_format
+from kafka_runtime.clock import SystemClock
 from kafka_runtime.client import ClientError
 from kafka_runtime.events import EventLog
 
@@ -92,14 +92,6 @@ def extra_ms(cfg: ServerConfig, key: str, default: int) -> int:
     if value < 1:
         raise StartupError(f"{key}={text!r}: must be >= 1")
     return value
-
-
-class SystemClock:
-    def monotonic_ms(self) -> int:
-        return time.monotonic_ns() // 1_000_000
-
-    def wall_ns(self) -> int:
-        return time.time_ns()
 
 
 class BrokerRuntime:

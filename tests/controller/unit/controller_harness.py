@@ -12,7 +12,6 @@ import uuid
 from types import SimpleNamespace
 from typing import Any
 
-from kio.schema.alter_partition.v3 import request as ap3
 from kio.schema.unregister_broker.v0 import request as ub0
 
 from kafka_common import controller_protocol as cp
@@ -105,15 +104,11 @@ class Harness:
                         leader_epoch: int | None = None, partition_epoch: int | None = None,
                         isr_epochs: dict[int, int] | None = None, epoch: int | None = None):
         part = self.image.partition(tid, pid)
-        pd = ap3.PartitionData(
-            partition_index=pid,
-            leader_epoch=part.leader_epoch if leader_epoch is None else leader_epoch,
-            new_isr_with_epochs=tuple(ap3.BrokerState(broker_id=b, broker_epoch=(isr_epochs or {}).get(b, -1))
-                                      for b in new_isr),
-            partition_epoch=part.partition_epoch if partition_epoch is None else partition_epoch)
-        req = ap3.AlterPartitionRequest(broker_id=broker,
-                                        broker_epoch=self.epoch(broker) if epoch is None else epoch,
-                                        topics=(ap3.TopicData(topic_id=tid, partitions=(pd,)),))
+        req = cp.alter_partition(
+            3, broker_id=broker, broker_epoch=self.epoch(broker) if epoch is None else epoch, topic_id=tid,
+            partition=pid, leader_epoch=part.leader_epoch if leader_epoch is None else leader_epoch,
+            partition_epoch=part.partition_epoch if partition_epoch is None else partition_epoch,
+            new_isr=new_isr, isr_broker_epochs=isr_epochs)
         res = self.apply(self.state.handle_alter_partition(req, self.now))
         return res, res.response
 
