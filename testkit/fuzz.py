@@ -46,6 +46,7 @@ from kio.serial._introspect import (EntityField, EntityTupleField, PrimitiveFiel
                                     PrimitiveTupleField, classify_field, get_field_tag, is_optional)
 from kio.schema.errors import ErrorCode
 
+from kafka_common.wire import ApiKey
 from kafka_common import framing, wire, wire_guard
 
 KINDS = ("random", "header", "valid", "mutate", "truncate", "length", "tags", "size", "known")
@@ -354,16 +355,16 @@ class Thrower:
         dec = framing.FrameDecoder()
         if self.sasl is not None:
             user, password = self.sasl
-            writer.write(_frame(wire.encode_request(wire.request_class(17, 1)(mechanism="PLAIN"), 1, "fuzz")))
+            writer.write(_frame(wire.encode_request(wire.request_class(ApiKey.SASL_HANDSHAKE, 1)(mechanism="PLAIN"), 1, "fuzz")))
             token = b"\x00" + user.encode() + b"\x00" + password.encode()
-            writer.write(_frame(wire.encode_request(wire.request_class(36, 2)(auth_bytes=token), 2, "fuzz")))
+            writer.write(_frame(wire.encode_request(wire.request_class(ApiKey.SASL_AUTHENTICATE, 2)(auth_bytes=token), 2, "fuzz")))
             got: list[bytes] = []
             while len(got) < 2:
                 data = await asyncio.wait_for(reader.read(65536), self.timeout_s)
                 if not data:
                     raise ConnectionError("closed during SASL login")
                 got += dec.feed(data)
-            _, resp = wire.decode_response(got[1], 36, 2)
+            _, resp = wire.decode_response(got[1], ApiKey.SASL_AUTHENTICATE, 2)
             if resp.error_code != ErrorCode.none:
                 raise ConnectionError(f"SASL login failed: {resp.error_code.name}")
         return reader, writer, dec

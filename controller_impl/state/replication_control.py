@@ -14,13 +14,12 @@ from kafka_common import wire
 from kafka_common.ids import from_wire
 from kafka_common.metadata import records as r
 from kafka_common.metadata.model import NO_LEADER
-from kafka_common.wire import ErrorCode
+from kafka_common.wire import ApiKey, ErrorCode
 
 from controller_impl.state.partition_change import Eligibility, build_change, remove_replica
 from controller_impl.state.result import ZERO_THROTTLE
 from controller_impl.state.view import WorkingView
 
-ALTER_PARTITION = 56
 LRS_RECOVERED, LRS_RECOVERING = 0, 1
 
 
@@ -111,10 +110,11 @@ def leave_isrs_in_dirs(view: WorkingView, broker_id: int, dirs: set[uuid.UUID]) 
 
 # --- AlterPartition --------------------------------------------------------------------
 
+
 def alter_partition(view: WorkingView, req: Any) -> Any:
     version = req.__version__
-    mod = wire.response_module(ALTER_PARTITION, version)
-    cls = wire.response_class(ALTER_PARTITION, version)
+    mod = wire.response_module(ApiKey.ALTER_PARTITION, version)
+    cls = wire.response_class(ApiKey.ALTER_PARTITION, version)
     reg = view.broker(req.broker_id)
     if reg is None or reg.epoch != req.broker_epoch:
         return wire.make(cls, throttle_time=ZERO_THROTTLE, error_code=ErrorCode.stale_broker_epoch, topics=())
