@@ -8,7 +8,7 @@ commands talk to it over ``DIR/session.sock`` (one JSON request line → one JSO
 
 - ``status``     brokers fenced/unfenced (controller metadata via Fetch of __cluster_metadata),
                  each dir online/offline with its directory id, partitions with leader/ISR/dir;
-- ``fail-disk``  a disk fault value (node, dir, mode) injected through infra's DiskFault;
+- ``fail-disk``  a disk fault value (node, dir, mode) injected through infra's DiskFaultHandle;
 - ``partition``  a network partition between two nodes; ``kill`` a node's process;
 - ``heal``       heals every open fault;
 - ``down``       stops the producer, heals, drains, records the session as a run

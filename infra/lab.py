@@ -37,9 +37,9 @@ from infra.disks import Disk, DiskBackend, DmBackend, FuseBackend, PlainBackend,
 from infra.docker import BindMount, ContainerSpec, Docker
 from infra.errors import InfraError
 from infra.faultmodes import FaultMode
-from infra.faults import DiskFault
+from infra.faults import DiskFaultHandle
 from infra.fuse_daemon import FuseDaemon
-from infra.procfaults import ProcessFault, ResourceSample, sample
+from infra.procfaults import ProcessFaultHandle, ResourceSample, sample
 from infra.netfaults import Isolate, NetTarget, Netem, Partition
 from infra.naming import (ROLE_LABEL, check_name, container_name, lab_dir, network_name,
                           new_lab_id)
@@ -231,11 +231,11 @@ class Lab:
     def netem(self, node: str, *, delay_ms: float = 0.0, jitter_ms: float = 0.0, loss_pct: float = 0.0) -> Netem:
         return Netem(self.net_target(node), delay_ms, jitter_ms, loss_pct)
 
-    def disk_fault(self, node: str, dirname: str, kind: str, **params) -> DiskFault:
-        return DiskFault(self.disk(node, dirname), kind, self.backend, **params)
+    def disk_fault(self, node: str, dirname: str, kind: str, **params) -> DiskFaultHandle:
+        return DiskFaultHandle(self.disk(node, dirname), kind, self.backend, **params)
 
-    def process_fault(self, node: str, kind: str, signal: str = "KILL") -> ProcessFault:
-        return ProcessFault(self.docker, self.container_name(node), kind, signal)
+    def process_fault(self, node: str, kind: str, signal: str = "KILL") -> ProcessFaultHandle:
+        return ProcessFaultHandle(self.docker, self.container_name(node), kind, signal)
 
     def sample(self, node: str) -> ResourceSample:
         return sample(self.docker, self.container_name(node))

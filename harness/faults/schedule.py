@@ -58,7 +58,7 @@ __all__ = [
     "soak_schedule", "end_ms", "fault_label", "RefBindings", "fault_seed",
 ]
 
-# the kinds infra.faults.DiskFault injects (error-writes fails writes and fsync)
+# the kinds infra.faults.DiskFaultHandle injects (error-writes fails writes and fsync)
 DISK_MODES = ("error", "error-reads", "error-writes", "flaky", "delay", "enospc", "remove")
 NETWORK_ACTIONS = ("partition", "isolate", "delay", "loss")
 PROCESS_ACTIONS = ("kill", "pause", "restart")
