@@ -162,7 +162,7 @@ class _Session:
     def handle(self, req: dict[str, Any]) -> dict[str, Any]:
         cmd = req.get("cmd")
         with self.lock:
-            self.svc.poll_exits()
+            self.svc.record_unexpected_exits()
             if cmd == "status":
                 return {"ok": True, "status": self.status()}
             if cmd == "fail-disk":
@@ -259,6 +259,7 @@ class _Session:
                 print(f"drain failed: {exc}")
             self.svc.final_status()
             self.svc.collect_logs()
+            self.svc.close()
         finally:
             self.ledger.close()
             self.lab.destroy()
@@ -318,7 +319,7 @@ def serve(session_dir: Path, scenario, backend: str, results_root: str) -> int:
     print(f"session {sess.run_id} ready", flush=True)
     while not sess.done.wait(1.0):
         with sess.lock:
-            sess.svc.poll_exits()
+            sess.svc.record_unexpected_exits()
     time.sleep(0.5)   # let the last answer go out
     server.shutdown()
     sock_path.unlink(missing_ok=True)

@@ -8,7 +8,7 @@ Entry points for the lab engineer (details in docs/infra.md):
   ``delay``, ``enospc``, ``remove``; backends ``fuse`` / ``dm`` (``infra.capability``).
 - ``infra.netfaults`` — ``Partition``, ``Isolate``, ``Netem``; ``infra.procfaults`` —
   ``ProcessFaultHandle`` (kill / pause / restart), ``sample`` (psutil).
-- ``infra.docker`` — ``ContainerSpec`` + ``Docker`` (CLI wrapper).
+- ``infra.docker`` — ``ContainerSpec`` + ``Docker`` (docker-py: containers, exit events, stats).
 - ``infra.image`` — ``ensure_node_image()``, ``node_image_tag()``.
 - ``infra.cleanup`` — ``cleanup()`` / ``remove_lab()``; CLI ``jbodlab setup`` / ``jbodlab cleanup``.
 """

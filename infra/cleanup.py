@@ -24,9 +24,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from infra import _cmd, dm, lab_record, loopdev
+from infra.docker import Docker
+from infra.errors import ContainerError
 from infra.fuse_daemon import FuseDaemon, pid_alive
 from infra.mounts import mounts_under
-from infra.naming import LAB_LABEL, LABS_ROOT, PREFIX
+from infra.naming import LABS_ROOT, PREFIX
 
 Say = Callable[[str], None]
 CREATE_GRACE_S = 60.0
@@ -62,21 +64,6 @@ def _lab_of_path(path: str) -> str | None:
     if not path.startswith(pre):
         return None
     return path[len(pre):].split("/", 1)[0] or None
-
-
-def _labelled(kind: str) -> list[tuple[str, str]]:
-    argv = ["docker", kind, "ls", "--filter", f"label={LAB_LABEL}", "--format",
-            f'{{{{.Names}}}} {{{{.Label "{LAB_LABEL}"}}}}' if kind == "container" else
-            f'{{{{.Name}}}} {{{{.Label "{LAB_LABEL}"}}}}']
-    if kind == "container":
-        argv.insert(3, "-a")
-    proc = _cmd.run(argv, check=False, timeout_s=60)
-    out = []
-    for line in proc.stdout.splitlines():
-        parts = line.split()
-        if len(parts) == 2:
-            out.append((parts[0], parts[1]))
-    return out
 
 
 def fusefs_daemons() -> list[tuple[int, str]]:
@@ -126,9 +113,10 @@ def survey() -> dict[str, LabLeftovers]:
         for d in LABS_ROOT.iterdir():
             if d.is_dir():
                 get(d.name).has_dir = True
-    for name, lab in _labelled("container"):
+    containers, networks = Docker().labelled()
+    for name, lab in containers:
         get(lab).containers.append(name)
-    for name, lab in _labelled("network"):
+    for name, lab in networks:
         get(lab).networks.append(name)
     for name in dm.list_devices(PREFIX + "-"):
         get(name.split("-")[1]).dm_devices.append(name)
@@ -175,10 +163,14 @@ def remove_lab(lab_id: str, say: Say = lambda _m: None) -> LabLeftovers:
     daemon = FuseDaemon(root)
     if daemon.abort():
         say(f"lab {lab_id}: aborted FUSE connection of {daemon.mountpoint}")
+    docker = Docker()
     for name in found.containers:
-        _cmd.run(["docker", "rm", "-f", "-v", name], check=False, timeout_s=120)
+        try:
+            docker.remove(name)
+        except ContainerError as exc:
+            say(f"lab {lab_id}: {exc}")
     for name in found.networks:
-        _cmd.run(["docker", "network", "rm", name], check=False)
+        docker.remove_network(name)
     _umount_all(root / "nodes", say)
     for name in found.dm_devices:
         try:
