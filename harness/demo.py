@@ -21,13 +21,12 @@ import argparse
 import asyncio
 import collections
 import json
-import os
 import shutil
 import tempfile
 import time
 from typing import Any
 
-from kafka_common import ids, wire
+from kafka_common import ids
 from kafka_common.wire import ErrorCode
 
 

@@ -51,11 +51,6 @@ def resolve_scenarios(names: list[str], *, overrides: list[str], seed: int | Non
             for s in resolve_runs(name, overrides=overrides, seed=seed, bounce=bounce, runs=runs)]
 
 
-def _pct(values: list[float], q: float) -> float:
-    s = sorted(values)
-    return s[min(len(s) - 1, int(round(q * (len(s) - 1))))]
-
-
 def summary_lines(outcomes) -> list[str]:
     """The summary table: verdicts per run, then metrics p50/max per scenario × metric."""
     from harness.checkers import valid_text

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import re
 import tomllib
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -206,9 +206,6 @@ class Scenario:
         assert value is not None
         return value
 
-    def with_seed(self, seed: int) -> "Scenario":
-        return replace(self, seed=seed)
-
 
 def _plain(value: Any) -> dict[str, Any]:
     return {name: getattr(value, name) for name in value.__dataclass_fields__}
@@ -362,6 +359,7 @@ def _scenario(data: Any, problems: Problems) -> Scenario | None:
 
 
 # ---------------------------------------------------------------- files and CLI
+
 
 def parse_scenario_text(text: str, fmt: str) -> Scenario:
     """Parse JSON (``fmt="json"``) or TOML (``"toml"``) text; syntax errors name the line."""

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import asyncio
 import random
-import shlex
 import socket
 import time
 from collections.abc import Callable
@@ -167,12 +166,6 @@ class Services:
 
     def controllers(self) -> list[int]:
         return [n for n, d in self.nodes.items() if d.role == "controller"]
-
-    def node_id_of(self, name: str) -> int:
-        for n, d in self.nodes.items():
-            if d.name == name or str(n) == name:
-                return n
-        raise ServiceError(f"no node {name!r} (nodes: {', '.join(d.name for d in self.nodes.values())})")
 
     # ---- configs --------------------------------------------------------------------
     def prepare(self) -> None:
@@ -449,9 +442,6 @@ class Services:
                 (self.run_dir(n) / "container.log").write_text(text)
             except OSError:
                 pass
-
-    def command_line(self, node_id: int) -> str:
-        return shlex.join(["sh", f"{CONTAINER_RUN}/start.sh"])
 
 
 def read_metadata(host: str, port: int, *, timeout_s: float = 10.0):

@@ -23,7 +23,6 @@ import random
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
 
 from harness.ledger import LedgerWriter
 from harness.scenario import Workload

@@ -236,12 +236,6 @@ class Docker:
         I/O as the cgroup counts them), as ``docker stats`` reads them."""
         return self._do(name, f"stats of {name}", lambda c: c.stats(stream=False, one_shot=True))
 
-    def label_of(self, name: str, label: str = LAB_LABEL) -> str | None:
-        try:
-            return (self.client.containers.get(name).labels or {}).get(label) or None
-        except NotFound:
-            return None
-
     # ---- a lab's containers and networks ---------------------------------------------
     def states(self, lab_id: str) -> dict[str, str]:
         """{container name: state} of every container of a lab, from one list call."""

@@ -4,7 +4,6 @@ named in its Fetch answer (``snapshot_id``), in chunks, then goes on from its en
 
 from __future__ import annotations
 
-import datetime
 from typing import Any
 
 from kafka_common import ids, wire
@@ -50,7 +49,3 @@ async def fetch_snapshot(client: KafkaClient, snapshot_id: tuple[int, int], *, c
         position += len(data)
         if position >= size or not data:
             return b"".join(chunks)
-
-
-def zero_throttle() -> datetime.timedelta:
-    return datetime.timedelta(0)

@@ -23,6 +23,7 @@ from kafka_common.metadata.image import MetadataImage
 from kafka_runtime.client import KafkaClient
 from kafka_runtime.snapshot_fetch import fetch_snapshot
 
+
 class SimBroker:
     """One broker's controller channel, built on the real client."""
 

@@ -407,7 +407,3 @@ def soak_schedule(seed: int, *, duration_ms: int, broker_ids: list[int], dirs_pe
             faults.append(ReplaceDisk(at_ms=t + fault_ms, node=node, dir=faults[-1].dir))
         t += fault_ms + max(1000, int(rng.expovariate(1.0 / mean_gap_ms)))
     return tuple(faults)
-
-
-def fault_class(kind: str) -> type:
-    return _CLASSES[kind]

@@ -138,4 +138,3 @@ def test_without_the_authorizer_everyone_may_fetch_and_create(tmp_path):
         assert "open" in asyncio.run(asyncio.wait_for(body(), 60)).topic_ids
     finally:
         c.kill()
-
