@@ -90,7 +90,7 @@ class Sampler:
 def _pkg(frame: str) -> str:
     for key, name in (("kio/", "kio (entity encode/decode)"), ("asyncio/", "asyncio (loop, transports, streams)"),
                       ("selectors", "asyncio (loop, transports, streams)"),
-                      ("broker_impl/api/", "broker_impl.api (G's handlers, purgatory)"),
+                      ("broker_impl/api/", "broker_impl.api (client handlers, purgatory)"),
                       ("broker_impl/storage/", "broker_impl.storage (segments, crc, writes)"),
                       ("broker_impl/replication/", "broker_impl.replication (fetcher, mover)"),
                       ("broker_impl/runtime/", "broker_impl.runtime (view, ISR glue)"),

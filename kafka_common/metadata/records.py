@@ -1,4 +1,4 @@
-"""Metadata records (``../shared/spec/metadata-records.md``) as kio-style dataclasses.
+"""KRaft metadata records (Kafka's ``metadata/*.json`` schemas) as kio-style dataclasses.
 
 One frozen, slotted, kw-only dataclass per record, at the version we write
 (RegisterBrokerRecord 3, PartitionRecord 1, PartitionChangeRecord 1,
