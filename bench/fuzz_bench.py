@@ -32,7 +32,7 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path[:0] = [ROOT, os.path.join(ROOT, "tests", "broker", "dataplane")]
+sys.path[:0] = [ROOT, os.path.join(ROOT, "tests")]
 
 from testkit.controller_client import MetadataReader  # noqa: E402
 
@@ -59,7 +59,7 @@ class Target:
             self.logs = [self.proc.stderr_path, self.proc.events_path]
         else:
             import pathlib
-            from dp_cluster import Cluster
+            from testkit.cluster import Cluster
             cluster = Cluster(pathlib.Path(base), n_brokers=1, sasl=sasl,
                               broker_extra={"socket.request.max.bytes": str(MAX_FRAME)})
             cluster.prepare()

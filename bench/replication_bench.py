@@ -46,9 +46,11 @@ import time
 from pathlib import Path
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path[:0] = [ROOT, os.path.join(ROOT, "tests", "broker", "dataplane"), os.path.join(ROOT, "bench")]
+sys.path[:0] = [ROOT, os.path.join(ROOT, "tests"), os.path.join(ROOT, "bench")]
 
-from dp_cluster import Cluster, LoopFs, loop_skip_reason, wait_until  # noqa: E402
+from loopdev import LoopFs, skip_reason as loop_skip_reason  # noqa: E402
+
+from testkit.cluster import Cluster, wait_until  # noqa: E402
 from kafka_common.ids import UNASSIGNED  # noqa: E402
 
 TICK = os.sysconf("SC_CLK_TCK")

@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
-import sys
 
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings, strategies as st
@@ -27,8 +26,7 @@ from kafka_common.wire import ErrorCode
 from testkit import fuzz
 from kafka_runtime.client import KafkaClient
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "broker", "dataplane"))
-from dp_cluster import Cluster  # noqa: E402
+from testkit.cluster import Cluster  # noqa: E402
 
 pytestmark = pytest.mark.integration
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from broker_cluster import BrokerProcess
+from testkit.processes import BrokerProcess
 from testkit.processes import ControllerProcess
 
 

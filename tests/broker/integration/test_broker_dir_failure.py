@@ -14,7 +14,7 @@ import os
 
 import pytest
 
-from broker_cluster import check_real_dirs, reader_for, unfenced, until, wait_until
+from testkit.cluster import check_real_dirs, reader_for, unfenced, until, wait_until
 from testkit.controller_client import create_topic
 from kafka_common.ids import UNASSIGNED
 

@@ -10,7 +10,9 @@ import os
 
 import pytest
 
-from broker_cluster import BrokerProcess, check_real_dirs, unfenced, wait_until
+from testkit.cluster import check_real_dirs, unfenced, wait_until
+
+from testkit.processes import BrokerProcess
 from testkit.quorum import QuorumCluster
 from testkit.controller_client import MetadataReader, create_topic
 from kafka_common.ids import UNASSIGNED

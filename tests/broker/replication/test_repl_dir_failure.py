@@ -8,14 +8,12 @@ itself (records acked after the failure), and every acked record is consumed."""
 
 from __future__ import annotations
 
-import sys
-import os
 import time
 
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "dataplane"))
-from dp_cluster import BackgroundProducer, Cluster, LoopFs, consume_all, loop_skip_reason, wait_until  # noqa: E402
+from loopdev import LoopFs, skip_reason as loop_skip_reason  # noqa: E402
+from testkit.cluster import BackgroundProducer, Cluster, consume_all, wait_until  # noqa: E402
 
 pytestmark = pytest.mark.integration
 TOPIC = "validated"

@@ -22,14 +22,12 @@ moved or not — are still all acknowledged, and every acknowledged record is re
 
 from __future__ import annotations
 
-import os
-import sys
 import time
 
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "dataplane"))
-from dp_cluster import Cluster, LoopFs, loop_skip_reason  # noqa: E402
+from loopdev import LoopFs, skip_reason as loop_skip_reason  # noqa: E402
+from testkit.cluster import Cluster  # noqa: E402
 from kafka_common.ids import UNASSIGNED  # noqa: E402
 
 pytestmark = pytest.mark.integration

@@ -15,17 +15,15 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import sys
 import time
 
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "dataplane"))
-from dp_cluster import (BackgroundProducer, Cluster, LoopFs, consume_all, loop_skip_reason,  # noqa: E402
-                        wait_until)
+from loopdev import LoopFs, skip_reason as loop_skip_reason  # noqa: E402
+from testkit.cluster import BackgroundProducer, Cluster, consume_all, wait_until  # noqa: E402
 from kafka_common import wire  # noqa: E402
 from kafka_common.ids import LOST  # noqa: E402
-from tests.dataplane.protocol import RawConnection  # noqa: E402
+from testkit.protocol import RawConnection  # noqa: E402
 
 pytestmark = pytest.mark.integration
 

@@ -11,8 +11,6 @@ principal may do all of it.
 from __future__ import annotations
 
 import asyncio
-import os
-import sys
 import time
 
 import pytest
@@ -23,8 +21,7 @@ from kafka_common.wire import ErrorCode
 from kafka_runtime.client import KafkaClient
 from kafka_runtime.events import read_events
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "broker", "dataplane"))
-from dp_cluster import Cluster  # noqa: E402
+from testkit.cluster import Cluster  # noqa: E402
 
 pytestmark = pytest.mark.integration
 DENIED = ErrorCode.cluster_authorization_failed
