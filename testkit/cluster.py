@@ -89,7 +89,11 @@ FAST = {
 
 class Cluster:
     def __init__(self, tmp_path, n_brokers: int = 3, broker_extra: dict | None = None,
-                 session_timeout_ms: int = 3000, advertise_host: str | None = None, sasl: bool = False) -> None:
+                 session_timeout_ms: int = 3000, advertise_host: str | None = None, sasl: bool = False, *,
+                 controller_extra: dict | None = None, replicated: bool = True) -> None:
+        """``replicated`` (the data-plane shape): RF 3 by default, fast replication timings
+        (:data:`FAST`), each broker's metadata log in a dir of its own; else plain brokers
+        whose metadata log shares the first data dir."""
         # sasl: every listener SASL_PLAINTEXT with the authorizer on; brokers log in as
         # ``broker`` (a super user), tests and clients as ``admin``
         self.admin_sasl = ("admin", "ad-pw") if sasl else None
@@ -98,13 +102,14 @@ class Cluster:
                     "listener.security.protocol.map": "PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:SASL_PLAINTEXT"} if sasl else {}
         self.ctrl = ControllerProcess(str(tmp_path / "controller"),
                                       extra={"broker.session.timeout.ms": str(session_timeout_ms),
-                                             "default.replication.factor": "3", **security})
+                                             **({"default.replication.factor": "3"} if replicated else {}),
+                                             **security, **(controller_extra or {})})
         broker_extra = {"broker.session.timeout.ms": str(session_timeout_ms), **security,
                         **({"sasl.plain.username": "broker", "sasl.plain.password": "b-pw"} if sasl else {}),
                         **(broker_extra or {})}
         self.brokers = [BrokerProcess(str(tmp_path / f"broker{i}"), i + 1, self.ctrl,
-                                      extra={**FAST, **(broker_extra or {})}, separate_metadata_dir=True,
-                                      advertise_host=advertise_host)
+                                      extra={**(FAST if replicated else {}), **(broker_extra or {})},
+                                      separate_metadata_dir=replicated, advertise_host=advertise_host)
                         for i in range(n_brokers)]
 
     async def _reader(self):
@@ -118,12 +123,13 @@ class Cluster:
             os.makedirs(b.workdir, exist_ok=True)
             b.write_config()
 
-    def start(self) -> None:
+    def start(self, *, wait: bool = True) -> None:
         self.ctrl.start()
         for b in self.brokers:
             b.format()
             b.start()
-        self.wait_ready()
+        if wait:
+            self.wait_ready()
 
     def wait_ready(self, timeout_s: float = 40) -> None:
         ids_ = [b.node_id for b in self.brokers]
