@@ -227,11 +227,11 @@ def run_eio_bench(args, work: Path) -> dict:
     reason = loop_skip_reason()
     if reason:
         return {"skipped": reason}
-    fs = LoopFs()
+    fs = LoopFs(size_mb=512)
     c = Cluster(work / "eio", n_brokers=1, session_timeout_ms=9000,
                 broker_extra={"log.dir.probe.interval.ms": "1000", "min.insync.replicas": "1"})
     try:
-        fs.setup(512)
+        fs.setup()
         b = c.brokers[0]
         b.dir_override = {0: fs.mnt}
         c.prepare()

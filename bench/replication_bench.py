@@ -253,10 +253,10 @@ def read_back(bootstrap: str, topic: str, partitions: int, timeout_s: float = 60
 
 
 def failover_run(args, work: Path) -> dict:
-    fs = LoopFs()
+    fs = LoopFs(size_mb=256)
     c = Cluster(work, session_timeout_ms=9000, broker_extra=dict(BROKER))
     try:
-        fs.setup(256)
+        fs.setup()
         b1 = c.brokers[0]
         b1.dir_override = {0: fs.mnt}
         c.prepare()

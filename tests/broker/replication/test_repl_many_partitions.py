@@ -138,10 +138,10 @@ def test_after_a_dir_failure_every_partition_keeps_acking(tmp_path):
     reason = loop_skip_reason()
     if reason:
         pytest.skip(reason)
-    fs = LoopFs()
+    fs = LoopFs(size_mb=64)
     c = Cluster(tmp_path, broker_extra=SLOW_POLL, session_timeout_ms=9000)
     try:
-        fs.setup(64)
+        fs.setup()
         b1 = c.brokers[0]
         b1.dir_override = {0: fs.mnt}
         c.prepare()
