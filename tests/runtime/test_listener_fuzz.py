@@ -23,6 +23,7 @@ from testkit.controller_client import MetadataReader
 from testkit.processes import ControllerProcess
 from kafka_common import wire, wire_guard
 from kafka_common.wire import ErrorCode
+from kafka_common.varint import encode_uvarint
 from testkit import fuzz
 from kafka_runtime.client import KafkaClient
 
@@ -192,7 +193,7 @@ def _with_unknown_tags(payload: bytes, cls: type) -> bytes:
         assert out[pos] == 0  # an empty section: replace it
         extra = [(1000 + n, b"\x07" * (n + 1)), (54321, b"newer-client")]
         out[pos:pos + 1] = bytes([len(extra)]) + b"".join(
-            fuzz._uvarint(tag) + fuzz._uvarint(len(v)) + v for tag, v in extra)
+            encode_uvarint(tag) + encode_uvarint(len(v)) + v for tag, v in extra)
     return bytes(out)
 
 
