@@ -24,7 +24,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import socketserver
 import sys
 import threading
@@ -35,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.faults.schedule import DiskFault, NetworkFault, ProcessFault, parse_dir_ref, parse_node_ref
+from infra import jsonline
 
 DEFAULT_DIR = Path(os.environ.get("JBODLAB_SESSION_DIR", "/var/lib/jbodlab/session"))
 SOCKET = "session.sock"
@@ -65,20 +65,11 @@ def request(session_dir: Path, payload: dict[str, Any], timeout_s: float = 120.0
     path = Path(session_dir) / SOCKET
     if not path.exists():
         raise SessionError(f"no chaos session at {session_dir} (start one with `jbodlab up`)")
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-        s.settimeout(timeout_s)
-        try:
-            s.connect(str(path))
-        except OSError as exc:
-            raise SessionError(f"the session server at {path} does not answer ({exc}); "
-                               "`jbodlab cleanup` removes a dead session") from None
-        s.sendall((json.dumps(payload) + "\n").encode())
-        data = b""
-        while not data.endswith(b"\n"):
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            data += chunk
+    try:
+        data = jsonline.exchange(path, payload, timeout_s)
+    except OSError as exc:
+        raise SessionError(f"the session server at {path} does not answer ({exc}); "
+                           "`jbodlab cleanup` removes a dead session") from None
     if not data:
         raise SessionError("the session server closed the connection without an answer")
     return json.loads(data)
