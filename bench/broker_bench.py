@@ -232,10 +232,8 @@ def run_eio_bench(args, work: Path) -> dict:
                 broker_extra={"log.dir.probe.interval.ms": "1000", "min.insync.replicas": "1"})
     try:
         fs.setup()
+        c.start_with_dir(fs.mnt)
         b = c.brokers[0]
-        b.dir_override = {0: fs.mnt}
-        c.prepare()
-        c.start()
         n = args.eio_partitions * 3
         t0 = time.monotonic()
         c.create_topic("many", {p: [1] for p in range(n)})

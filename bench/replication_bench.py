@@ -257,10 +257,8 @@ def failover_run(args, work: Path) -> dict:
     c = Cluster(work, session_timeout_ms=9000, broker_extra=dict(BROKER))
     try:
         fs.setup()
+        c.start_with_dir(fs.mnt)
         b1 = c.brokers[0]
-        b1.dir_override = {0: fs.mnt}
-        c.prepare()
-        c.start()
         n = 9
         c.create_topic("svc", {p: [(p + k) % 3 + 1 for k in range(3)] for p in range(n)})
         im = c.wait_image(lambda im: "svc" in im.topic_ids and all(

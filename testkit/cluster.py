@@ -123,6 +123,13 @@ class Cluster:
             os.makedirs(b.workdir, exist_ok=True)
             b.write_config()
 
+    def start_with_dir(self, path: str, *, broker: int = 0, dir_index: int = 0) -> None:
+        """Prepare and start with one data dir of one broker at ``path`` (e.g. a mounted
+        loop-device file system a test will fail)."""
+        self.brokers[broker].dir_override = {dir_index: path}
+        self.prepare()
+        self.start()
+
     def start(self, *, wait: bool = True) -> None:
         self.ctrl.start()
         for b in self.brokers:

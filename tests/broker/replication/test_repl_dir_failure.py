@@ -34,9 +34,7 @@ def loop_fs(request):
 def cluster(tmp_path, loop_fs, request):
     c = Cluster(tmp_path)
     request.addfinalizer(c.kill)  # before the loop fs is unmounted (finalizers run in reverse)
-    c.brokers[0].dir_override = {0: loop_fs.mnt}
-    c.prepare()
-    c.start()
+    c.start_with_dir(loop_fs.mnt)
     return c
 
 
@@ -93,9 +91,7 @@ def test_acks_all_survives_real_eio_on_a_leader_dir(cluster, loop_fs):
 def follower_fs_cluster(tmp_path, loop_fs, request):
     c = Cluster(tmp_path)
     request.addfinalizer(c.kill)
-    c.brokers[1].dir_override = {0: loop_fs.mnt}
-    c.prepare()
-    c.start()
+    c.start_with_dir(loop_fs.mnt, broker=1)
     return c
 
 

@@ -142,10 +142,8 @@ def test_after_a_dir_failure_every_partition_keeps_acking(tmp_path):
     c = Cluster(tmp_path, broker_extra=SLOW_POLL, session_timeout_ms=9000)
     try:
         fs.setup()
+        c.start_with_dir(fs.mnt)
         b1 = c.brokers[0]
-        b1.dir_override = {0: fs.mnt}
-        c.prepare()
-        c.start()
         n = 30
         make_topic(c, "moved", n)
         d0 = b1.dir_ids()[fs.mnt]

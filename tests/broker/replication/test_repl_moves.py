@@ -73,9 +73,10 @@ def make_cluster(tmp_path, request, loop_fs=None) -> Cluster:
     c = Cluster(tmp_path, session_timeout_ms=9000)
     request.addfinalizer(c.kill)
     if loop_fs is not None:
-        c.brokers[0].dir_override = {1: loop_fs.mnt}
-    c.prepare()
-    c.start()
+        c.start_with_dir(loop_fs.mnt, dir_index=1)
+    else:
+        c.prepare()
+        c.start()
     return c
 
 
