@@ -63,11 +63,7 @@ class Target:
             cluster = Cluster(pathlib.Path(base), n_brokers=1, sasl=sasl,
                               broker_extra={"socket.request.max.bytes": str(MAX_FRAME)})
             cluster.prepare()
-            try:
-                cluster.start()
-            except BaseException:
-                cluster.kill()
-                raise
+            cluster.start()
             self.proc = cluster.brokers[0]
             self.port, self.login, self._kill = self.proc.port, ("admin", "ad-pw") if sasl else None, cluster.kill
             self.logs = [self.proc.stderr_path, self.proc.events_path]

@@ -131,12 +131,18 @@ class Cluster:
         self.start()
 
     def start(self, *, wait: bool = True) -> None:
-        self.ctrl.start()
-        for b in self.brokers:
-            b.format()
-            b.start()
-        if wait:
-            self.wait_ready()
+        """Start the controller, format and start the brokers, wait until every broker is
+        unfenced and listens; whatever started is killed again if that fails."""
+        try:
+            self.ctrl.start()
+            for b in self.brokers:
+                b.format()
+                b.start()
+            if wait:
+                self.wait_ready()
+        except BaseException:
+            self.kill()
+            raise
 
     def wait_ready(self, timeout_s: float = 40) -> None:
         ids_ = [b.node_id for b in self.brokers]

@@ -82,11 +82,7 @@ def target(request, tmp_path_factory):
     else:
         cluster = Cluster(tmp, n_brokers=1, sasl=sasl, broker_extra={"socket.request.max.bytes": str(MAX_FRAME)})
         cluster.prepare()
-        try:
-            cluster.start()
-        except BaseException:
-            cluster.kill()
-            raise
+        cluster.start()
         broker = cluster.brokers[0]
         t = Target(name, broker.port, broker, ("admin", "ad-pw") if sasl else None, "broker", cluster.kill)
     yield t
