@@ -107,7 +107,7 @@ class Cluster:
         broker_extra = {"broker.session.timeout.ms": str(session_timeout_ms), **security,
                         **({"sasl.plain.username": "broker", "sasl.plain.password": "b-pw"} if sasl else {}),
                         **(broker_extra or {})}
-        self.brokers = [BrokerProcess(str(tmp_path / f"broker{i}"), i + 1, self.ctrl,
+        self.brokers = [BrokerProcess(str(tmp_path / f"broker{i + 1}"), i + 1, self.ctrl,
                                       extra={**(FAST if replicated else {}), **(broker_extra or {})},
                                       separate_metadata_dir=replicated, advertise_host=advertise_host)
                         for i in range(n_brokers)]
