@@ -16,7 +16,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "setup": ("infra.cli_setup", "install host packages, start dockerd, build the node image (idempotent)"),
     "cleanup": ("infra.cli_cleanup", "remove every lab leftover: containers, mounts, loop/dm devices, FUSE, netns"),
     "demo": ("harness.demo", "controller-only demo over TCP (no containers): registration, dir failure, Fetch"),
-    "run": ("harness.run_cmd", "run scenarios (S1…S11 or files) in containers on loop devices: Parquet + summary"),
+    "run": ("harness.run_cmd", "run scenarios (S1…S15, --all, or files) in containers on loop devices; more than one run is a campaign"),
     "scenario": ("harness.scenario_cmd", "list the scenario catalog, show a scenario value, validate scenario files"),
     "up": ("harness.session_cmd", "chaos session: start a lab cluster with a running producer"),
     "status": ("harness.session_cmd", "chaos session: brokers fenced/unfenced, dirs online/offline, partitions"),

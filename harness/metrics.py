@@ -26,7 +26,19 @@ failover_report_ms          ``report_ms`` of a broker's disk fault whose report 
                             controller failover (a ``controller_active`` between *T* and the
                             commit): dir failure → commit across a failover
 acked_lost, duplicates      counts from :func:`harness.checkers.durability.analyse_durability`
+produce_<w>_p50_ms / _p99_ms acks=all produce latency in window *w* ∈ before, during, after
+                            (per partition, and pooled for the run: topic/partition null)
+produce_<w>_per_s           acked produces per second in window *w* (unit ``per_s``)
+latency_degradation_ratio   worst 5 s p50 during the faults ÷ the pre-fault p50 (unit
+                            ``ratio``; the run's row: the worst partition outside every fault)
+service_recovery_ms         per fault × partition: fault → rolling p99 back within the bound
+                            (the run's row per fault: the slowest partition, when all recovered)
+service_unrecovered         count of fault × partition pairs that never recovered
 ==========================  ================================================================
+
+The service definitions (windows, fault domains, rolling windows, bounds) are in
+:mod:`harness.checkers.service`; they depend on the scenario's ``expect.service_*`` values,
+so :func:`compute_metrics` takes the scenario (the defaults when it is ``None``).
 """
 
 from __future__ import annotations
@@ -36,13 +48,14 @@ from typing import Any
 from harness.checkers.common import InjectedFault, first_after, injected_faults, partition_timelines
 from harness.checkers.durability import analyse_durability
 from harness.checkers.replay import REGISTRATION_CHANGES, controller_events, is_offline_reason, view_at
+from harness.checkers.service import SERVICE_METRICS, analyse_service, service_metric_rows
 from harness.history import History
 
 __all__ = ["compute_metrics", "METRIC_NAMES"]
 
 METRIC_NAMES = ("detect_ms", "report_ms", "isr_shrink_ms", "leader_failover_ms", "client_unavailable_ms",
                 "failure_timeout_shutdown_ms", "fencing_ms", "controller_failover_ms", "failover_report_ms",
-                "acked_lost", "duplicates")
+                "acked_lost", "duplicates") + SERVICE_METRICS
 MS = 1_000_000
 
 
@@ -152,9 +165,9 @@ def _fencing(history: History, controller) -> list[dict]:
     return rows
 
 
-def compute_metrics(history: History) -> list[dict]:
+def compute_metrics(history: History, scenario: Any = None) -> list[dict]:
     """Every metric row the history supports (an interval whose end never happened gives no
-    row; the checks say whether that is a failure)."""
+    row; the checks say whether that is a failure). ``scenario`` supplies the service bounds."""
     timelines = partition_timelines(history)
     controller = controller_events(history)
     faults = injected_faults(history)
@@ -183,4 +196,5 @@ def compute_metrics(history: History) -> list[dict]:
         report = analyse_durability(history)
         rows.append(_row("acked_lost", len(report.lost), unit="count"))
         rows.append(_row("duplicates", len(report.duplicates), unit="count"))
+        rows += service_metric_rows(analyse_service(scenario, history), _row)
     return rows

@@ -150,7 +150,7 @@ def record_run(results_root: str | os.PathLike, *, scenario: Scenario, history: 
     tables = {
         "events": event_rows(history, run_id=run_id, scenario=name, problems=problems),
         "client_ops": client_op_rows(history, run_id=run_id, scenario=name),
-        "metrics": metric_rows(compute_metrics(history) if metrics is None else metrics, run_id=run_id,
+        "metrics": metric_rows(compute_metrics(history, scenario) if metrics is None else metrics, run_id=run_id,
                                scenario=scenario, scenario_name=name, backend=backend, fidelity=fidelity),
         "resources": [{**r, "run_id": run_id, "scenario": name} for r in resources],
         "checks": check_rows(report, run_id=run_id, scenario=name),

@@ -24,8 +24,9 @@ Spark cannot partition-discover several run roots at once; ``harness.analysis`` 
 files by glob and restores ``scenario`` from each file's ``scenario=<value>`` directory.
 
 Units: timestamps are ``int64`` nanoseconds since the epoch (CLOCK_REALTIME), named ``*_ns``;
-durations in ``metrics`` are milliseconds (``float64``) and counts are plain numbers in the
-same ``value`` column (``unit`` says which).
+durations in ``metrics`` are milliseconds (``float64``); counts, rates (per second) and ratios
+are plain numbers in the same ``value`` column (``unit`` = ``ms`` | ``count`` | ``per_s`` |
+``ratio`` says which).
 
 Errors: bad input raises :class:`ResultsError` naming the table, row and field; nothing is
 written for a call that fails validation.
@@ -66,8 +67,18 @@ DURATION_METRICS = (
     "controller_failover_ms",  # fault on the active controller -> another one active
     "failover_report_ms",  # dir failure -> commit, across a controller failover
 )
-COUNT_METRICS = ("acked_lost", "duplicates")
-METRICS = DURATION_METRICS + COUNT_METRICS
+COUNT_METRICS = ("acked_lost", "duplicates", "service_unrecovered")
+# service (harness.checkers.service): acks=all produce latency per window (before the first
+# fault / during the faults / after the heal), per partition and pooled for the run
+WINDOWS = ("before", "during", "after")
+SERVICE_DURATION_METRICS = tuple(f"produce_{w}_{q}_ms" for w in WINDOWS for q in ("p50", "p99")) + (
+    "service_recovery_ms",  # fault -> the partition's rolling p99 back within the bound
+)
+RATE_METRICS = tuple(f"produce_{w}_per_s" for w in WINDOWS)  # acked produces per second
+RATIO_METRICS = ("latency_degradation_ratio",)  # worst 5 s p50 during the faults / pre-fault p50
+DURATION_METRICS = DURATION_METRICS + SERVICE_DURATION_METRICS
+METRICS = DURATION_METRICS + COUNT_METRICS + RATE_METRICS + RATIO_METRICS
+UNITS = ("ms", "count", "per_s", "ratio")
 
 # ---------------------------------------------------------------------------------------------
 # Schemas (the partition column ``scenario`` is part of each logical schema)
@@ -122,7 +133,7 @@ METRICS_SCHEMA = pa.schema(
         pa.field("backend", pa.string(), nullable=False),  # dm | fuse | net | process | …
         pa.field("metric", pa.string(), nullable=False),  # one of METRICS
         pa.field("value", pa.float64(), nullable=False),
-        pa.field("unit", pa.string(), nullable=False),  # ms | count
+        pa.field("unit", pa.string(), nullable=False),  # ms | count | per_s | ratio
         pa.field("topic", pa.string()),
         pa.field("partition", pa.int32()),
         pa.field("node_id", pa.int32()),
@@ -181,7 +192,7 @@ TABLES = tuple(SCHEMAS)
 _ENUMS: dict[str, dict[str, tuple[str, ...]]] = {
     "events": {"source": EVENT_SOURCES},
     "client_ops": {"outcome": OUTCOMES, "op": CLIENT_OPS},
-    "metrics": {"metric": METRICS, "unit": ("ms", "count")},
+    "metrics": {"metric": METRICS, "unit": UNITS},
     "checks": {"valid": VALIDITY},
 }
 # configuration columns of `metrics` that make up the default `config` grouping label

@@ -342,7 +342,7 @@ def _finish(outcome: RunOutcome, scenario: Scenario, svc: Services | None, ledge
         files = svc.event_files() if svc is not None else []
         history = load_history(outcome.run_dir / "ledger.jsonl", files)
         outcome.report = run_checks(scenario, history)
-        outcome.metrics = compute_metrics(history)
+        outcome.metrics = compute_metrics(history, scenario)
         configs = {str(n): p for n, p in (svc.configs.items() if svc else [])}
         record_run(outcome.run_dir.parent, scenario=scenario, history=history, report=outcome.report,
                    run_id=outcome.run_id, metrics=outcome.metrics, resources=sampler.rows if sampler else (),

@@ -34,12 +34,13 @@ __all__ = [
 ]
 
 CHECK_NAMES = ("durability", "failover", "liveness", "timeout_accuracy", "fencing", "metadata_invariants",
-               "quorum_logs")
+               "quorum_logs", "service")
 CLIENTS = ("kafka-python", "confluent-kafka", "kcat")
 ACKS = ("all", "1", "0")
 FS_TYPES = ("ext4", "xfs")
 OUTCOMES = ("alive", "shutdown", "halted")
 CONTROLLER_ID_BASE = 3000
+DEFAULT_PARTITIONS = 12     # per topic: on 3 brokers RF 3, each leads 4 and follows 8
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -113,7 +114,7 @@ class ServerConfigs:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TopicSpec:
     name: str
-    partitions: int = 3
+    partitions: int = DEFAULT_PARTITIONS
     replication_factor: int = 3
     min_insync_replicas: int | None = None  # None: the server's
     create_at_ms: int | None = None         # None: before the workload starts; else created mid-run
@@ -122,16 +123,21 @@ class TopicSpec:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Workload:
     """A real Kafka client producing unique values (``<run>-<producer>-<seq>``) with acks=all
-    at ``rate_per_s`` for ``duration_ms``, then a drain consumer reading every partition by
-    assignment to its end (bounded by ``drain_timeout_ms``)."""
+    at ``rate_per_s`` (shared by ``producers`` idempotent producers, each round-robin over every
+    partition) for ``duration_ms``, then a drain consumer reading every partition by
+    assignment to its end (bounded by ``drain_timeout_ms``).
 
-    client: str = "kafka-python"
+    Default shape: 12 partitions RF 3 (on 3 brokers each leads 4 and follows 8, 4 replicas
+    per dir) and 4 librdkafka producers, whose I/O runs on its own threads, so the latency the
+    service check judges is the cluster's and not the harness process's."""
+
+    client: str = "confluent-kafka"
     acks: str = "all"
     topics: tuple[TopicSpec, ...] = (TopicSpec(name="t1"),)
     rate_per_s: int = 200
     duration_ms: int = 30000
     value_bytes: int = 64
-    producers: int = 1
+    producers: int = 4
     drain_timeout_ms: int = 30000
 
 
@@ -149,6 +155,12 @@ class Expect:
     ``moved_replica_survives``: for a move-replica fault, True → the moved partition's replica
     stays in the ISR (target dir failed, move cancelled); False → it leaves (source failed,
     LOST_DIR, D6); None: not judged.
+    ``service_*`` (the ``service`` check, :mod:`harness.checkers.service`): every partition's
+    rolling produce p99 is back within ``bound`` of its pre-fault p99 no later than
+    ``service_recovery_within_ms`` after each fault, and partitions outside every fault's
+    domain keep their rolling p50 within ``bound`` of their pre-fault p50, where
+    ``bound(x) = max(service_latency_factor × x, x + service_latency_floor_ms)``; and the
+    pre-fault p50 itself is at most ``service_baseline_p50_max_ms``.
     ``must_show``: the scenario table's words, for the report.
     """
 
@@ -158,6 +170,10 @@ class Expect:
     timeout_shutdown: bool | None = None
     isr_recovers: bool | None = None
     moved_replica_survives: bool | None = None
+    service_recovery_within_ms: int = 5000
+    service_latency_factor: float = 2.0
+    service_latency_floor_ms: int = 100
+    service_baseline_p50_max_ms: int = 500
     must_show: str = ""
 
 
@@ -255,7 +271,7 @@ def _workload(data: Any, problems: Problems, topology: Topology) -> Workload:
     topics: list[TopicSpec] = []
     for path, item in f.list("topics", [_plain(t) for t in d.topics]):
         t = Fields(item, path, problems)
-        spec = TopicSpec(name=t.str("name"), partitions=t.int("partitions", 3, lo=1, hi=10000),
+        spec = TopicSpec(name=t.str("name"), partitions=t.int("partitions", DEFAULT_PARTITIONS, lo=1, hi=10000),
                          replication_factor=t.int("replication_factor", 3, lo=1),
                          min_insync_replicas=t.int("min_insync_replicas", None, lo=1),
                          create_at_ms=t.int("create_at_ms", None, lo=0))
@@ -301,7 +317,14 @@ def _expect(data: Any, problems: Problems, targets: TargetCheck) -> Expect:
         tri[name] = f.raw(name, None)
         if tri[name] is not None and not isinstance(tri[name], bool):
             problems.add(join("expect", name), f"must be true, false or null, got {tri[name]!r}")
+    d = Expect()
     value = Expect(outcomes=outcomes, failover_within_ms=f.int("failover_within_ms", 15000, lo=1),
+                   service_recovery_within_ms=f.int("service_recovery_within_ms", d.service_recovery_within_ms,
+                                                    lo=1),
+                   service_latency_factor=f.float("service_latency_factor", d.service_latency_factor, lo=1.0),
+                   service_latency_floor_ms=f.int("service_latency_floor_ms", d.service_latency_floor_ms, lo=0),
+                   service_baseline_p50_max_ms=f.int("service_baseline_p50_max_ms",
+                                                     d.service_baseline_p50_max_ms, lo=1),
                    must_show=f.str("must_show", ""), **tri)
     f.finish()
     return value

@@ -259,7 +259,7 @@ class _Session:
         history = load_history(self.run_dir / "ledger.jsonl", self.svc.event_files())
         report = run_checks(scenario, history)
         record_run(self.results_root, scenario=scenario, history=history, report=report, run_id=self.run_id,
-                   metrics=compute_metrics(history), backend=self.lab.backend.name, fidelity=self.fidelity,
+                   metrics=compute_metrics(history, scenario), backend=self.lab.backend.name, fidelity=self.fidelity,
                    node_configs={str(n): p for n, p in self.svc.configs.items()}, started_ns=self.started_ns)
         self.done.set()
         return {"ok": True, "run_dir": str(self.run_dir), "valid": valid_text(report.valid),

@@ -1,4 +1,5 @@
-"""S1–S11 of ``scenarios.md`` and S12–S14 (the controller quorum under KIP-858 failures) as functions returning :class:`~harness.scenario.Scenario` values.
+"""S1–S11 of ``scenarios.md``, S12–S14 (the controller quorum under KIP-858 failures) and S15
+(S1 at 300 partitions) as functions returning :class:`~harness.scenario.Scenario` values.
 
 Each function takes ``bounce`` (where kafkatest's ``bounce_broker`` matrix applies: the
 faulted broker gets a clean restart 1 s after the fault, with the dir still failed) and
@@ -20,12 +21,14 @@ from harness.scenario import CHECK_NAMES, Expect, Scenario, Topology, TopicSpec,
 __all__ = [
     "leader_dir_fails", "follower_dir_fails", "bounce_after_failure", "failure_timeout_shutdown",
     "timeout_not_leader", "last_dir_fails", "metadata_dir_fails", "restart_fenced_until_assigned",
-    "replace_disk", "move_replica", "flaky_and_slow", "soak", "all_scenarios", "by_name", "BOUNCE_APPLIES",
-    "active_controller_killed_during_report", "active_controller_metadata_disk_fails",
+    "replace_disk", "move_replica", "flaky_and_slow", "many_partitions", "soak", "all_scenarios", "by_name",
+    "BOUNCE_APPLIES", "active_controller_killed_during_report", "active_controller_metadata_disk_fails",
     "active_controller_partitioned_during_report", "CONTROLLER_SCENARIOS",
 ]
 
 FAULT_AT_MS = 5000
+MANY_PARTITIONS = 300
+MANY_FAULT_AT_MS = 10000
 BOUNCE_AFTER_MS = 1000
 CONTROLLER = "controller:3001"
 ACTIVE_CONTROLLER = "controller:active"
@@ -33,6 +36,14 @@ LEADER = "leader:t1/0"
 FOLLOWER = "follower:t1/0"
 REPLICA_DIR = "replica:t1/0"
 ONE_PARTITION = Workload(topics=(TopicSpec(name="t1", partitions=1),))
+# service recovery bounds (expect.service_recovery_within_ms) where the KIP makes clients wait on
+# purpose: a broker that stops heartbeating is fenced only after the session timeout (3 s), a
+# follower that stops fetching leaves the ISR after replica.lag.time.max.ms (5 s)
+AFTER_FENCING_MS = 10000
+# S4: clients keep producing to the leader cut off from the controller until it exits at the
+# failure timeout (5 s after its dir failed), then find the new leader: ~7.5 s measured
+AFTER_FAILURE_TIMEOUT_MS = 15000
+SOAK_RECOVERY_MS = 15000
 # S4/S5 cut a broker off from "the controller" with one network partition: with a quorum the
 # broker would still reach the others (and rightly report there), so they keep one controller
 ONE_CONTROLLER = Topology(controllers=1)
@@ -54,7 +65,7 @@ def leader_dir_fails(*, bounce: bool = False, seed: int = 0) -> Scenario:
         id="S1", name="leader-dir-fails", seed=seed,
         description="fail the dir holding t1-0's leader replica under acks=all load",
         faults=(DiskFault(at_ms=FAULT_AT_MS, node=LEADER, dir=REPLICA_DIR, mode="error"),),
-        checks=("durability", "failover", "liveness", "metadata_invariants", "fencing"),
+        checks=("durability", "failover", "liveness", "metadata_invariants", "fencing", "service"),
         expect=Expect(outcomes={LEADER: "alive"}, leader_moves=True, failover_within_ms=15000,
                       must_show="leader moves off the broker; ISR loses it; broker stays alive and keeps "
                                 "serving its other dirs; no acked record lost"))
@@ -67,7 +78,7 @@ def follower_dir_fails(*, bounce: bool = False, seed: int = 0) -> Scenario:
         id="S2", name="follower-dir-fails", seed=seed,
         description="fail the dir holding a follower replica of t1-0 under acks=all load",
         faults=(DiskFault(at_ms=FAULT_AT_MS, node=FOLLOWER, dir=REPLICA_DIR, mode="error"),),
-        checks=("durability", "failover", "liveness", "metadata_invariants", "fencing"),
+        checks=("durability", "failover", "liveness", "metadata_invariants", "fencing", "service"),
         expect=Expect(outcomes={FOLLOWER: "alive"}, leader_moves=False, failover_within_ms=15000,
                       must_show="ISR shrinks; leader unchanged; no loss"))
     return _bounced(s, FOLLOWER, bounce)
@@ -81,7 +92,7 @@ def bounce_after_failure(*, role: str = "leader", seed: int = 0) -> Scenario:
         description=f"fail the {role} replica's dir of t1-0, then restart that broker with the dir still failed",
         faults=(DiskFault(at_ms=FAULT_AT_MS, node=node, dir=REPLICA_DIR, mode="error"),
                 ProcessFault(at_ms=FAULT_AT_MS + 8000, action="restart", node=node, clean=True)),
-        checks=("durability", "failover", "liveness", "metadata_invariants", "fencing"),
+        checks=("durability", "failover", "liveness", "metadata_invariants", "fencing", "service"),
         workload=Workload(duration_ms=40000),
         expect=Expect(outcomes={node: "alive"}, leader_moves=(role == "leader"), isr_recovers=True,
                       must_show="broker starts with the dir offline, registers, partitions on it stay "
@@ -96,8 +107,9 @@ def failure_timeout_shutdown(*, seed: int = 0) -> Scenario:
         description="partition t1-0's leader from the controller, then fail the dir it leads t1-0 on",
         faults=(NetworkFault(at_ms=FAULT_AT_MS, action="partition", node=LEADER, peer=CONTROLLER),
                 DiskFault(at_ms=FAULT_AT_MS + 500, node=LEADER, dir=REPLICA_DIR, mode="error")),
-        checks=("durability", "liveness", "timeout_accuracy", "metadata_invariants"),
+        checks=("durability", "liveness", "timeout_accuracy", "metadata_invariants", "service"),
         expect=Expect(outcomes={LEADER: "shutdown"}, timeout_shutdown=True, leader_moves=True,
+                      service_recovery_within_ms=AFTER_FAILURE_TIMEOUT_MS,
                       must_show="broker exits after log.dir.failure.timeout.ms (± one heartbeat); controller "
                                 "fences it after the session timeout; no loss"))
 
@@ -109,8 +121,9 @@ def timeout_not_leader(*, seed: int = 0) -> Scenario:
         description="partition a follower of t1-0 (leading nothing) from the controller, then fail its dir",
         faults=(NetworkFault(at_ms=FAULT_AT_MS, action="partition", node=FOLLOWER, peer=CONTROLLER),
                 DiskFault(at_ms=FAULT_AT_MS + 500, node=FOLLOWER, dir=REPLICA_DIR, mode="error")),
-        checks=("durability", "liveness", "timeout_accuracy", "metadata_invariants"),
+        checks=("durability", "liveness", "timeout_accuracy", "metadata_invariants", "service"),
         expect=Expect(outcomes={FOLLOWER: "alive"}, timeout_shutdown=False, leader_moves=False,
+                      service_recovery_within_ms=AFTER_FENCING_MS,
                       must_show="broker does NOT shut down (decision D5)"))
 
 
@@ -120,8 +133,9 @@ def last_dir_fails(*, seed: int = 0) -> Scenario:
         id="S6", name="last-dir-fails", seed=seed,
         description="fail every data dir of t1-0's leader",
         faults=(DiskFault(at_ms=FAULT_AT_MS, node=LEADER, dir="all", mode="error"),),
-        checks=("durability", "failover", "liveness", "metadata_invariants"),
+        checks=("durability", "failover", "liveness", "metadata_invariants", "service"),
         expect=Expect(outcomes={LEADER: "halted"}, leader_moves=True, failover_within_ms=15000,
+                      service_recovery_within_ms=AFTER_FENCING_MS,
                       must_show="broker halts; controller fences it after session timeout; leaders move"))
 
 
@@ -131,8 +145,8 @@ def metadata_dir_fails(*, seed: int = 0) -> Scenario:
         id="S6", name="metadata-dir-fails", seed=seed,
         description="fail the metadata.log.dir of t1-0's leader",
         faults=(DiskFault(at_ms=FAULT_AT_MS, node=LEADER, dir="metadata", mode="error"),),
-        checks=("durability", "liveness", "metadata_invariants"),
-        expect=Expect(outcomes={LEADER: "halted"}, leader_moves=True,
+        checks=("durability", "liveness", "metadata_invariants", "service"),
+        expect=Expect(outcomes={LEADER: "halted"}, leader_moves=True, service_recovery_within_ms=AFTER_FENCING_MS,
                       must_show="broker halts; controller fences it after session timeout; leaders move"))
 
 
@@ -144,8 +158,8 @@ def restart_fenced_until_assigned(*, seed: int = 0) -> Scenario:
         description="kill broker 3, create t2 (6 partitions, RF 3) while it is down, start it again",
         workload=Workload(topics=(TopicSpec(name="t1"), TopicSpec(name="t2", partitions=6, create_at_ms=8000))),
         faults=(ProcessFault(at_ms=FAULT_AT_MS, action="kill", node="broker:3", signal="SIGKILL", duration_ms=8000),),
-        checks=("durability", "liveness", "fencing", "metadata_invariants"),
-        expect=Expect(outcomes={"broker:3": "alive"},
+        checks=("durability", "liveness", "fencing", "metadata_invariants", "service"),
+        expect=Expect(outcomes={"broker:3": "alive"}, service_recovery_within_ms=AFTER_FENCING_MS,
                       must_show="broker stays fenced until its assignments are persisted; fencing_ms measured"))
 
 
@@ -156,8 +170,9 @@ def replace_disk(*, seed: int = 0) -> Scenario:
         description="fail the dir of a follower replica of t1-0, then replace the disk",
         faults=(DiskFault(at_ms=FAULT_AT_MS, node=FOLLOWER, dir=REPLICA_DIR, mode="error"),
                 ReplaceDisk(at_ms=FAULT_AT_MS + 8000, node=FOLLOWER, dir=REPLICA_DIR)),
-        checks=("durability", "failover", "liveness", "metadata_invariants", "fencing"),
+        checks=("durability", "failover", "liveness", "metadata_invariants", "fencing", "service"),
         expect=Expect(outcomes={FOLLOWER: "alive"}, leader_moves=False, isr_recovers=True,
+                      service_recovery_within_ms=AFTER_FENCING_MS,
                       must_show="new directory id registered; replicas recreated there and re-replicated; "
                                 "ISR expands"))
 
@@ -173,7 +188,7 @@ def move_replica(*, fail: str = "source", seed: int = 0) -> Scenario:
         description=f"move t1-0 on a follower to another dir, fail the {fail} dir 300 ms later",
         faults=(MoveReplica(at_ms=FAULT_AT_MS, node=FOLLOWER, topic="t1", partition=0, to_dir="spare:t1/0"),
                 DiskFault(at_ms=FAULT_AT_MS + 300, node=FOLLOWER, dir=failed, mode="error")),
-        checks=("durability", "failover", "liveness", "metadata_invariants"),
+        checks=("durability", "failover", "liveness", "metadata_invariants", "service"),
         expect=Expect(outcomes={FOLLOWER: "alive"}, leader_moves=False,
                       moved_replica_survives=(fail == "target"),
                       must_show="KIP §4 outcomes, incl. LOST_DIR when the source fails"))
@@ -189,11 +204,28 @@ def flaky_and_slow(*, bounce: bool = False, seed: int = 0) -> Scenario:
                           duration_ms=10000),
                 DiskFault(at_ms=FAULT_AT_MS, node="broker:2", dir="d2", mode="delay", delay_ms=50,
                           duration_ms=10000)),
-        checks=("durability", "failover", "liveness", "metadata_invariants"),
+        checks=("durability", "failover", "liveness", "metadata_invariants", "service"),
         expect=Expect(outcomes={"broker:1": "alive", "broker:2": "alive"},
                       must_show="the broker marks the dir offline on the first error; slow dir measured, "
                                 "no false failover"))
     return _bounced(s, "broker:1", bounce)
+
+
+def many_partitions(*, seed: int = 0) -> Scenario:
+    """S15: S1 at a real shape — 300 partitions RF 3 (each broker leads 100 and follows 200,
+    100 replicas per dir), 1000 records/s from 4 producers (3.3/s per partition, so each
+    partition's baseline holds ~30 ops before the fault)."""
+    return Scenario(
+        id="S15", name="many-partitions-leader-dir-fails", seed=seed,
+        description="300 partitions RF 3; fail the dir holding t1-0's leader replica (100 replicas) under load",
+        workload=Workload(topics=(TopicSpec(name="t1", partitions=MANY_PARTITIONS),), rate_per_s=1000,
+                          duration_ms=30000, drain_timeout_ms=60000),
+        faults=(DiskFault(at_ms=MANY_FAULT_AT_MS, node=LEADER, dir=REPLICA_DIR, mode="error"),),
+        checks=("durability", "failover", "liveness", "metadata_invariants", "fencing", "service"),
+        expect=Expect(outcomes={LEADER: "alive"}, leader_moves=True, failover_within_ms=15000,
+                      service_recovery_within_ms=AFTER_FENCING_MS,
+                      must_show="~33 leaders move at once; every partition keeps or regains its service; "
+                                "no acked record lost"))
 
 
 def soak(*, minutes: int = 3, seed: int = 0) -> Scenario:
@@ -207,7 +239,8 @@ def soak(*, minutes: int = 3, seed: int = 0) -> Scenario:
         description=f"seeded random mix of disk, network and process faults for {minutes} min",
         workload=Workload(duration_ms=duration_ms, drain_timeout_ms=60000), faults=faults,
         checks=CHECK_NAMES,
-        expect=Expect(must_show="all checks hold across every fault window"))
+        expect=Expect(service_recovery_within_ms=SOAK_RECOVERY_MS,
+                      must_show="all checks hold across every fault window"))
 
 
 def active_controller_killed_during_report(*, seed: int = 0) -> Scenario:
@@ -218,8 +251,9 @@ def active_controller_killed_during_report(*, seed: int = 0) -> Scenario:
         faults=(DiskFault(at_ms=FAULT_AT_MS, node=LEADER, dir=REPLICA_DIR, mode="error"),
                 ProcessFault(at_ms=FAULT_AT_MS + 50, action="kill", node=ACTIVE_CONTROLLER, signal="SIGKILL",
                              duration_ms=10000)),
-        checks=("durability", "failover", "liveness", "metadata_invariants", "quorum_logs"),
+        checks=("durability", "failover", "liveness", "metadata_invariants", "quorum_logs", "service"),
         expect=Expect(outcomes={LEADER: "alive"}, leader_moves=True, failover_within_ms=20000,
+                      service_recovery_within_ms=20000,
                       must_show="another controller takes over and commits the report (the broker retries it "
                                 "there); no committed record lost; no broker fenced by the failover"))
 
@@ -232,9 +266,9 @@ def active_controller_metadata_disk_fails(*, seed: int = 0) -> Scenario:
         description="fail the metadata disk of the active controller; 4 s later fail t1-0's leader's dir",
         faults=(DiskFault(at_ms=FAULT_AT_MS, node=ACTIVE_CONTROLLER, dir="metadata", mode="error"),
                 DiskFault(at_ms=FAULT_AT_MS + 4000, node=LEADER, dir=REPLICA_DIR, mode="error")),
-        checks=("durability", "failover", "liveness", "metadata_invariants", "quorum_logs"),
+        checks=("durability", "failover", "liveness", "metadata_invariants", "quorum_logs", "service"),
         expect=Expect(outcomes={ACTIVE_CONTROLLER: "halted", LEADER: "alive"}, leader_moves=True,
-                      failover_within_ms=20000,
+                      failover_within_ms=20000, service_recovery_within_ms=20000,
                       must_show="the controller halts with a one-line reason; a new one leads and commits the "
                                 "broker's dir failure"))
 
@@ -247,8 +281,9 @@ def active_controller_partitioned_during_report(*, seed: int = 0) -> Scenario:
         description="isolate the active controller, fail t1-0's leader's dir 200 ms later, heal after 10 s",
         faults=(NetworkFault(at_ms=FAULT_AT_MS, action="isolate", node=ACTIVE_CONTROLLER, duration_ms=10000),
                 DiskFault(at_ms=FAULT_AT_MS + 200, node=LEADER, dir=REPLICA_DIR, mode="error")),
-        checks=("durability", "failover", "liveness", "metadata_invariants", "quorum_logs"),
+        checks=("durability", "failover", "liveness", "metadata_invariants", "quorum_logs", "service"),
         expect=Expect(outcomes={LEADER: "alive"}, leader_moves=True, failover_within_ms=25000,
+                      service_recovery_within_ms=25000,
                       must_show="the cut-off controller commits nothing (a minority); the majority side "
                                 "elects a leader that commits the report; logs agree after the heal"))
 
@@ -268,7 +303,7 @@ def all_scenarios(*, seed: int = 0) -> list[Scenario]:
             metadata_dir_fails(seed=seed), restart_fenced_until_assigned(seed=seed), replace_disk(seed=seed),
             move_replica(fail="source", seed=seed), move_replica(fail="target", seed=seed), soak(seed=seed),
             active_controller_killed_during_report(seed=seed), active_controller_metadata_disk_fails(seed=seed),
-            active_controller_partitioned_during_report(seed=seed)]
+            active_controller_partitioned_during_report(seed=seed), many_partitions(seed=seed)]
     return out
 
 
@@ -293,5 +328,5 @@ SCENARIO_FUNCTIONS: dict[str, Callable[..., Scenario]] = {
     "S4": failure_timeout_shutdown, "S5": timeout_not_leader, "S6": last_dir_fails,
     "S7": restart_fenced_until_assigned, "S8": replace_disk, "S9": move_replica, "S10": flaky_and_slow,
     "S11": soak, "S12": active_controller_killed_during_report, "S13": active_controller_metadata_disk_fails,
-    "S14": active_controller_partitioned_during_report,
+    "S14": active_controller_partitioned_during_report, "S15": many_partitions,
 }

@@ -354,7 +354,9 @@ class BrokerRuntime:
                 resp = await self.metadata_channel.request(
                     lambda c: metadata_fetch_request(c, self.next_metadata_offset,
                                                      self.cfg.metadata_fetch_max_wait_ms),
-                    self.cfg.metadata_fetch_max_wait_ms / 1000 + 10)
+                    # a controller that stops answering (cut off, stopped) is left after the
+                    # quorum's fetch timeout, as a Raft observer does, not only when it says so
+                    self.cfg.metadata_fetch_max_wait_ms / 1000 + self.cfg.controller_quorum_fetch_timeout_ms / 1000)
                 part = resp.responses[0].partitions[0]
                 if resp.error_code.value or part.error_code.value:
                     raise ClientError(f"metadata fetch: {resp.error_code.name}/{part.error_code.name}")

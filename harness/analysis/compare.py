@@ -6,8 +6,11 @@ Rows are matched on ``scenario × metric × backend × config`` (``model.LATENCY
   regresses when ``after > before · (1 + threshold)`` AND ``after − before > min_delta_ms``
   (the absolute floor keeps sub-millisecond jitter from failing a build). It improves when
   ``after < before · (1 − threshold)`` and ``before − after > min_delta_ms``.
-* Count metrics (``acked_lost``, ``duplicates``): any increase of ``max`` regresses — there
-  is no tolerance for more lost or duplicated records.
+* Count metrics (``acked_lost``, ``duplicates``, ``service_unrecovered``): any increase of
+  ``max`` regresses — there is no tolerance for more lost or duplicated records.
+* Throughput metrics (``*_per_s``): higher is better, so a stat regresses when
+  ``after < before · (1 − threshold)`` and improves when ``after > before · (1 + threshold)``.
+* Ratio metrics (``latency_degradation_ratio``): as durations, without the ms floor.
 * A group only in ``before`` is ``missing`` (a regression only with ``fail_on_missing``);
   only in ``after`` is ``new``.
 
@@ -65,12 +68,18 @@ def compare(before: pd.DataFrame, after: pd.DataFrame, *, threshold: float = 0.1
                 row["verdict"], row["reason"] = "ok", ""
         else:
             worse, better = [], []
+            rate, ratio = r["metric"] in rs.RATE_METRICS, r["metric"] in rs.RATIO_METRICS
+            floor = 0.0 if rate or ratio else min_delta_ms
+            unit = "/s" if rate else ("" if ratio else " ms")
             for s in COMPARED_STATS:
                 b, a = row[f"{s}_before"], row[f"{s}_after"]
-                if a > b * (1 + threshold) and a - b > min_delta_ms:
-                    worse.append(f"{s} {b:.1f} → {a:.1f} ms (×{row[f'{s}_ratio']:.2f})")
-                elif a < b * (1 - threshold) and b - a > min_delta_ms:
-                    better.append(f"{s} {b:.1f} → {a:.1f} ms (×{row[f'{s}_ratio']:.2f})")
+                up = a > b * (1 + threshold) and a - b > floor
+                down = a < b * (1 - threshold) and b - a > floor
+                text = f"{s} {b:.1f} → {a:.1f}{unit} (×{row[f'{s}_ratio']:.2f})"
+                if (down if rate else up):
+                    worse.append(text)
+                elif (up if rate else down):
+                    better.append(text)
             if worse:
                 row["verdict"], row["reason"] = "regression", "; ".join(worse)
             elif better:

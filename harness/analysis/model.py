@@ -23,6 +23,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from harness import results_schema as rs
+from harness.checkers.service import INSTANT_FAULT_KINDS, WARMUP_MS  # noqa: F401 - the shared definitions
+
 PERCENTILES = (0.5, 0.9, 0.99)
 STATS = ("count", "min", "p50", "p90", "p99", "max")
 
@@ -37,6 +40,9 @@ RESOURCE_KEYS = ("scenario", "backend", "resource")
 RESOURCE_COLUMNS = {"cpu_percent": 1.0, "rss_bytes": 1.0 / (1024 * 1024)}  # column -> scale (rss in MiB)
 RESOURCE_NAMES = {"cpu_percent": "cpu_percent", "rss_bytes": "rss_mib"}
 
+SERVICE_WINDOW_COLUMNS = ("run_id", "scenario", "backend", "window", "start_ns", "end_ns", "ops", "ok", "failed",
+                          "per_s")
+SERVICE_LATENCY_KEYS = ("scenario", "backend", "window")
 FAULT_WINDOW_COLUMNS = ("run_id", "scenario", "backend", "fault_id", "fault_kind", "start_ns", "end_ns",
                         "duration_ms", "healed")
 UNAVAIL_COLUMNS = ("run_id", "scenario", "backend", "fault_id", "topic", "partition", "last_ok_ns",
@@ -51,6 +57,8 @@ SUMMARY_TABLES: dict[str, tuple[str, ...]] = {
     "unavailability_summary": UNAVAIL_SUMMARY_KEYS + STATS,
     "event_latency": EVENT_LATENCY_KEYS + STATS,
     "checks_summary": CHECKS_KEYS + ("runs",),
+    "service_windows": SERVICE_WINDOW_COLUMNS,
+    "service_latency": SERVICE_LATENCY_KEYS + STATS,
     "resources_summary": RESOURCE_KEYS + STATS,
 }
 SORT_KEYS: dict[str, tuple[str, ...]] = {
@@ -63,15 +71,29 @@ SORT_KEYS: dict[str, tuple[str, ...]] = {
     "event_latency": EVENT_LATENCY_KEYS,
     "checks_summary": CHECKS_KEYS,
     "resources_summary": RESOURCE_KEYS,
+    "service_windows": ("run_id", "window"),
+    "service_latency": SERVICE_LATENCY_KEYS,
 }
 _INT_COLUMNS = {"count", "runs", "partition", "log_dir_failure_timeout_ms", "start_ns", "end_ns", "last_ok_ns",
-                "first_ok_ns", "failed_ops"}
+                "first_ok_ns", "failed_ops", "ops", "ok", "failed"}
 _BOOL_COLUMNS = {"healed", "recovered"}
-_FLOAT_COLUMNS = {"min", "p50", "p90", "p99", "max", "duration_ms", "unavailable_ms", "longest_gap_ms"}
+_FLOAT_COLUMNS = {"min", "p50", "p90", "p99", "max", "duration_ms", "unavailable_ms", "longest_gap_ms", "per_s"}
 
 # fault-window events written by the harness
 FAULT_START = "fault_injected"
 FAULT_END = "fault_healed"
+
+# service windows of a run (the definitions of harness.checkers.service, computed from Parquet):
+# before = [first produce invoke + WARMUP, first fault), during = [first fault, end of the
+# disturbance), after = [end of the disturbance, last produce invoke + 1 ns). The disturbance
+# ends at the latest heal; an instantaneous fault (INSTANT_FAULT_KINDS) ends where it starts; a
+# fault never healed makes it last to the end. An op belongs to the window of its invoke time;
+# per_s counts ok completions inside the window.
+WINDOW_ORDER = ("before", "during", "after")
+# metrics that have one run-level row (topic/partition null) besides per-partition rows: the
+# latency table and the CDFs take the run-level rows, per_partition the others
+RUN_LEVEL_METRICS = tuple(x for x in rs.METRICS if x.startswith("produce_")) + (
+    "service_recovery_ms", "latency_degradation_ratio")
 
 
 @dataclasses.dataclass

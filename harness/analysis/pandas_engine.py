@@ -14,6 +14,12 @@ Definitions shared with ``spark_engine`` (keep the two in step; tests compare th
 * event latency: node events (source ``node``) with start ≤ ts < end: first occurrence per
   (run, fault, node, event), delay = (ts − start)/1e6 ms.
 * timeout accuracy: ``failure_timeout_shutdown_ms − log_dir_failure_timeout_ms`` per row.
+* latency / CDF inputs: every metric row, except the per-partition rows of the metrics that also
+  have a run-level row (``model.RUN_LEVEL_METRICS``: the service metrics).
+* service windows per run (``model`` comment): before / during / after, with the produce ops
+  invoked in each, the acked completions per second, and ``service_latency`` = the stats of the
+  per-op latency (ok produces, ``(complete − invoke)/1e6`` ms) pooled per scenario × backend ×
+  window over every run.
 """
 
 from __future__ import annotations
@@ -56,7 +62,8 @@ def analyze(run_dirs: Sequence[Path]) -> m.Summary:
     frames, info = load(run_dirs)
     metrics, events, ops = frames["metrics"], frames["events"], frames["client_ops"]
     tables: dict[str, pd.DataFrame] = {}
-    tables["latency"] = _grouped_stats(metrics, m.LATENCY_KEYS, "value")
+    run_level = run_metrics(metrics)
+    tables["latency"] = _grouped_stats(run_level, m.LATENCY_KEYS, "value")
     tables["per_partition"] = _grouped_stats(metrics[metrics["partition"].notna()], m.PER_PARTITION_KEYS, "value")
     to = metrics[(metrics["metric"] == "failure_timeout_shutdown_ms") & metrics["log_dir_failure_timeout_ms"].notna()].copy()
     to["error_ms"] = to["value"].astype("float64") - to["log_dir_failure_timeout_ms"].astype("float64")
@@ -79,8 +86,11 @@ def analyze(run_dirs: Sequence[Path]) -> m.Summary:
                           for c, scale in m.RESOURCE_COLUMNS.items()]) if not res.empty else pd.DataFrame(
         columns=["scenario", "backend", "resource", "value"])
     tables["resources_summary"] = _grouped_stats(long_res, m.RESOURCE_KEYS, "value")
+    sw = service_windows(ops, events, info)
+    tables["service_windows"] = sw
+    tables["service_latency"] = _grouped_stats(service_op_latency(ops, sw), m.SERVICE_LATENCY_KEYS, "latency_ms")
     tables = {name: m.normalize(name, df) for name, df in tables.items()}
-    values = metrics.loc[:, ["scenario", "metric", "backend", "config", "value"]].reset_index(drop=True)
+    values = run_level.loc[:, ["scenario", "metric", "backend", "config", "value"]].reset_index(drop=True)
     return m.Summary(tables=tables, metric_values=values, engine="pandas", runs=len(info), run_dirs=list(run_dirs))
 
 
@@ -143,3 +153,67 @@ def event_delays(events: pd.DataFrame, windows: pd.DataFrame) -> pd.DataFrame:
                       as_index=False, dropna=False)["ts_ns"].min()
     first["delay_ms"] = (first["ts_ns"] - first["start_ns"]).astype("float64") / 1e6
     return first[cols]
+
+
+def run_metrics(metrics: pd.DataFrame) -> pd.DataFrame:
+    return metrics[~(metrics["metric"].isin(m.RUN_LEVEL_METRICS) & metrics["partition"].notna())]
+
+
+def service_windows(ops: pd.DataFrame, events: pd.DataFrame, info: pd.DataFrame) -> pd.DataFrame:
+    cols = list(m.SERVICE_WINDOW_COLUMNS)
+    prod = ops[ops["op"] == "produce"]
+    if prod.empty:
+        return pd.DataFrame(columns=cols)
+    runs = prod.groupby("run_id", as_index=False).agg(first_ns=("ts_invoke_ns", "min"),
+                                                      last_ns=("ts_invoke_ns", "max"))
+    runs["end_ns"] = runs["last_ns"] + 1
+    ev = events.assign(fid=events["fault_id"].fillna(""))
+    starts = ev[ev["event"] == m.FAULT_START].groupby(["run_id", "fid"], as_index=False).agg(
+        start_ns=("ts_ns", "min"), fault_kind=("fault_kind", "min"))
+    heals = ev[ev["event"] == m.FAULT_END][["run_id", "fid", "ts_ns"]].merge(starts[["run_id", "fid", "start_ns"]])
+    heals = heals[heals["ts_ns"] >= heals["start_ns"]].groupby(["run_id", "fid"], as_index=False)["ts_ns"].min()
+    f = starts.merge(heals.rename(columns={"ts_ns": "heal_ns"}), how="left", on=["run_id", "fid"])
+    f["fend"] = f["heal_ns"].astype("Int64").where(f["heal_ns"].notna(),
+                                                   f["start_ns"].where(f["fault_kind"].isin(m.INSTANT_FAULT_KINDS)))
+    per_run = f.groupby("run_id", as_index=False).agg(fault_ns=("start_ns", "min"), dist_ns=("fend", "max"),
+                                                      open_=("fend", lambda x: bool(x.isna().any())))
+    r = runs.merge(per_run, on="run_id", how="left").merge(info, on="run_id", how="left")
+    r = r.merge(prod[["run_id", "scenario"]].drop_duplicates("run_id"), on="run_id", how="left")
+    has_fault = r["fault_ns"].notna()
+    dist = r["dist_ns"].astype("Int64").where(has_fault & ~r["open_"].fillna(True).astype(bool))
+    end = r["end_ns"].astype("Int64")
+    fault = r["fault_ns"].astype("Int64")
+    parts = [r.assign(window="before", a=r["first_ns"].astype("Int64") + m.WARMUP_MS * 1_000_000,
+                      b=fault.where(has_fault, end)),
+             r[has_fault].assign(window="during", a=fault[has_fault],
+                                 b=np.minimum(dist[has_fault].fillna(end[has_fault]), end[has_fault])),
+             r[dist.notna()].assign(window="after", a=np.maximum(dist[dist.notna()], fault[dist.notna()]),
+                                    b=end[dist.notna()])]
+    w = pd.concat(parts, ignore_index=True)
+    w = w[w["a"] < w["b"]][["run_id", "scenario", "backend", "window", "a", "b"]]
+    j = prod[["run_id", "outcome", "ts_invoke_ns", "ts_complete_ns"]].merge(w, on="run_id")
+    inside = j[(j["ts_invoke_ns"] >= j["a"]) & (j["ts_invoke_ns"] < j["b"])]
+    key = ["run_id", "window"]
+    n = inside.groupby(key).size().rename("ops")
+    ok = inside[inside["outcome"] == "ok"].groupby(key).size().rename("ok")
+    acked = j[(j["outcome"] == "ok") & j["ts_complete_ns"].notna() & (j["ts_complete_ns"] >= j["a"])
+              & (j["ts_complete_ns"] < j["b"])].groupby(key).size().rename("acked")
+    out = w.set_index(key).join([n, ok, acked]).reset_index()
+    for c in ("ops", "ok", "acked"):
+        out[c] = out[c].fillna(0).astype("Int64")
+    out["failed"] = out["ops"] - out["ok"]
+    out["per_s"] = out["acked"].astype("float64") / ((out["b"] - out["a"]).astype("float64") / 1e9)
+    out = out.rename(columns={"a": "start_ns", "b": "end_ns"})
+    return out[cols]
+
+
+def service_op_latency(ops: pd.DataFrame, windows: pd.DataFrame) -> pd.DataFrame:
+    cols = ["scenario", "backend", "window", "latency_ms"]
+    if windows.empty:
+        return pd.DataFrame(columns=cols)
+    ok = ops[(ops["op"] == "produce") & (ops["outcome"] == "ok") & ops["ts_complete_ns"].notna()]
+    j = ok[["run_id", "ts_invoke_ns", "ts_complete_ns"]].merge(
+        windows[["run_id", "scenario", "backend", "window", "start_ns", "end_ns"]], on="run_id")
+    j = j[(j["ts_invoke_ns"] >= j["start_ns"]) & (j["ts_invoke_ns"] < j["end_ns"])]
+    j = j.assign(latency_ms=(j["ts_complete_ns"] - j["ts_invoke_ns"]).astype("float64") / 1e6)
+    return j[cols]

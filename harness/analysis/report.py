@@ -7,6 +7,8 @@
     out_dir/plots/cdf_<metric>.png      CDF of each metric, one line per scenario × backend
     out_dir/plots/timeline_<run>.png    one run: fault, detection, report, ISR shrink,
                                         leader change, client ops and recovery
+    out_dir/plots/latency_<run>.png     one run: every produce's latency over time, per partition
+    out_dir/plots/throughput_<run>.png  one run: acked produces per second, failures below 0
     out_dir/report.md, out_dir/report.html (plots embedded), out_dir/analysis.json
 
 The numbers in the Markdown/HTML tables and on the terminal are the same DataFrames as the
@@ -29,7 +31,11 @@ from harness import results_schema as rs
 from harness.analysis import model as m
 
 TITLES = {
-    "latency": "Latency per scenario × metric × backend × config (ms; counts for acked_lost/duplicates)",
+    "latency": "Latency per scenario × metric × backend × config (ms; counts for acked_lost/duplicates; "
+               "per_s, ratio as named)",
+    "service": "Service per scenario: the run-level service metrics over the runs",
+    "service_latency": "Produce latency of every acked op, pooled over runs, per window (ms)",
+    "service_windows": "Service windows per run: ops, acked per second",
     "timeout_accuracy": "Timeout accuracy: failure_timeout_shutdown_ms − log.dir.failure.timeout.ms (ms)",
     "unavailability_summary": "Client unavailability around fault windows (ms)",
     "event_latency": "First occurrence of each node event after the fault (ms)",
@@ -98,14 +104,14 @@ def plot_cdfs(values: pd.DataFrame, out: Path) -> list[Path]:
     """One PNG per duration metric: empirical CDF per scenario × backend."""
     plt = _plt()
     files = []
-    for metric in [x for x in rs.DURATION_METRICS if x in set(values["metric"])]:
+    for metric in [x for x in rs.DURATION_METRICS + rs.RATIO_METRICS if x in set(values["metric"])]:
         sub = values[values["metric"] == metric]
         fig, ax = plt.subplots(figsize=(7, 4.2), dpi=110)
         for (scenario, backend), g in sorted(sub.groupby(["scenario", "backend"]), key=lambda t: t[0]):
             x = np.sort(g["value"].to_numpy(dtype=float))
             y = np.arange(1, len(x) + 1) / len(x)
             ax.step(x, y, where="post", label=f"{scenario} / {backend} (n={len(x)})")
-        ax.set_xlabel(f"{metric} (ms)")
+        ax.set_xlabel(f"{metric} ({'ratio' if metric in rs.RATIO_METRICS else 'ms'})")
         ax.set_ylabel("fraction of measurements ≤ x")
         ax.set_ylim(0, 1.02)
         for p in (0.5, 0.9, 0.99):
@@ -231,8 +237,20 @@ def pick_timeline_runs(summary: m.Summary) -> list[Path]:
 
 
 # --------------------------------------------------------------------------------------------- report
-REPORT_TABLES = ("latency", "timeout_accuracy", "unavailability_summary", "event_latency", "checks_summary",
-                 "resources_summary", "per_partition")
+REPORT_TABLES = ("service", "service_latency", "latency", "timeout_accuracy", "unavailability_summary",
+                 "event_latency", "checks_summary", "resources_summary", "service_windows", "per_partition")
+SERVICE_SHOWN = ("produce_before_p50_ms", "produce_before_p99_ms", "produce_during_p50_ms", "produce_during_p99_ms",
+                 "produce_after_p99_ms", "service_recovery_ms", "latency_degradation_ratio", "service_unrecovered",
+                 "produce_before_per_s", "produce_during_per_s")
+
+
+def service_table(summary: m.Summary) -> pd.DataFrame:
+    """The run-level service metrics of the latency table, in reading order."""
+    lat = summary["latency"]
+    sub = lat[lat["metric"].isin(SERVICE_SHOWN)].copy()
+    sub["_o"] = sub["metric"].map({k: i for i, k in enumerate(SERVICE_SHOWN)})
+    cols = ["scenario", "metric", "backend", "count", "p50", "p99", "max"]
+    return sub.sort_values(["scenario", "backend", "_o"], kind="mergesort")[cols].reset_index(drop=True)
 
 
 def write_report(summary: m.Summary, out_dir: Path, *, comparison: pd.DataFrame | None = None,
@@ -251,17 +269,21 @@ def write_report(summary: m.Summary, out_dir: Path, *, comparison: pd.DataFrame 
         written["comparison"] = sdir / "comparison.parquet"
     images: list[Path] = []
     if plots:
+        from harness.analysis import service_plots
         pdir.mkdir(parents=True, exist_ok=True)
-        images += plot_cdfs(summary.metric_values, pdir)
         runs = list(timeline_runs) if timeline_runs is not None else pick_timeline_runs(summary)
+        for run in runs:   # the pictures an engineer reads first: latency and throughput over time
+            images += [p for p in (service_plots.plot_latency(Path(run), pdir),
+                                   service_plots.plot_throughput(Path(run), pdir)) if p is not None]
         for run in runs:
             images.append(plot_timeline(Path(run), pdir))
+        images += plot_cdfs(summary.metric_values, pdir)
     meta = {"generated_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
             "engine": summary.engine, "runs": summary.runs, "inputs": [str(i) for i in inputs],
             "percentile": "linear interpolation between closest ranks (type 7), exact",
             **(extra_meta or {})}
     (out_dir / "analysis.json").write_text(json.dumps(meta, indent=2, default=str) + "\n")
-    tables = {n: summary.tables[n] for n in REPORT_TABLES}
+    tables = {n: (service_table(summary) if n == "service" else summary.tables[n]) for n in REPORT_TABLES}
     if comparison is not None:
         tables = {"comparison": comparison, **tables}
     (out_dir / "report.md").write_text(_markdown(meta, tables, images, out_dir))
@@ -276,15 +298,30 @@ def _intro(meta: dict) -> str:
             "pandas and Spark give identical numbers.")
 
 
+FIRST_TABLES = ("comparison", "service", "service_latency")   # then the service pictures, then the rest
+
+
+def _first_images(images: list[Path]) -> tuple[list[Path], list[Path]]:
+    first = [p for p in images if p.stem.startswith(("latency_", "throughput_"))]
+    return first, [p for p in images if p not in first]
+
+
 def _markdown(meta: dict, tables: dict[str, pd.DataFrame], images: list[Path], out_dir: Path) -> str:
     parts = ["# jbodlab analysis\n", _intro(meta) + "\n"]
     if "verdict" in meta:
         parts.append(f"**Regression gate: {meta['verdict']}**\n")
-    for name, df in tables.items():
-        parts.append(f"\n## {TITLES[name]}\n\n{markdown_table(df)}")
-    if images:
+    first, rest = _first_images(images)
+    order = [n for n in FIRST_TABLES if n in tables] + [None] + [n for n in tables if n not in FIRST_TABLES]
+    for name in order:
+        if name is None:
+            if first:
+                parts.append("\n## Latency and throughput over time\n")
+                parts += [f"\n![{p.stem}]({p.relative_to(out_dir).as_posix()})\n" for p in first]
+            continue
+        parts.append(f"\n## {TITLES[name]}\n\n{markdown_table(tables[name])}")
+    if rest:
         parts.append("\n## Plots\n")
-        parts += [f"\n![{p.stem}]({p.relative_to(out_dir).as_posix()})\n" for p in images]
+        parts += [f"\n![{p.stem}]({p.relative_to(out_dir).as_posix()})\n" for p in rest]
     return "".join(parts)
 
 
@@ -302,13 +339,23 @@ def _html(meta: dict, tables: dict[str, pd.DataFrame], images: list[Path]) -> st
     if "verdict" in meta:
         cls = "regression" if meta["verdict"] != "pass" else ""
         parts.append(f"<p class='{cls}'>Regression gate: {html.escape(meta['verdict'])}</p>")
-    for name, df in tables.items():
-        parts.append(f"<h2>{html.escape(TITLES[name])}</h2>{html_table(df)}")
-    if images:
-        parts.append("<h2>Plots</h2>")
-        for p in images:
+    first, rest = _first_images(images)
+
+    def figures(paths: list[Path]) -> None:
+        for p in paths:
             data = base64.b64encode(p.read_bytes()).decode()
             parts.append(f"<figure><img alt='{html.escape(p.stem)}' src='data:image/png;base64,{data}'>"
                          f"<figcaption>{html.escape(p.name)}</figcaption></figure>")
+    order = [n for n in FIRST_TABLES if n in tables] + [None] + [n for n in tables if n not in FIRST_TABLES]
+    for name in order:
+        if name is None:
+            if first:
+                parts.append("<h2>Latency and throughput over time</h2>")
+                figures(first)
+            continue
+        parts.append(f"<h2>{html.escape(TITLES[name])}</h2>{html_table(tables[name])}")
+    if rest:
+        parts.append("<h2>Plots</h2>")
+        figures(rest)
     parts.append("</body></html>\n")
     return "".join(parts)

@@ -130,7 +130,8 @@ def analyze(run_dirs: Sequence[Path], spark=None, master: str | None = None) -> 
     ops = read(spark, run_dirs, "client_ops")
 
     out: dict[str, object] = {}
-    out["latency"] = _stats(metrics, m.LATENCY_KEYS, "value")
+    run_level = metrics.where(~(F.col("metric").isin(*m.RUN_LEVEL_METRICS) & F.col("partition").isNotNull()))
+    out["latency"] = _stats(run_level, m.LATENCY_KEYS, "value")
     out["per_partition"] = _stats(metrics.where(F.col("partition").isNotNull()), m.PER_PARTITION_KEYS, "value")
     to = metrics.where((F.col("metric") == "failure_timeout_shutdown_ms") & F.col("log_dir_failure_timeout_ms").isNotNull())
     to = to.withColumn("error_ms", F.col("value") - F.col("log_dir_failure_timeout_ms").cast("double"))
@@ -203,8 +204,63 @@ def analyze(run_dirs: Sequence[Path], spark=None, master: str | None = None) -> 
         long_res = part if long_res is None else long_res.unionByName(part)
     out["resources_summary"] = _stats(long_res, m.RESOURCE_KEYS, "value")
 
+    sw = service_windows(ops, ev, info).cache()
+    out["service_windows"] = sw
+    okp = ops.where((F.col("op") == "produce") & (F.col("outcome") == "ok") & F.col("ts_complete_ns").isNotNull())
+    lat = okp.select("run_id", "ts_invoke_ns", "ts_complete_ns").join(
+        F.broadcast(sw.select("run_id", "scenario", "backend", "window", "start_ns", "end_ns")), "run_id") \
+        .where((F.col("ts_invoke_ns") >= F.col("start_ns")) & (F.col("ts_invoke_ns") < F.col("end_ns"))) \
+        .withColumn("latency_ms", (F.col("ts_complete_ns") - F.col("ts_invoke_ns")).cast("double") / F.lit(1e6))
+    out["service_latency"] = _stats(lat, m.SERVICE_LATENCY_KEYS, "latency_ms")
+
     tables = {name: m.normalize(name, _collect(df)) for name, df in out.items()}
-    values = _collect(metrics.select("scenario", "metric", "backend", "config", "value"))
-    for df in (metrics, windows, unavail):
+    values = _collect(run_level.select("scenario", "metric", "backend", "config", "value"))
+    for df in (metrics, windows, unavail, sw):
         df.unpersist()
     return m.Summary(tables=tables, metric_values=values, engine="spark", runs=len(infos), run_dirs=list(run_dirs))
+
+
+def service_windows(ops, ev, info):
+    """Before / during / after per run (definitions in ``model``), with op counts and per_s."""
+    from pyspark.sql import functions as F
+
+    prod = ops.where(F.col("op") == "produce")
+    runs = prod.groupBy("run_id").agg(F.first("scenario").alias("scenario"), F.min("ts_invoke_ns").alias("first_ns"),
+                                      (F.max("ts_invoke_ns") + F.lit(1)).alias("end_ns"))
+    starts = ev.where(F.col("event") == m.FAULT_START).groupBy("run_id", "fid").agg(
+        F.min("ts_ns").alias("start_ns"), F.min("fault_kind").alias("fault_kind"))
+    heals = ev.where(F.col("event") == m.FAULT_END).select("run_id", "fid", F.col("ts_ns").alias("heal_ts")) \
+        .join(starts.select("run_id", "fid", "start_ns"), ["run_id", "fid"]) \
+        .where(F.col("heal_ts") >= F.col("start_ns")).groupBy("run_id", "fid").agg(F.min("heal_ts").alias("heal_ns"))
+    instant = F.col("fault_kind").isin(*m.INSTANT_FAULT_KINDS)
+    f = starts.join(heals, ["run_id", "fid"], "left").withColumn(
+        "fend", F.when(F.col("heal_ns").isNotNull(), F.col("heal_ns")).when(instant, F.col("start_ns")))
+    per_run = f.groupBy("run_id").agg(F.min("start_ns").alias("fault_ns"), F.max("fend").alias("dist_max"),
+                                      F.max(F.col("fend").isNull().cast("int")).alias("open_"))
+    r = runs.join(per_run, "run_id", "left").join(F.broadcast(info), "run_id", "left") \
+        .withColumn("dist_ns", F.when(F.col("open_") == 0, F.col("dist_max")))
+    fault, end, dist = F.col("fault_ns"), F.col("end_ns"), F.col("dist_ns")
+    cols = ["run_id", "scenario", "backend"]
+    w = r.select(*cols, F.lit("before").alias("window"),
+                 (F.col("first_ns") + F.lit(m.WARMUP_MS * 1_000_000)).alias("a"), F.coalesce(fault, end).alias("b")) \
+        .unionByName(r.where(fault.isNotNull()).select(*cols, F.lit("during").alias("window"), fault.alias("a"),
+                                                       F.least(F.coalesce(dist, end), end).alias("b"))) \
+        .unionByName(r.where(dist.isNotNull()).select(*cols, F.lit("after").alias("window"),
+                                                      F.greatest(dist, fault).alias("a"), end.alias("b"))) \
+        .where(F.col("a") < F.col("b"))
+    j = prod.select("run_id", "outcome", "ts_invoke_ns", "ts_complete_ns").join(F.broadcast(w), "run_id")
+    inside = (F.col("ts_invoke_ns") >= F.col("a")) & (F.col("ts_invoke_ns") < F.col("b"))
+    ok = F.col("outcome") == "ok"
+    acked = ok & F.col("ts_complete_ns").isNotNull() & (F.col("ts_complete_ns") >= F.col("a")) \
+        & (F.col("ts_complete_ns") < F.col("b"))
+    counts = j.groupBy("run_id", "window").agg(
+        F.sum(inside.cast("long")).alias("ops"), F.sum((inside & ok).cast("long")).alias("ok"),
+        F.sum(acked.cast("long")).alias("acked"))
+    return w.join(counts, ["run_id", "window"], "left") \
+        .withColumn("ops", F.coalesce(F.col("ops"), F.lit(0)).cast("long")) \
+        .withColumn("ok", F.coalesce(F.col("ok"), F.lit(0)).cast("long")) \
+        .withColumn("failed", F.col("ops") - F.col("ok")) \
+        .withColumn("per_s", F.coalesce(F.col("acked"), F.lit(0)).cast("double")
+                    / ((F.col("b") - F.col("a")).cast("double") / F.lit(1e9))) \
+        .select("run_id", "scenario", "backend", "window", F.col("a").alias("start_ns"), F.col("b").alias("end_ns"),
+                "ops", "ok", "failed", "per_s")

@@ -16,10 +16,11 @@ from harness.checkers.fencing import check_fencing
 from harness.checkers.liveness import check_liveness
 from harness.checkers.metadata import check_metadata_invariants
 from harness.checkers.quorum_logs import check_quorum_logs
+from harness.checkers.service import analyse_service, check_service
 from harness.checkers.timeout import check_timeout_accuracy
 
 __all__ = ["CHECKERS", "CheckReport", "CheckResult", "UNKNOWN", "Valid", "run_checks", "merge_valid",
-           "check_safe", "valid_text", "analyse_durability"]
+           "check_safe", "valid_text", "analyse_durability", "analyse_service"]
 
 CHECKERS: dict[str, Callable[..., CheckResult]] = {
     "durability": check_durability,
@@ -28,6 +29,7 @@ CHECKERS: dict[str, Callable[..., CheckResult]] = {
     "timeout_accuracy": check_timeout_accuracy,
     "fencing": check_fencing,
     "metadata_invariants": check_metadata_invariants,
+    "service": check_service,
     "quorum_logs": check_quorum_logs,
 }
 

@@ -101,3 +101,34 @@ def _write_two_fault_run(root):
 @pytest.fixture(scope="session")
 def write_hand_run():
     return _write_hand_run
+
+
+def _write_service_run(root, *, name="svc", partitions=2, heal=True, restart=True):
+    """A recorded run (record_run) of a hand-built history: steady produces on every partition,
+    a disk fault on broker 1's d1 at 5 s (healed at 9 s, or never), a restart of broker 2 at 7 s
+    (an instantaneous fault), t1-0 failing for 1 s after the fault. Returns (run_dir, history)."""
+    from harness.recorder import record_run
+    from harness.scenario import Scenario, TopicSpec, Workload
+    from tests.harness.builders import H
+    from tests.harness.test_service import FAULT, Ops, base
+
+    h = base(heal_at=9000 if heal else None)
+    if restart:
+        h.harness(7000, "fault_injected", 2, fault_id="f1", kind="process", action="restart", fault_kind="restart",
+                  node_ref="broker:2")
+    Ops(h, 0).run(0, FAULT, 20).run(FAULT, FAULT + 1000, 30, outcome="info").run(FAULT + 1000, 15000, 20)
+    for p in range(1, partitions):
+        Ops(h, p).run(0, 15000, 20 + p)
+    history = h.build()
+    scenario = Scenario(id="X", name=name, checks=("service",),
+                        workload=Workload(topics=(TopicSpec(name="t1", partitions=partitions),)))
+    run_dir = record_run(root, scenario=scenario, history=history, run_id=name, backend="fuse", fidelity="test")
+    return run_dir, history
+
+
+@pytest.fixture(scope="session")
+def service_runs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("service_runs")
+    return {"healed": _write_service_run(root, name="svc-healed"),
+            "open": _write_service_run(root, name="svc-open", heal=False, restart=False),
+            "wide": _write_service_run(root, name="svc-wide", partitions=14, restart=False)}

@@ -50,6 +50,17 @@ def test_gate_verdicts():
     assert strict.loc["detect_ms", "verdict"] == "regression"  # +9 % > 5 %
     missing = compare.compare(before, after, fail_on_missing=True).set_index("metric")
     assert missing.loc["leader_failover_ms", "verdict"] == "regression"
+    rates = compare.compare(_lat([dict(metric="produce_during_per_s", p50=200.0, p99=210.0, max=220.0),
+                                  dict(metric="latency_degradation_ratio", p50=1.2, p99=1.5, max=1.5)]),
+                            _lat([dict(metric="produce_during_per_s", p50=150.0, p99=210.0, max=220.0),
+                                  dict(metric="latency_degradation_ratio", p50=1.2, p99=1.9, max=1.9)])
+                            ).set_index("metric")
+    assert rates.loc["produce_during_per_s", "verdict"] == "regression"      # fewer acks per second
+    assert "p50 200.0 → 150.0/s" in rates.loc["produce_during_per_s", "reason"]
+    assert rates.loc["latency_degradation_ratio", "verdict"] == "regression"  # no ms floor for a ratio
+    faster = compare.compare(_lat([dict(metric="produce_during_per_s", p50=100.0, p99=100.0, max=100.0)]),
+                             _lat([dict(metric="produce_during_per_s", p50=150.0, p99=150.0, max=150.0)]))
+    assert faster["verdict"].tolist() == ["improvement"]
     same = compare.compare(before, before)
     assert set(same["verdict"]) == {"ok"} and not compare.has_regression(same)
     with pytest.raises(ValueError, match="threshold"):
@@ -110,6 +121,7 @@ def test_report_numbers_match_printed_table(before_after, tmp_path, capsys):
     assert "| S2 | detect_ms | fuse |" in md
     plots = sorted(p.name for p in (out / "plots").iterdir())
     assert f"timeline_{run_id}.png" in plots and "cdf_detect_ms.png" in plots
+    assert f"latency_{run_id}.png" in plots and f"throughput_{run_id}.png" in plots
     assert all((out / "plots" / p).stat().st_size > 5000 for p in plots)
     assert page.count("data:image/png;base64,") == len(plots)
     data = report.timeline_data(before_after / "before" / run_id)

@@ -23,12 +23,13 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
-def mixed_runs(grid_runs, tmp_path_factory, write_hand_run):
+def mixed_runs(grid_runs, tmp_path_factory, write_hand_run, service_runs):
     root = tmp_path_factory.mktemp("mixed")
     synth.generate(root / "bg", [ScenarioSpec("S10-flaky", backends=("fuse", "dm"), runs=3, background_events=2000)],
                    seed=5)
     write_hand_run(root)
-    return rs.find_run_dirs([grid_runs[0], root / "bg", root / "hand", root / "soak"])
+    recorded = [d for d, _ in service_runs.values()]   # service rows, instant and never-healed faults
+    return rs.find_run_dirs([grid_runs[0], root / "bg", root / "hand", root / "soak", *recorded])
 
 
 def test_spark_equals_pandas_exactly(spark, mixed_runs):

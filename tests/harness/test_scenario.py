@@ -34,9 +34,9 @@ def test_every_catalog_scenario_round_trips_through_its_run_json_form(scenario):
     assert scenario.checks and scenario.expect.must_show
 
 
-def test_catalog_matrix_has_s1_to_s14_and_bounce_variants():
+def test_catalog_matrix_has_s1_to_s15_and_bounce_variants():
     every = catalog.all_scenarios()
-    assert {s.id for s in every} == {f"S{i}" for i in range(1, 15)}
+    assert {s.id for s in every} == {f"S{i}" for i in range(1, 16)}
     for name in catalog.CONTROLLER_SCENARIOS:   # the quorum scenarios need a quorum
         s = catalog.by_name(name)
         assert s.topology.controllers == 3 and "quorum_logs" in s.checks
@@ -52,6 +52,11 @@ def test_catalog_matrix_has_s1_to_s14_and_bounce_variants():
     assert catalog.by_name("S4").expect.timeout_shutdown is True
     assert catalog.by_name("timeout-not-leader").expect.timeout_shutdown is False
     assert catalog.by_name("last-dir-fails").expect.outcomes == {"leader:t1/0": "halted"}
+    # the default shape: several partitions to lead and follow per broker, several producers
+    assert all("service" in s.checks for s in every)
+    s1 = catalog.by_name("S1")
+    assert s1.workload.topics[0].partitions == 12 and s1.workload.producers == 4
+    assert catalog.by_name("S15").workload.topics[0].partitions >= 300
     with pytest.raises(KeyError, match="choose from"):
         catalog.by_name("nope")
 
@@ -88,7 +93,7 @@ def test_many_problems_reported_at_once_with_paths():
     assert p["workload.acks"].startswith("'2' is not one of all, 1, 0")
     assert p["faults[0].node"].startswith("no broker 9")
     assert "not before the end of the workload" in p["faults[0].at_ms"]
-    assert p["checks[5]"].startswith("'speed' is not one of")
+    assert p[f"checks[{len(d['checks']) - 1}]"].startswith("'speed' is not one of")
     assert p["expect.outcomes.broker:1"].startswith("'dead' is not one of alive, shutdown, halted")
 
 
@@ -98,7 +103,7 @@ def test_many_problems_reported_at_once_with_paths():
     ({"kind": "disk", "at_ms": 1, "node": "controller:3001", "dir": "d1"}, "faults[0].dir", "only its metadata dir"),
     ({"kind": "network", "at_ms": 1, "node": "controller:7", "action": "isolate"}, "faults[0].node", "no controller 7"),
     ({"kind": "disk", "at_ms": 1, "node": "leader:t9/0", "dir": "d1"}, "faults[0].node", "'t9' is not one of t1"),
-    ({"kind": "disk", "at_ms": 1, "node": "leader:t1/5", "dir": "d1"}, "faults[0].node", "partitions 0..2"),
+    ({"kind": "disk", "at_ms": 1, "node": "leader:t1/15", "dir": "d1"}, "faults[0].node", "partitions 0..11"),
     ({"kind": "network", "at_ms": 1, "node": "broker:1", "action": "partition"}, "faults[0].peer", "needs peer"),
     ({"kind": "network", "at_ms": 1, "node": "broker:1", "action": "delay"}, "faults[0].delay_ms", "needs delay_ms"),
     ({"kind": "process", "at_ms": 1, "node": "broker:1", "action": "restart", "duration_ms": 5},

@@ -132,4 +132,5 @@ def test_summary_lines_show_verdicts_and_metrics() -> None:
                                            {"metric": "detect_ms", "value": 30.0, "unit": "ms"}])
     text = "\n".join(summary_lines([o]))
     assert "failover: false — leader stayed" in text
-    assert "detect_ms" in text and "20.0 /       30.0" in text
+    assert "failover" in text and " 0/1" in text and " 1/1" in text      # pass counts per check
+    assert "detect_ms" in text and "2        20.0        29.8        30.0 ms" in text

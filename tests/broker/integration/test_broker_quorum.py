@@ -28,12 +28,12 @@ def quorum_cluster(tmp_path):
     made: list = []
     quorums: list[QuorumCluster] = []
 
-    def make(n_brokers: int = 2):
+    def make(n_brokers: int = 2, broker_extra: dict | None = None):
         q = QuorumCluster(str(tmp_path / "quorum"), 3, extra={"broker.session.timeout.ms": "4000"})
         quorums.append(q)
         q.start()
         brokers = [BrokerProcess(str(tmp_path / f"broker{i}"), i, q.procs[1],
-                                 extra={"controller.quorum.voters": q.voters, **FAST})
+                                 extra={"controller.quorum.voters": q.voters, **FAST, **(broker_extra or {})})
                    for i in range(1, n_brokers + 1)]
         made.extend(brokers)
         for b in brokers:
@@ -166,3 +166,41 @@ def test_a_broker_behind_the_log_start_loads_the_snapshot(tmp_path):
         b.kill()
         for p in q.procs.values():
             p.kill()
+
+
+def test_a_broker_leaves_a_silent_active_controller_after_the_fetch_timeout(quorum_cluster):
+    """The active controller stops answering without closing its connections (SIGSTOP: what a
+    network cut looks like from the broker): the broker's metadata long-poll to it gives up
+    after max wait + ``controller.quorum.fetch.timeout.ms`` and follows the new leader, so a
+    topic created there reaches the broker while the old one is still silent (it used to
+    wait 10 s more before moving on)."""
+    import signal
+    import time
+
+    q, brokers = quorum_cluster(1, {"controller.quorum.fetch.timeout.ms": "1000"})
+    b1 = brokers[0]
+
+    async def body():
+        await until(q, lambda im: unfenced(im, (1,)), 40, "broker unfenced", brokers)
+        old = await q.leader()
+        # the broker's long-poll is parked on the active controller: freeze it there
+        q.procs[old].proc.send_signal(signal.SIGSTOP)
+        stopped = time.monotonic()
+        try:
+            new = await q.leader(30, exclude=(old,))
+            client = await KafkaClient.connect("127.0.0.1", q.port(new))
+            try:
+                resp = await create_topic(client, "t", 0, 0, assignments={0: [1]})
+                assert resp.topics[0].error_code.value == 0, resp
+            finally:
+                await client.close()
+            # fetch timeout 1 s (+ 0.5 s max wait) here; the old bound was max wait + 10 s
+            left = 8.5 - (time.monotonic() - stopped)
+            assert left > 0, "the election took the whole budget"
+            await asyncio.to_thread(wait_until, lambda: any(
+                e["event"] == "leader_change" and e.get("topic") == "t" for e in b1.events()),
+                left, "the broker leading t while the old controller is silent")
+            assert b1.alive()
+        finally:
+            q.procs[old].proc.send_signal(signal.SIGCONT)
+    asyncio.run(asyncio.wait_for(body(), 120))
