@@ -40,9 +40,11 @@ import time
 from pathlib import Path
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path[:0] = [ROOT, os.path.join(ROOT, "tests", "broker", "dataplane")]
+sys.path[:0] = [ROOT, os.path.join(ROOT, "tests")]
 
-from dp_cluster import Cluster, LoopFs, loop_skip_reason, wait_until  # noqa: E402
+from loopdev import LoopFs, skip_reason as loop_skip_reason  # noqa: E402
+
+from testkit.cluster import Cluster, wait_until  # noqa: E402
 from kafka_common.ids import UNASSIGNED  # noqa: E402
 
 TICK = os.sysconf("SC_CLK_TCK")
@@ -90,7 +92,7 @@ class Sampler:
 def _pkg(frame: str) -> str:
     for key, name in (("kio/", "kio (entity encode/decode)"), ("asyncio/", "asyncio (loop, transports, streams)"),
                       ("selectors", "asyncio (loop, transports, streams)"),
-                      ("broker_impl/api/", "broker_impl.api (handlers, purgatory)"),
+                      ("broker_impl/api/", "broker_impl.api (client handlers, purgatory)"),
                       ("broker_impl/storage/", "broker_impl.storage (segments, crc, writes)"),
                       ("broker_impl/replication/", "broker_impl.replication (fetcher, mover)"),
                       ("broker_impl/runtime/", "broker_impl.runtime (view, ISR glue)"),
@@ -225,15 +227,13 @@ def run_eio_bench(args, work: Path) -> dict:
     reason = loop_skip_reason()
     if reason:
         return {"skipped": reason}
-    fs = LoopFs()
+    fs = LoopFs(size_mb=512)
     c = Cluster(work / "eio", n_brokers=1, session_timeout_ms=9000,
                 broker_extra={"log.dir.probe.interval.ms": "1000", "min.insync.replicas": "1"})
     try:
-        fs.setup(512)
+        fs.setup()
+        c.start_with_dir(fs.mnt)
         b = c.brokers[0]
-        b.dir_override = {0: fs.mnt}
-        c.prepare()
-        c.start()
         n = args.eio_partitions * 3
         t0 = time.monotonic()
         c.create_topic("many", {p: [1] for p in range(n)})

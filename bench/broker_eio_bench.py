@@ -43,11 +43,14 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path[:0] = [ROOT, os.path.join(ROOT, "tests"), os.path.join(ROOT, "tests", "broker", "integration")]
+sys.path[:0] = [ROOT, os.path.join(ROOT, "tests")]
 
-from broker_cluster import BrokerProcess, reader_for, unfenced, until, wait_until  # noqa: E402
+from testkit.cluster import reader_for, unfenced, until, wait_until  # noqa: E402
+
+from testkit.processes import BrokerProcess  # noqa: E402
 from broker_impl.runtime.maintenance import HW_CHECKPOINT_INTERVAL_MS  # noqa: E402
-from controller_impl.runtime.sim import ControllerProcess, create_topic  # noqa: E402
+from testkit.controller_client import create_topic  # noqa: E402
+from testkit.processes import ControllerProcess  # noqa: E402
 from kafka_common import ids  # noqa: E402
 from kafka_common.ids import UNASSIGNED  # noqa: E402
 from kafka_runtime.events import read_events  # noqa: E402

@@ -49,8 +49,9 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from controller_impl.log import DIR_NAME  # noqa: E402
 from controller_impl.log.snapshots import SnapshotStore  # noqa: E402
-from controller_impl.runtime.quorum_sim import QuorumCluster, describe_quorum  # noqa: E402
-from controller_impl.runtime.sim import MetadataReader, SimBroker  # noqa: E402
+from controller_impl.runtime.status import describe_quorum  # noqa: E402
+from testkit.quorum import QuorumCluster  # noqa: E402
+from testkit.controller_client import MetadataReader, SimBroker  # noqa: E402
 from kafka_common import ids  # noqa: E402
 from kafka_common.metadata import records as r  # noqa: E402
 from kafka_common.metadata import snapshot as snapshot_format  # noqa: E402

@@ -44,7 +44,7 @@ TOPIC = "bench"
 
 
 def _broker_main(conn, tmp: str, partitions: int) -> None:
-    from tests.dataplane.cluster import Broker
+    from tests.dataplane.inprocess_broker import Broker
 
     async def run() -> None:
         broker = Broker(Path(tmp))

@@ -5,7 +5,7 @@
 
 Each listener runs in its own real process(es) on loopback (a kraft-controller; a
 kraft-controller + one kraft-broker for the broker's client listener), with
-``socket.request.max.bytes=65536``. The frames come from ``kafka_runtime.fuzz`` (every
+``socket.request.max.bytes=65536``. The frames come from ``testkit.fuzz`` (every
 class: random, header, valid, mutate, truncate, length, tags, size, known — issue 11's frame
 among them) drawn with ``random``, thrown by ``--concurrency`` connections at once, each
 probed with an ApiVersions request after the frame. On a SASL listener half the frames come
@@ -32,10 +32,12 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path[:0] = [ROOT, os.path.join(ROOT, "tests", "broker", "dataplane")]
+sys.path[:0] = [ROOT, os.path.join(ROOT, "tests")]
 
-from controller_impl.runtime.sim import ControllerProcess, MetadataReader  # noqa: E402
-from kafka_runtime import fuzz  # noqa: E402
+from testkit.controller_client import MetadataReader  # noqa: E402
+
+from testkit.processes import ControllerProcess  # noqa: E402
+from testkit import fuzz  # noqa: E402
 from kafka_runtime.client import KafkaClient  # noqa: E402
 
 MAX_FRAME = 65536
@@ -57,15 +59,11 @@ class Target:
             self.logs = [self.proc.stderr_path, self.proc.events_path]
         else:
             import pathlib
-            from dp_cluster import Cluster
+            from testkit.cluster import Cluster
             cluster = Cluster(pathlib.Path(base), n_brokers=1, sasl=sasl,
                               broker_extra={"socket.request.max.bytes": str(MAX_FRAME)})
             cluster.prepare()
-            try:
-                cluster.start()
-            except BaseException:
-                cluster.kill()
-                raise
+            cluster.start()
             self.proc = cluster.brokers[0]
             self.port, self.login, self._kill = self.proc.port, ("admin", "ad-pw") if sasl else None, cluster.kill
             self.logs = [self.proc.stderr_path, self.proc.events_path]

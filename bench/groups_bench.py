@@ -42,10 +42,10 @@ import time
 from datetime import timedelta
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path[:0] = [ROOT, os.path.join(ROOT, "tests", "broker", "dataplane"), os.path.join(ROOT, "tests", "broker",
-                                                                                        "integration")]
+sys.path[:0] = [ROOT, os.path.join(ROOT, "tests")]
 
-from dp_cluster import Cluster, LoopFs, loop_skip_reason  # noqa: E402
+from loopdev import LoopFs, skip_reason as loop_skip_reason  # noqa: E402
+from testkit.cluster import Cluster  # noqa: E402
 from broker_impl.groups.state.records import partition_for  # noqa: E402
 from kafka_common import wire  # noqa: E402
 from kafka_common.wire import ErrorCode  # noqa: E402

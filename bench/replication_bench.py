@@ -63,9 +63,11 @@ import time
 from pathlib import Path
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path[:0] = [ROOT, os.path.join(ROOT, "tests", "broker", "dataplane"), os.path.join(ROOT, "bench")]
+sys.path[:0] = [ROOT, os.path.join(ROOT, "tests"), os.path.join(ROOT, "bench")]
 
-from dp_cluster import Cluster, LoopFs, loop_skip_reason, wait_until  # noqa: E402
+from loopdev import LoopFs, skip_reason as loop_skip_reason  # noqa: E402
+
+from testkit.cluster import Cluster, wait_until  # noqa: E402
 from kafka_common.ids import UNASSIGNED  # noqa: E402
 
 TICK = os.sysconf("SC_CLK_TCK")
@@ -481,14 +483,12 @@ def read_back(bootstrap: str, topic: str, partitions: int, timeout_s: float = 60
 
 
 def failover_run(args, work: Path) -> dict:
-    fs = LoopFs()
+    fs = LoopFs(size_mb=256)
     c = Cluster(work, session_timeout_ms=9000, broker_extra=dict(BROKER))
     try:
-        fs.setup(256)
+        fs.setup()
+        c.start_with_dir(fs.mnt)
         b1 = c.brokers[0]
-        b1.dir_override = {0: fs.mnt}
-        c.prepare()
-        c.start()
         n = 9
         c.create_topic("svc", {p: [(p + k) % 3 + 1 for k in range(3)] for p in range(n)})
         im = c.wait_image(lambda im: "svc" in im.topic_ids and all(

@@ -21,13 +21,12 @@ import argparse
 import asyncio
 import collections
 import json
-import os
 import shutil
 import tempfile
 import time
 from typing import Any
 
-from kafka_common import ids, wire
+from kafka_common import ids
 from kafka_common.wire import ErrorCode
 
 
@@ -39,7 +38,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from controller_impl.runtime.sim import ControllerProcess
+    from testkit.processes import ControllerProcess
     workdir = args.workdir or tempfile.mkdtemp(prefix="jbodlab-demo-")
     proc = ControllerProcess(workdir, extra={"broker.session.timeout.ms": "9000"})
     t0 = time.monotonic()
@@ -71,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _scenario(proc, partitions: int) -> dict[str, Any]:
-    from controller_impl.runtime.sim import MetadataReader, SimBroker, create_topic
+    from testkit.controller_client import MetadataReader, SimBroker, create_topic
     from kafka_runtime.client import KafkaClient
     rng = __import__("random").SystemRandom()
     failures: list[str] = []

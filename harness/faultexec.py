@@ -16,9 +16,11 @@ from typing import Any
 
 from harness.faults.schedule import (ACTIVE_CONTROLLER, DiskFault, MoveReplica, NetworkFault, ProcessFault, RefBindings, ReplaceDisk,
                                      fault_seed)
-from harness.history import LedgerWriter, fault_healed_event, fault_injected_event
+from harness.history import fault_healed_event, fault_injected_event
+from harness.ledger import LedgerWriter
 from harness.services import BROKER_PORT, META_DIR, Services
 from kafka_common import ids
+from kafka_common.wire import ApiKey
 
 Say = Callable[[str], None]
 __all__ = ["FaultExecutor", "ActiveFault", "dir_id_on_host"]
@@ -267,9 +269,9 @@ async def alter_replica_log_dir(host: str, port: int, path: str, topic: str, par
     from kafka_runtime.client import KafkaClient
     client = await KafkaClient.connect(host, port, client_id="jbodlab-harness")
     try:
-        version = client.pick_version(34, 1, 2)
-        mod = wire.request_module(34, version)
-        req = wire.make(wire.request_class(34, version), dirs=(
+        version = client.pick_version(ApiKey.ALTER_REPLICA_LOG_DIRS, 1, 2)
+        mod = wire.request_module(ApiKey.ALTER_REPLICA_LOG_DIRS, version)
+        req = wire.make(wire.request_class(ApiKey.ALTER_REPLICA_LOG_DIRS, version), dirs=(
             wire.make(mod.AlterReplicaLogDir, path=path, topics=(
                 wire.make(mod.AlterReplicaLogDirTopic, name=topic, partitions=(partition,)),)),))
         resp = await client.request(req)

@@ -89,9 +89,6 @@ class Fields:
     def here(self, name: str | int) -> str:
         return join(self.path, name)
 
-    def has(self, name: str) -> bool:
-        return name in self.data
-
     def raw(self, name: str, default: Any = REQUIRED) -> Any:
         self.seen.add(name)
         if name in self.data:

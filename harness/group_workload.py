@@ -26,7 +26,8 @@ from collections.abc import Callable
 from typing import Any
 
 from harness.checkers.group_consumption import GROUP_PROCESS_PREFIX
-from harness.history import Event, LedgerWriter
+from harness.history import Event
+from harness.ledger import LedgerWriter
 from harness.workload import value_id_of
 
 __all__ = ["GroupConsumerWorkload", "GROUP_PROCESS_PREFIX"]

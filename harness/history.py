@@ -14,22 +14,21 @@ clock) and numbered by ``index``:
   ``offset`` = end of ``topic``/``partition``).
 - :class:`Event` with ``source="node"`` — a line of a node's event log (interfaces.md).
 
-The runner writes client ops and harness actions to one JSON-lines *ledger*
-(:class:`LedgerWriter`); :func:`load_history` merges the ledger with every node's
-``events.file``. Malformed lines never abort a load: they are kept in ``History.problems``
-("file:line: problem") and the rest is read.
+Values and parsing only (the checkers read them): :mod:`harness.ledger` writes the runner's
+JSON-lines *ledger* and merges it with every node's ``events.file``. Malformed lines never
+abort a parse: they are kept in ``History.problems`` ("file:line: problem") and the rest is
+read.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field, replace
-from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping, Sequence, TextIO, Union
+from typing import Any, Iterable, Iterator, Mapping, Sequence, Union
 
 __all__ = [
     "OP_TYPES", "OP_FS", "HARNESS_ACTIONS", "ClientOp", "Event", "Entry", "OpPair", "History",
-    "parse_node_events", "parse_ledger", "load_history", "LedgerWriter", "entry_to_json",
+    "parse_node_events", "parse_ledger", "entry_to_json",
     "fault_injected_event", "fault_healed_event",
 ]
 
@@ -227,28 +226,6 @@ def parse_ledger(lines: Iterable[str], where: str = "ledger") -> tuple[list[Entr
     return entries, problems
 
 
-def load_history(ledger: str | Path | None, node_event_files: Iterable[str | Path]) -> History:
-    """Merge the runner's ledger and every node's event log into one :class:`History`.
-    A missing node file is a problem (a node that never started), not an error."""
-    entries: list[Entry] = []
-    problems: list[str] = []
-    if ledger is not None:
-        with open(ledger, encoding="utf-8", errors="replace") as fh:
-            got, bad = parse_ledger(fh, str(ledger))
-        entries += got
-        problems += bad
-    for path in node_event_files:
-        try:
-            with open(path, encoding="utf-8", errors="replace") as fh:
-                got, bad = parse_node_events(fh, str(path))
-        except FileNotFoundError:
-            problems.append(f"{path}: no such event file")
-            continue
-        entries += got
-        problems += bad
-    return History.of(entries, problems)
-
-
 def entry_to_json(entry: Entry) -> dict[str, Any]:
     """The ledger / node-log JSON object of an entry (inverse of the parsers)."""
     if isinstance(entry, ClientOp):
@@ -299,44 +276,3 @@ def fault_healed_event(fault: Any, fault_index: int, *, ts_ns: int, node_id: int
     from harness.faults.schedule import fault_label
     return Event(ts_ns=ts_ns, source="harness", event="fault_healed", node_id=node_id,
                  attrs={"fault_id": f"f{fault_index}", "kind": fault.kind, "fault_kind": fault_label(fault)})
-
-
-class LedgerWriter:
-    """Appends ledger lines for the runner: one JSON object per line, flushed per line."""
-
-    def __init__(self, path: str | Path) -> None:
-        self.path = Path(path)
-        self._fh: TextIO = open(self.path, "a", encoding="utf-8", buffering=1)
-
-    def write(self, entry: Entry) -> None:
-        self._fh.write(json.dumps(entry_to_json(entry), sort_keys=True, default=str) + "\n")
-        self._fh.flush()
-
-    def op(self, ts_ns: int, type: str, f: str, process: str, **fields: Any) -> ClientOp:
-        """Record a client op (``topic``, ``partition``, ``value_id``, ``offset``, ``error``)."""
-        if type not in OP_TYPES or f not in OP_FS:
-            raise ValueError(f"client op type={type!r} f={f!r}: type must be one of {OP_TYPES}, f one of {OP_FS}")
-        op = ClientOp(ts_ns=ts_ns, type=type, f=f, process=process, **fields)
-        self.write(op)
-        return op
-
-    def action(self, ts_ns: int, event: str, node_id: int | None = None, **attrs: Any) -> Event:
-        """Record a harness action (``node_started``, ``node_exited``, ``node_status``, …)."""
-        e = Event(ts_ns=ts_ns, source="harness", event=event, node_id=node_id, attrs=attrs)
-        self.write(e)
-        return e
-
-    def drained(self, ts_ns: int, topic: str, partition: int, offset: int) -> Event:
-        e = Event(ts_ns=ts_ns, source="client", event="drained",
-                  attrs={"topic": topic, "partition": partition, "offset": offset})
-        self.write(e)
-        return e
-
-    def close(self) -> None:
-        self._fh.close()
-
-    def __enter__(self) -> "LedgerWriter":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()

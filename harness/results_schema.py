@@ -1,7 +1,7 @@
 """The results tables of a lab run: schemas, layout, a writer and a reader.
 
 Writers (the recorder) and readers (``harness.analysis``) both import this module; it is the
-contract of ``/work/shared/spec/interfaces.md`` "Results". Keep it stable: add nullable
+results contract (the tables, their columns and the layout below). Keep it stable: add nullable
 columns at the end of a schema, never rename or retype one (bump ``SCHEMA_VERSION`` then).
 
 Layout of one run::

@@ -62,34 +62,15 @@ def resolve_scenarios(names: list[str], *, overrides: list[str], seed: int | Non
                       all_scenarios: bool = False):
     """Scenario values for every name × run (``all_scenarios``: every catalog variant, then
     the names); raises ScenarioError naming the field/problem."""
-    from harness.scenario import Scenario, apply_override, load_scenario
+    from scenarios.resolve import resolve_runs
     if all_scenarios:
         from scenarios.catalog import all_scenarios as catalog
-        names = [s.variant for s in catalog()] + [n for n in names if n not in {s.variant for s in catalog()}]
+        variants = [s.variant for s in catalog()]
+        names = variants + [n for n in names if n not in set(variants)]
     if not names:
         raise ScenarioError([("SCENARIO", "name at least one scenario, or --all")])
-    if runs < 1:
-        raise ScenarioError([("--runs", f"{runs} must be at least 1")])
-    if seed is not None and seed < 0:
-        raise ScenarioError([("--seed", f"{seed} must be >= 0")])
-    out = []
-    for name in names:
-        if Path(name).suffix.lower() in (".json", ".toml"):
-            base = load_scenario(name)
-        else:
-            from scenarios.catalog import by_name
-            try:
-                base = by_name(name, bounce=bounce)
-            except KeyError as exc:
-                raise ScenarioError([("SCENARIO", str(exc.args[0]))]) from None
-        data = base.to_dict()
-        for assignment in overrides:
-            apply_override(data, assignment)
-        first = data["seed"] if seed is None else seed
-        for i in range(runs):
-            data["seed"] = first + i
-            out.append(Scenario.from_dict(data))
-    return out
+    return [s for name in names
+            for s in resolve_runs(name, overrides=overrides, seed=seed, bounce=bounce, runs=runs)]
 
 
 def results_root(args: argparse.Namespace, runs: int, now_ns: int | None = None) -> Path:

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.faults.schedule import end_ms
-from harness.history import load_history
+from harness.ledger import load_history
 from harness.scenario import Scenario
 from harness.services import ServiceError, Services, lab_topology
 from harness.group_workload import GroupConsumerWorkload
@@ -75,7 +75,7 @@ def fidelity_label(backend: str) -> str:
 
 
 async def _create_topic(host: str, port: int, name: str, partitions: int, rf: int) -> str:
-    from controller_impl.runtime.sim import create_topic
+    from testkit.controller_client import create_topic
     from kafka_runtime.client import KafkaClient
     client = await KafkaClient.connect(host, port, client_id="jbodlab-harness")
     try:
@@ -199,6 +199,7 @@ def run_scenario(scenario: Scenario, opts: RunOptions = RunOptions()) -> RunOutc
                 _run_in_lab(scenario, svc, ledger, sampler, outcome, client, say)
             finally:
                 svc.collect_logs()
+                svc.close()
     except KeyboardInterrupt:
         outcome.error = "interrupted (Ctrl-C)"
         say("  interrupted: lab torn down")
@@ -292,7 +293,7 @@ def _run_in_lab(scenario: Scenario, svc: Services, ledger, sampler, outcome: Run
                     say(f"  {_clock(t0)} {msg}")
             if time.monotonic() >= next_poll:
                 next_poll = time.monotonic() + 0.25
-                for n in svc.poll_exits():
+                for n in svc.record_unexpected_exits():
                     say(f"  {_clock(t0)} {svc.nodes[n].name} exited on its own (code {svc.exit_code(n)})")
             if time.monotonic() >= next_sample:
                 sampler.sample()
@@ -314,10 +315,10 @@ def _run_in_lab(scenario: Scenario, svc: Services, ledger, sampler, outcome: Run
         workload.errors.extend(group.errors)
     outcome.workload_counts = dict(workload.counts)
     say(f"  workload done: {workload.counts}" + (f"; errors {workload.errors}" if workload.errors else ""))
-    svc.poll_exits()
+    svc.record_unexpected_exits()
     settle_s = max(1.0, scenario.configs.session_timeout_ms / 1000)
     time.sleep(settle_s)     # let the controller fence what died, so the history sees it
-    svc.poll_exits()
+    svc.record_unexpected_exits()
     partitions = {t.name: t.partitions for t in w.topics}
     if not serving and not client_listeners(svc):
         say("  drain skipped: no broker accepts client connections")

@@ -6,32 +6,31 @@ client, acks=all, unique values), the fault schedule (:mod:`harness.faults.sched
 checks to run with the expected outcome, the seed and the bounce flag.
 
 Round trip: ``Scenario.from_dict(s.to_dict()) == s``. ``to_dict()`` is the ``scenario`` object
-of ``run.json``. Files: :func:`load_scenario` reads JSON or TOML (by suffix). CLI:
-:func:`add_scenario_arguments` + :func:`scenario_from_args` (``--scenario NAME|FILE``,
-``--set workload.rate_per_s=500``, ``--seed``, ``--bounce``). Every problem raises
+of ``run.json``. Files: :func:`load_scenario` reads JSON or TOML (by suffix);
+:func:`apply_override` applies one ``PATH=VALUE`` (catalog names and files are resolved by
+:mod:`scenarios.resolve`, above this module and the catalog). Every problem raises
 :class:`~harness.fields.ScenarioError` naming the field path, e.g.
 ``faults[1].mode: 'eror' is not one of error, error-reads, … (did you mean 'error'?)``.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import tomllib
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
 from harness.faults.schedule import (
-    Fault, ProcessFault, TargetCheck, fault_from_dict, fault_to_dict, parse_node_ref,
+    Fault, ProcessFault, TargetCheck, fault_from_dict, fault_to_dict,
 )
 from harness.fields import Fields, Problems, ScenarioError, join, one_of
 
 __all__ = [
     "CHECK_NAMES", "OPTIONAL_CHECK_NAMES", "CLIENTS", "OUTCOMES", "Topology", "ServerConfigs", "TopicSpec", "Workload",
     "Expect", "Scenario", "ScenarioError", "load_scenario", "parse_scenario_text",
-    "add_scenario_arguments", "scenario_from_args", "apply_override",
+    "apply_override",
 ]
 
 CHECK_NAMES = ("durability", "failover", "liveness", "timeout_accuracy", "fencing", "metadata_invariants",
@@ -236,9 +235,6 @@ class Scenario:
         assert value is not None
         return value
 
-    def with_seed(self, seed: int) -> "Scenario":
-        return replace(self, seed=seed)
-
 
 def _plain(value: Any) -> dict[str, Any]:
     return {name: getattr(value, name) for name in value.__dataclass_fields__}
@@ -405,6 +401,7 @@ def _scenario(data: Any, problems: Problems) -> Scenario | None:
 
 # ---------------------------------------------------------------- files and CLI
 
+
 def parse_scenario_text(text: str, fmt: str) -> Scenario:
     """Parse JSON (``fmt="json"``) or TOML (``"toml"``) text; syntax errors name the line."""
     try:
@@ -475,29 +472,3 @@ def apply_override(data: dict[str, Any], assignment: str) -> None:
             else:
                 node = node.setdefault(part, [] if isinstance(parts[i + 1], int) else {})
         walked = here
-
-
-def add_scenario_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--scenario", required=True, metavar="NAME|FILE",
-                        help="a catalog name (e.g. leader-dir-fails, leader-dir-fails-bounce) or a .json/.toml file")
-    parser.add_argument("--set", action="append", default=[], metavar="PATH=VALUE", dest="overrides",
-                        help="override one field, e.g. workload.rate_per_s=500 or faults[0].mode=delay")
-    parser.add_argument("--seed", type=int, default=None, help="the seed (default: the scenario's)")
-    parser.add_argument("--bounce", action="store_true", default=None,
-                        help="the bounce variant of a catalog scenario")
-
-
-def scenario_from_args(args: argparse.Namespace) -> Scenario:
-    """The scenario named by parsed CLI arguments, overrides applied, then validated."""
-    ref = args.scenario
-    if Path(ref).suffix.lower() in (".json", ".toml"):
-        base = load_scenario(ref)
-    else:
-        from scenarios.catalog import by_name
-        base = by_name(ref, bounce=bool(args.bounce))
-    data = base.to_dict()
-    for assignment in args.overrides or []:
-        apply_override(data, assignment)
-    if args.seed is not None:
-        data["seed"] = args.seed
-    return Scenario.from_dict(data)

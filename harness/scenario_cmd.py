@@ -3,8 +3,6 @@
     jbodlab scenario list
     jbodlab scenario show --scenario leader-dir-fails --bounce --set workload.rate_per_s=500
     jbodlab scenario validate my.toml other.json
-
-(Register in ``harness.cli.COMMANDS`` as ``"scenario": ("harness.scenario_cmd", …)``.)
 """
 
 from __future__ import annotations
@@ -13,7 +11,23 @@ import argparse
 import sys
 
 from harness.fields import ScenarioError
-from harness.scenario import add_scenario_arguments, load_scenario, scenario_from_args
+from harness.scenario import Scenario, load_scenario
+from scenarios.resolve import resolve
+
+
+def add_scenario_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--scenario", required=True, metavar="NAME|FILE",
+                        help="a catalog name (e.g. leader-dir-fails, leader-dir-fails-bounce) or a .json/.toml file")
+    parser.add_argument("--set", action="append", default=[], metavar="PATH=VALUE", dest="overrides",
+                        help="override one field, e.g. workload.rate_per_s=500 or faults[0].mode=delay")
+    parser.add_argument("--seed", type=int, default=None, help="the seed (default: the scenario's)")
+    parser.add_argument("--bounce", action="store_true", default=None,
+                        help="the bounce variant of a catalog scenario")
+
+
+def scenario_from_args(args: argparse.Namespace) -> Scenario:
+    """The scenario named by parsed CLI arguments, overrides applied, then validated."""
+    return resolve(args.scenario, overrides=args.overrides or [], seed=args.seed, bounce=bool(args.bounce))
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -34,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
     if args.action == "show":
         try:
             print(scenario_from_args(args).to_json())
-        except (ScenarioError, KeyError) as exc:
+        except ScenarioError as exc:
             print(f"jbodlab scenario: {exc}", file=sys.stderr)
             return 1
         return 0

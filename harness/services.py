@@ -16,24 +16,24 @@ A :class:`Services` owns the nodes of one run inside an :class:`infra.lab.Lab`:
 - ``collect_logs()``: each container's stdout/stderr into its run dir (always, also on failure).
 
 Every start/stop the harness causes is written to the ledger (``node_started``,
-``node_exited`` with ``expected: true``); exits nobody asked for are found by
-:meth:`Services.poll_exits` (``expected: false``) — the liveness check reads both.
+``node_exited`` with ``expected: true``); exits nobody asked for come from the daemon's
+event stream (:class:`infra.docker.ExitWatch`) and are recorded by
+:meth:`Services.record_unexpected_exits` (``expected: false``) — the liveness check reads
+both. ``close()`` ends the stream.
 """
 
 from __future__ import annotations
 
 import asyncio
 import random
-import shlex
 import socket
-import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from harness.history import LedgerWriter
+from harness.ledger import LedgerWriter
 from harness.scenario import Scenario
 from kafka_common import ids
 
@@ -145,7 +145,8 @@ class Services:
         self.configs: dict[int, dict[str, str]] = {}
         self._expected_down: set[int] = set()   # nodes the harness stopped/killed on purpose
         self._seen_exit: set[int] = set()
-        self._started: set[int] = set()
+        self._started_ns: dict[int, int] = {}  # node -> when the harness last started it
+        self._exits = None  # infra.docker.ExitWatch, opened by the first start()
 
     # ---- paths ----------------------------------------------------------------------
     def run_dir(self, node_id: int) -> Path:
@@ -165,12 +166,6 @@ class Services:
 
     def controllers(self) -> list[int]:
         return [n for n, d in self.nodes.items() if d.role == "controller"]
-
-    def node_id_of(self, name: str) -> int:
-        for n, d in self.nodes.items():
-            if d.name == name or str(n) == name:
-                return n
-        raise ServiceError(f"no node {name!r} (nodes: {', '.join(d.name for d in self.nodes.values())})")
 
     # ---- configs --------------------------------------------------------------------
     def prepare(self) -> None:
@@ -200,8 +195,7 @@ class Services:
                        network=None, network_aliases=())
         self.lab.docker.run(spec)
         try:
-            proc = subprocess.run(["docker", "wait", spec.name], capture_output=True, text=True, timeout=timeout_s)
-            code = int(proc.stdout.strip() or "1")
+            code = self.lab.docker.wait(spec.name, timeout_s)
             out = self.lab.docker.logs(spec.name)
         finally:
             self.lab.docker.remove(spec.name)
@@ -213,6 +207,8 @@ class Services:
     def start(self, node_id: int) -> None:
         """Start (or start again) the node's container: ducktape's start = clean + start."""
         name = self.container(node_id)
+        if self._exits is None:
+            self._exits = self.lab.docker.watch_exits(self.lab.lab_id)
         state = self.lab.docker.state(name)
         if state in ("exited", "created"):
             self.lab.docker.start(name)
@@ -220,7 +216,7 @@ class Services:
             self.lab.docker.run(self._spec(node_id, ("sh", f"{CONTAINER_RUN}/start.sh")))
         elif state == "paused":
             self.lab.docker.unpause(name)
-        self._started.add(node_id)
+        self._started_ns[node_id] = time.time_ns()
         self._expected_down.discard(node_id)
         self._seen_exit.discard(node_id)
         self._action("node_started", node_id)
@@ -261,35 +257,41 @@ class Services:
         return self.lab.docker.state(self.container(node_id))
 
     def exit_code(self, node_id: int) -> int | None:
-        proc = subprocess.run(["docker", "inspect", "-f", "{{.State.ExitCode}}", self.container(node_id)],
-                              capture_output=True, text=True, timeout=30)
-        return int(proc.stdout.strip()) if proc.returncode == 0 and proc.stdout.strip() else None
+        return self.lab.docker.exit_code(self.container(node_id))
 
     def alive(self, node_id: int) -> bool:
         return self.state(node_id) in ("running", "paused")
 
     def states(self) -> dict[int, str]:
-        """Every node's container state from ONE ``docker ps`` (cheap enough to poll)."""
-        proc = subprocess.run(["docker", "ps", "-a", "--filter", f"label=jbodlab.lab={self.lab.lab_id}",
-                               "--format", "{{.Names}}\t{{.State}}"], capture_output=True, text=True, timeout=30)
-        by_name = dict(line.split("\t", 1) for line in proc.stdout.splitlines() if "\t" in line)
+        """Every node's container state from one list call."""
+        by_name = self.lab.docker.states(self.lab.lab_id)
         return {n: by_name.get(self.container(n), "missing") for n in self.nodes}
 
-    def poll_exits(self) -> list[int]:
-        """Nodes that exited without the harness asking: recorded once as ``node_exited``
-        with ``expected: false``; returns their ids."""
+    def record_unexpected_exits(self) -> list[int]:
+        """Nodes whose container stopped without the harness asking, as the daemon's event
+        stream reported since the last call: recorded once as ``node_exited`` with
+        ``expected: false`` and the exit code of the event; returns their ids."""
         found = []
-        watch = [n for n in self._started if n not in self._expected_down and n not in self._seen_exit]
-        states = self.states() if watch else {}
-        for n in watch:
-            if states.get(n) in ("exited", "dead", "missing"):
-                self._record_exit(n, expected=False)
-                found.append(n)
+        by_name = {self.container(n): n for n in self.nodes}
+        for ev in self._exits.drain() if self._exits is not None else ():
+            n = by_name.get(ev.name)
+            if (n is None or n in self._expected_down or n in self._seen_exit
+                    or ev.time_ns < self._started_ns.get(n, ev.time_ns + 1)):
+                continue  # not a node, stopped on purpose, already seen, or an earlier life's exit
+            self._seen_exit.add(n)
+            self._action("node_exited", n, exit_code=ev.exit_code, expected=False)
+            found.append(n)
         return found
+
+    def close(self) -> None:
+        """End the event stream (after the run; the containers go with the lab)."""
+        if self._exits is not None:
+            self._exits.close()
+            self._exits = None
 
     def final_status(self) -> dict[int, bool]:
         """Record ``node_status`` (alive) for every node; returns it."""
-        self.poll_exits()
+        self.record_unexpected_exits()
         status = {n: self.alive(n) for n in self.nodes}
         for n, alive in status.items():
             self._action("node_status", n, alive=alive, role=self.nodes[n].role)
@@ -325,7 +327,7 @@ class Services:
     def active_controller(self, timeout_s: float = 20.0) -> int:
         """The active controller (the Raft leader), asked with DescribeQuorum (55) of each
         live controller until one answers as the leader."""
-        from controller_impl.runtime.quorum_sim import describe_quorum
+        from controller_impl.runtime.status import describe_quorum
         deadline = time.monotonic() + timeout_s
         last = "no live controller"
         while time.monotonic() < deadline:
@@ -358,7 +360,7 @@ class Services:
         one ``quorum_logs`` action for the ``quorum_logs`` check."""
         from controller_impl.log.metadata_log import DIR_NAME, scan_batches
         from controller_impl.log.snapshots import SnapshotStore
-        from controller_impl.runtime.quorum_sim import describe_quorum
+        from controller_impl.runtime.status import describe_quorum
         logs, snapshot_ends, errors = {}, {}, {}
         committed = None
         try:  # first: the logs only grow (idle NoOps), so everything below it is on the disks read next
@@ -441,13 +443,10 @@ class Services:
             except OSError:
                 pass
 
-    def command_line(self, node_id: int) -> str:
-        return shlex.join(["sh", f"{CONTAINER_RUN}/start.sh"])
-
 
 def read_metadata(host: str, port: int, *, timeout_s: float = 10.0):
     """Fetch ``__cluster_metadata`` from a controller and replay it into a MetadataImage."""
-    from controller_impl.runtime.sim import MetadataReader
+    from testkit.controller_client import MetadataReader
     from kafka_runtime.client import KafkaClient
 
     async def go():

@@ -8,7 +8,7 @@ commands talk to it over ``DIR/session.sock`` (one JSON request line → one JSO
 
 - ``status``     brokers fenced/unfenced (controller metadata via Fetch of __cluster_metadata),
                  each dir online/offline with its directory id, partitions with leader/ISR/dir;
-- ``fail-disk``  a disk fault value (node, dir, mode) injected through infra's DiskFault;
+- ``fail-disk``  a disk fault value (node, dir, mode) injected through infra's DiskFaultHandle;
 - ``partition``  a network partition between two nodes; ``kill`` a node's process;
 - ``heal``       heals every open fault;
 - ``down``       stops the producer, heals, drains, records the session as a run
@@ -24,7 +24,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import socketserver
 import sys
 import threading
@@ -35,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.faults.schedule import DiskFault, NetworkFault, ProcessFault, parse_dir_ref, parse_node_ref
+from infra import jsonline
 
 DEFAULT_DIR = Path(os.environ.get("JBODLAB_SESSION_DIR", "/var/lib/jbodlab/session"))
 SOCKET = "session.sock"
@@ -65,20 +65,11 @@ def request(session_dir: Path, payload: dict[str, Any], timeout_s: float = 120.0
     path = Path(session_dir) / SOCKET
     if not path.exists():
         raise SessionError(f"no chaos session at {session_dir} (start one with `jbodlab up`)")
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-        s.settimeout(timeout_s)
-        try:
-            s.connect(str(path))
-        except OSError as exc:
-            raise SessionError(f"the session server at {path} does not answer ({exc}); "
-                               "`jbodlab cleanup` removes a dead session") from None
-        s.sendall((json.dumps(payload) + "\n").encode())
-        data = b""
-        while not data.endswith(b"\n"):
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            data += chunk
+    try:
+        data = jsonline.exchange(path, payload, timeout_s)
+    except OSError as exc:
+        raise SessionError(f"the session server at {path} does not answer ({exc}); "
+                           "`jbodlab cleanup` removes a dead session") from None
     if not data:
         raise SessionError("the session server closed the connection without an answer")
     return json.loads(data)
@@ -162,7 +153,7 @@ class _Session:
     def handle(self, req: dict[str, Any]) -> dict[str, Any]:
         cmd = req.get("cmd")
         with self.lock:
-            self.svc.poll_exits()
+            self.svc.record_unexpected_exits()
             if cmd == "status":
                 return {"ok": True, "status": self.status()}
             if cmd == "fail-disk":
@@ -242,7 +233,7 @@ class _Session:
 
     def down(self) -> dict[str, Any]:
         from harness.checkers import run_checks, valid_text
-        from harness.history import load_history
+        from harness.ledger import load_history
         from harness.metrics import compute_metrics
         from harness.recorder import record_run
         from harness.workload import drain
@@ -259,6 +250,7 @@ class _Session:
                 print(f"drain failed: {exc}")
             self.svc.final_status()
             self.svc.collect_logs()
+            self.svc.close()
         finally:
             self.ledger.close()
             self.lab.destroy()
@@ -318,7 +310,7 @@ def serve(session_dir: Path, scenario, backend: str, results_root: str) -> int:
     print(f"session {sess.run_id} ready", flush=True)
     while not sess.done.wait(1.0):
         with sess.lock:
-            sess.svc.poll_exits()
+            sess.svc.record_unexpected_exits()
     time.sleep(0.5)   # let the last answer go out
     server.shutdown()
     sock_path.unlink(missing_ok=True)

@@ -19,7 +19,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -58,7 +57,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def _up(args: argparse.Namespace) -> int:
-    from harness.scenario import Expect, load_scenario
+    from harness.scenario import Expect
     from harness.fields import ScenarioError
     session_dir = Path(args.session_dir)
     if (session_dir / "session.sock").exists():
@@ -69,15 +68,11 @@ def _up(args: argparse.Namespace) -> int:
             return 1
         except SessionError:
             (session_dir / "session.sock").unlink(missing_ok=True)
+    from scenarios.resolve import resolve
     try:
-        if Path(args.scenario).suffix.lower() in (".json", ".toml"):
-            base = load_scenario(args.scenario)
-        else:
-            from scenarios.catalog import by_name
-            base = by_name(args.scenario)
-    except (ScenarioError, KeyError) as exc:
-        problems = exc.problems if isinstance(exc, ScenarioError) else [("--scenario", exc.args[0])]
-        for path, msg in problems:
+        base = resolve(args.scenario)
+    except ScenarioError as exc:
+        for path, msg in exc.problems:
             print(f"jbodlab up: {path}: {msg}", file=sys.stderr)
         return 2
     scenario = replace(base, faults=(), bounce=False, expect=Expect(must_show="chaos session (faults by hand)"))

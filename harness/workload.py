@@ -23,9 +23,8 @@ import random
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
 
-from harness.history import LedgerWriter
+from harness.ledger import LedgerWriter
 from harness.scenario import Workload
 
 __all__ = ["SafeLedger", "ProducerWorkload", "drain", "value_of", "value_id_of", "SUPPORTED_CLIENTS"]

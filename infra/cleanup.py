@@ -15,7 +15,6 @@ mount → stop the daemon → unmount the lab dir → delete the lab dir.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import signal
@@ -24,10 +23,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from infra import _cmd, dm, loopdev
+from infra import _cmd, dm, lab_record, loopdev
+from infra.docker import Docker
+from infra.errors import ContainerError
 from infra.fuse_daemon import FuseDaemon, pid_alive
 from infra.mounts import mounts_under
-from infra.naming import LAB_LABEL, LABS_ROOT, PREFIX
+from infra.naming import LABS_ROOT, PREFIX
 
 Say = Callable[[str], None]
 CREATE_GRACE_S = 60.0
@@ -65,21 +66,6 @@ def _lab_of_path(path: str) -> str | None:
     return path[len(pre):].split("/", 1)[0] or None
 
 
-def _labelled(kind: str) -> list[tuple[str, str]]:
-    argv = ["docker", kind, "ls", "--filter", f"label={LAB_LABEL}", "--format",
-            f'{{{{.Names}}}} {{{{.Label "{LAB_LABEL}"}}}}' if kind == "container" else
-            f'{{{{.Name}}}} {{{{.Label "{LAB_LABEL}"}}}}']
-    if kind == "container":
-        argv.insert(3, "-a")
-    proc = _cmd.run(argv, check=False, timeout_s=60)
-    out = []
-    for line in proc.stdout.splitlines():
-        parts = line.split()
-        if len(parts) == 2:
-            out.append((parts[0], parts[1]))
-    return out
-
-
 def fusefs_daemons() -> list[tuple[int, str]]:
     """(pid, lab id) of every running infra.fusefs daemon serving a lab dir."""
     found = []
@@ -102,17 +88,7 @@ def fusefs_daemons() -> list[tuple[int, str]]:
 
 def _recorded_loops() -> dict[str, tuple[str, str]]:
     """loop device -> (lab id, image file name), from every lab.json."""
-    out: dict[str, tuple[str, str]] = {}
-    if not LABS_ROOT.is_dir():
-        return out
-    for meta_path in LABS_ROOT.glob("*/lab.json"):
-        try:
-            meta = json.loads(meta_path.read_text())
-            for d in meta.get("disks", []):
-                out[d["loop_dev"]] = (meta_path.parent.name, Path(d["image"]).name)
-        except (OSError, ValueError, KeyError, TypeError):
-            continue
-    return out
+    return lab_record.recorded_loops(LABS_ROOT)
 
 
 def survey() -> dict[str, LabLeftovers]:
@@ -121,11 +97,9 @@ def survey() -> dict[str, LabLeftovers]:
 
     def get(lab_id: str) -> LabLeftovers:
         if lab_id not in labs:
-            meta_path = LABS_ROOT / lab_id / "lab.json"
             live = False
             try:
-                from infra.lab import owner_alive
-                live = owner_alive(json.loads(meta_path.read_text()))
+                live = lab_record.owner_alive(lab_record.read(LABS_ROOT / lab_id))
             except (OSError, ValueError):
                 # no readable lab.json: a lab being created right now (grace period) or a wreck
                 try:
@@ -139,9 +113,10 @@ def survey() -> dict[str, LabLeftovers]:
         for d in LABS_ROOT.iterdir():
             if d.is_dir():
                 get(d.name).has_dir = True
-    for name, lab in _labelled("container"):
+    containers, networks = Docker().labelled()
+    for name, lab in containers:
         get(lab).containers.append(name)
-    for name, lab in _labelled("network"):
+    for name, lab in networks:
         get(lab).networks.append(name)
     for name in dm.list_devices(PREFIX + "-"):
         get(name.split("-")[1]).dm_devices.append(name)
@@ -188,10 +163,14 @@ def remove_lab(lab_id: str, say: Say = lambda _m: None) -> LabLeftovers:
     daemon = FuseDaemon(root)
     if daemon.abort():
         say(f"lab {lab_id}: aborted FUSE connection of {daemon.mountpoint}")
+    docker = Docker()
     for name in found.containers:
-        _cmd.run(["docker", "rm", "-f", "-v", name], check=False, timeout_s=120)
+        try:
+            docker.remove(name)
+        except ContainerError as exc:
+            say(f"lab {lab_id}: {exc}")
     for name in found.networks:
-        _cmd.run(["docker", "network", "rm", name], check=False)
+        docker.remove_network(name)
     _umount_all(root / "nodes", say)
     for name in found.dm_devices:
         try:

@@ -5,7 +5,7 @@ The last ``PROBE_BYTES`` of every device lie outside the filesystem: the fault p
 writes a sentinel block there with O_DIRECT without touching the filesystem.
 
 Backends (``FuseBackend``, ``DmBackend``, ``PlainBackend``) attach/detach the block device and
-switch its ``FaultMode``; ``infra.faults.DiskFault`` is the one interface on top.
+switch its ``FaultMode``; ``infra.faults.DiskFaultHandle`` is the one interface on top.
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
-"""Disk faults behind ONE interface: ``DiskFault`` (a frozen value) with ``inject()``, ``heal()``,
-``describe()``.
+"""Disk faults behind ONE interface: ``DiskFaultHandle`` — one fault on one lab disk, with
+``inject()``, ``heal()``, ``describe()`` (the scenario's fault *value* is
+``harness.faults.schedule.DiskFault``; this is what acts on the disk).
 
 Kinds: ``error`` (all I/O → EIO), ``error-reads``, ``error-writes``, ``flaky`` (p, seed),
 ``delay`` (ms), ``enospc`` (fill the filesystem), ``remove`` (the device disappears: every
@@ -64,7 +65,7 @@ class FaultRecord:
 
 
 @dataclass(frozen=True, slots=True)
-class DiskFault:
+class DiskFaultHandle:
     disk: Disk
     kind: str
     backend: DiskBackend = field(compare=False, repr=False)

@@ -12,13 +12,12 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from infra import _cmd, host
+from infra import _cmd, host, jsonline
 from infra.errors import DeviceError
 from infra.faultmodes import FaultMode
 from infra.mounts import mount_at
@@ -154,19 +153,10 @@ class FuseDaemon:
 
     # ---- control ----------------------------------------------------------------------
     def request(self, req: dict, timeout_s: float = 5.0) -> dict:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-            sock.settimeout(timeout_s)
-            try:
-                sock.connect(str(self.socket_path))
-                sock.sendall((json.dumps(req) + "\n").encode())
-                buf = b""
-                while not buf.endswith(b"\n"):
-                    chunk = sock.recv(65536)
-                    if not chunk:
-                        break
-                    buf += chunk
-            except OSError as exc:
-                raise DeviceError(f"FUSE daemon control {self.socket_path}: {exc}") from exc
+        try:
+            buf = jsonline.exchange(self.socket_path, req, timeout_s)
+        except OSError as exc:
+            raise DeviceError(f"FUSE daemon control {self.socket_path}: {exc}") from exc
         if not buf:
             raise DeviceError(f"FUSE daemon control {self.socket_path}: no reply to {req.get('op')}")
         return json.loads(buf)

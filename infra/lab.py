@@ -27,24 +27,21 @@ shared mount for that. ``lab.json`` records the owner pid (and its start time) s
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
-import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from infra import _cmd, capability, fs, image
+from infra import _cmd, capability, image, lab_record
+from infra.cleanup import remove_lab
 from infra.disks import Disk, DiskBackend, DmBackend, FuseBackend, PlainBackend, create_disk, destroy_disk, repair_disk
 from infra.docker import BindMount, ContainerSpec, Docker
 from infra.errors import InfraError
 from infra.faultmodes import FaultMode
-from infra.faults import DiskFault
+from infra.faults import DiskFaultHandle
 from infra.fuse_daemon import FuseDaemon
-from infra.procfaults import ProcessFault, ResourceSample, sample
+from infra.procfaults import ProcessFaultHandle, ResourceSample, sample
 from infra.netfaults import Isolate, NetTarget, Netem, Partition
-from infra.naming import (LAB_LABEL, ROLE_LABEL, check_name, container_name, lab_dir, network_name,
+from infra.naming import (ROLE_LABEL, check_name, container_name, lab_dir, network_name,
                           new_lab_id)
 
 CONTAINER_DISKS = "/jbodlab/disks"
@@ -78,21 +75,6 @@ class Topology:
             raise ValueError(f"duplicate node names in topology: {names}")
 
 
-def proc_start_time(pid: int) -> int | None:
-    try:
-        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
-    except (OSError, IndexError, ValueError):
-        return None
-
-
-def owner_alive(meta: dict) -> bool:
-    """A lab is live while its owner process runs; a persistent lab (chaos session) until removed."""
-    if meta.get("persistent"):
-        return True
-    pid = meta.get("owner_pid")
-    return isinstance(pid, int) and proc_start_time(pid) is not None and proc_start_time(pid) == meta.get("owner_start")
-
-
 @dataclass
 class Lab:
     lab_id: str
@@ -120,10 +102,9 @@ class Lab:
         if root.exists():
             raise InfraError(f"lab {lab_id} already exists at {root}")
         root.mkdir(parents=True)
-        meta = {"lab_id": lab_id, "owner_pid": os.getpid(), "owner_start": proc_start_time(os.getpid()),
-                "persistent": persistent, "created_ns": time.time_ns(), "backend": backend_name,
-                "topology": asdict(topology)}
-        (root / "lab.json").write_text(json.dumps(meta, indent=1))
+        meta = lab_record.new_record(lab_id, persistent=persistent, backend=backend_name,
+                                     topology=asdict(topology))
+        lab_record.write(root, meta)
         lab = cls(lab_id, root, topology, PlainBackend(), say=say)
         lab._meta = meta
         try:
@@ -154,13 +135,11 @@ class Lab:
         return lab
 
     def _save(self) -> None:
-        meta = dict(getattr(self, "_meta", None) or json.loads((self.dir / "lab.json").read_text()))
+        meta = dict(self._meta or lab_record.read(self.dir))
         meta["network"] = self.network
         meta["disks"] = [{**asdict(d), "image": str(d.image), "mountpoint": str(d.mountpoint)}
                          for d in self.disks.values()]
-        tmp = self.dir / "lab.json.tmp"
-        tmp.write_text(json.dumps(meta, indent=1))
-        tmp.rename(self.dir / "lab.json")
+        lab_record.write(self.dir, meta)
         self._meta = meta
 
     @classmethod
@@ -168,7 +147,7 @@ class Lab:
         """Attach to an existing lab (e.g. a persistent one made by another process)."""
         root = lab_dir(lab_id)
         try:
-            meta = json.loads((root / "lab.json").read_text())
+            meta = lab_record.read(root)
         except (OSError, ValueError) as exc:
             raise InfraError(f"lab {lab_id}: cannot read {root / 'lab.json'}: {exc}") from exc
         t = meta["topology"]
@@ -252,11 +231,11 @@ class Lab:
     def netem(self, node: str, *, delay_ms: float = 0.0, jitter_ms: float = 0.0, loss_pct: float = 0.0) -> Netem:
         return Netem(self.net_target(node), delay_ms, jitter_ms, loss_pct)
 
-    def disk_fault(self, node: str, dirname: str, kind: str, **params) -> DiskFault:
-        return DiskFault(self.disk(node, dirname), kind, self.backend, **params)
+    def disk_fault(self, node: str, dirname: str, kind: str, **params) -> DiskFaultHandle:
+        return DiskFaultHandle(self.disk(node, dirname), kind, self.backend, **params)
 
-    def process_fault(self, node: str, kind: str, signal: str = "KILL") -> ProcessFault:
-        return ProcessFault(self.docker, self.container_name(node), kind, signal)
+    def process_fault(self, node: str, kind: str, signal: str = "KILL") -> ProcessFaultHandle:
+        return ProcessFaultHandle(self.docker, self.container_name(node), kind, signal)
 
     def sample(self, node: str) -> ResourceSample:
         return sample(self.docker, self.container_name(node))
@@ -294,5 +273,4 @@ class Lab:
         self.disks.clear()
         if self.daemon is not None:
             self.daemon.stop()
-        from infra.cleanup import remove_lab  # the crash-safe path finishes whatever is left
-        remove_lab(self.lab_id, say=self.say)
+        remove_lab(self.lab_id, say=self.say)  # the crash-safe path finishes whatever is left

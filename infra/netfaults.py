@@ -109,17 +109,25 @@ def _tag(kind: str) -> list[str]:
 
 
 class _RuleFault:
+    """inject/heal, each idempotent, with the times in the record; a fault says what it adds
+    (``_apply``: by default its iptables ``_rules``) and takes away (``_undo``)."""
     record: NetFaultRecord
 
     def _rules(self) -> list[tuple[int, list[str]]]:
         raise NotImplementedError
+
+    def _apply(self, rec: NetFaultRecord) -> None:
+        _add_rules(rec, self._rules(), rec.kind)
+
+    def _undo(self, rec: NetFaultRecord) -> None:
+        _remove_rules(rec)
 
     def inject(self) -> NetFaultRecord:
         rec = self.record
         if rec.injected_ns is not None and rec.healed_ns is None:
             return rec
         rec.healed_ns = None
-        _add_rules(rec, self._rules(), rec.kind)
+        self._apply(rec)
         rec.injected_ns = time.time_ns()
         return rec
 
@@ -127,7 +135,7 @@ class _RuleFault:
         rec = self.record
         if rec.injected_ns is None or rec.healed_ns is not None:
             return rec
-        _remove_rules(rec)
+        self._undo(rec)
         rec.healed_ns = time.time_ns()
         return rec
 
@@ -179,7 +187,7 @@ def netem_available() -> tuple[bool, str]:
 
 
 @dataclass(frozen=True, slots=True)
-class Netem:
+class Netem(_RuleFault):
     """Degrade a node's network: ``loss_pct`` of its outgoing packets dropped at random,
     ``delay_ms`` ± ``jitter_ms`` added by a netem qdisc (kernel permitting)."""
 
@@ -200,10 +208,7 @@ class Netem:
             "netem", {"node": self.node.node, "ip": self.node.ip},
             {"delay_ms": self.delay_ms, "jitter_ms": self.jitter_ms, "loss_pct": self.loss_pct}))
 
-    def inject(self) -> NetFaultRecord:
-        rec = self.record
-        if rec.injected_ns is not None and rec.healed_ns is None:
-            return rec
+    def _apply(self, rec: NetFaultRecord) -> None:
         if self.loss_pct:
             spec = ["OUTPUT", "!", "-o", "lo", "-m", "statistic", "--mode", "random", "--probability",
                     f"{self.loss_pct / 100:.6f}", *_tag("loss"), "-j", "DROP"]
@@ -216,13 +221,8 @@ class Netem:
             except Exception as exc:
                 _remove_rules(rec)
                 raise FaultError(f"netem delay on {self.node.node} failed: {exc}") from exc
-        rec.injected_ns, rec.healed_ns = time.time_ns(), None
-        return rec
 
-    def heal(self) -> NetFaultRecord:
-        rec = self.record
-        if rec.injected_ns is None or rec.healed_ns is not None:
-            return rec
+    def _undo(self, rec: NetFaultRecord) -> None:
         _remove_rules(rec)
         if self.delay_ms or self.jitter_ms:
             try:
@@ -232,11 +232,6 @@ class Netem:
                         ipr.tc("del", index=idx, handle="1:", parent=0xFFFFFFFF)
             except FaultError:
                 pass  # namespace gone with the container
-        rec.healed_ns = time.time_ns()
-        return rec
-
-    def describe(self) -> dict[str, object]:
-        return {"fault": "network", **self.record.as_dict()}
 
 
 __all__ = ["Isolate", "NetTarget", "Netem", "Partition", "netem_available", "netns_of"]

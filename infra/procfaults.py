@@ -1,6 +1,7 @@
 """Process faults on nodes (through docker) and psutil resource samples of a node.
 
-``ProcessFault(docker, container, kind, signal)`` with kinds ``kill`` (send ``signal``,
+``ProcessFaultHandle(docker, container, kind, signal)`` acts on one container (the scenario's
+fault *value* is ``harness.faults.schedule.ProcessFault``), with kinds ``kill`` (send ``signal``,
 default KILL), ``pause`` (cgroup freezer via ``docker pause``; heal = unpause) and
 ``restart``. ``sample(docker, container)`` sums cpu times, RSS and I/O counters over the
 container's process tree (host view, psutil).
@@ -32,7 +33,7 @@ class ProcessFaultRecord:
 
 
 @dataclass(frozen=True, slots=True)
-class ProcessFault:
+class ProcessFaultHandle:
     docker: Docker = field(compare=False, repr=False)
     container: str = ""
     kind: str = "kill"

@@ -64,10 +64,6 @@ class BatchHeader:
         return self.attributes & COMPRESSION_MASK
 
     @property
-    def is_transactional(self) -> bool:
-        return bool(self.attributes & TRANSACTIONAL_FLAG)
-
-    @property
     def is_control(self) -> bool:
         return bool(self.attributes & CONTROL_FLAG)
 

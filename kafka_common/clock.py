@@ -2,7 +2,23 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Protocol
+
+
+def ms_to_timedelta(ms: int) -> timedelta:
+    """A Kafka duration field (kio reads and writes them as ``timedelta``) from milliseconds."""
+    return timedelta(milliseconds=ms)
+
+
+def timedelta_to_ms(value: timedelta | int | None, default: int = 0) -> int:
+    """Milliseconds of a Kafka duration field (kio's ``timedelta``, which reads ``-1`` as a
+    negative one; a plain int passes; None is ``default``)."""
+    if value is None:
+        return default
+    if isinstance(value, timedelta):
+        return int(round(value.total_seconds() * 1000))
+    return int(value)
 
 
 class Clock(Protocol):

@@ -108,10 +108,16 @@ import dataclasses as _dc
 import datetime as _dt
 import struct as _struct
 
+import enum as _enum
+
 from kio.schema.errors import ErrorCode
+from kio.schema.index import api_key_map as _api_key_map
+
+ApiKey = _enum.IntEnum("ApiKey", {name.upper(): key for key, name in _api_key_map.items()})
+ApiKey.__doc__ = "Kafka's API keys by name, as kio's index has them (``ApiKey.BROKER_HEARTBEAT == 63``)."
 
 _PEEK = _struct.Struct(">hhi")
-API_VERSIONS_KEY = 18
+API_VERSIONS_KEY = ApiKey.API_VERSIONS
 
 
 class UnknownApi(DecodeError):

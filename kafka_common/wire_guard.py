@@ -42,6 +42,8 @@ from kio.serial._introspect import (EntityField, EntityTupleField, PrimitiveFiel
                                     PrimitiveTupleField, classify_field, get_field_tag,
                                     is_optional)
 
+from kafka_common.varint import encode_uvarint
+
 DEFAULT_MAX_ITEMS = 1_000_000
 
 _FIXED = {
@@ -327,23 +329,14 @@ def _tags(plan: _Plan, buf: bytes, pos: int, end: int, edits: list, budget: list
                 kept.append((tag, None, pos, value_end))
         pos = value_end
     if rewrite:
-        out = bytearray(_encode_uvarint(len(kept)))
+        out = bytearray(encode_uvarint(len(kept)))
         for tag, value, vstart, vend in kept:
             data = value if value is not None else buf[vstart:vend]
-            out += _encode_uvarint(tag)
-            out += _encode_uvarint(len(data))
+            out += encode_uvarint(tag)
+            out += encode_uvarint(len(data))
             out += data
         edits.append((start, pos, bytes(out)))
     return pos
-
-
-def _encode_uvarint(value: int) -> bytes:
-    out = bytearray()
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
 
 
 def splice(buf: bytes, start: int, end: int, edits: list) -> bytes:

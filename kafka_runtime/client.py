@@ -15,12 +15,11 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import datetime
 import itertools
 from typing import Any
 
 from kafka_common import framing, wire
-from kafka_common.wire import ErrorCode
+from kafka_common.wire import ApiKey, ErrorCode
 
 
 class ClientError(Exception):
@@ -146,7 +145,7 @@ class KafkaClient:
 
     # -- negotiation ------------------------------------------------------------------
     async def negotiate(self, *, timeout_s: float = 10.0, version: int = 3) -> dict[int, tuple[int, int]]:
-        req = wire.make(wire.request_class(18, version), client_software_name="jbodlab",
+        req = wire.make(wire.request_class(ApiKey.API_VERSIONS, version), client_software_name="jbodlab",
                         client_software_version="0.1.0")
         resp = await self.request(req, timeout_s=timeout_s)
         if resp.error_code == ErrorCode.unsupported_version and version > 0:
@@ -172,15 +171,10 @@ class KafkaClient:
         return wire.make(wire.request_class(api_key, self.pick_version(api_key, lo, hi)), **fields)
 
     async def authenticate(self, user: str, password: str, *, timeout_s: float = 10.0) -> None:
-        hs = await self.request(wire.request_class(17, 1)(mechanism="PLAIN"), timeout_s=timeout_s)
+        hs = await self.request(wire.request_class(ApiKey.SASL_HANDSHAKE, 1)(mechanism="PLAIN"), timeout_s=timeout_s)
         if hs.error_code != ErrorCode.none:
             raise ClientError(f"SASL handshake failed: {hs.error_code.name} (mechanisms {hs.mechanisms})")
         token = b"\x00" + user.encode() + b"\x00" + password.encode()
-        auth = await self.request(wire.request_class(36, 2)(auth_bytes=token), timeout_s=timeout_s)
+        auth = await self.request(wire.request_class(ApiKey.SASL_AUTHENTICATE, 2)(auth_bytes=token), timeout_s=timeout_s)
         if auth.error_code != ErrorCode.none:
             raise ClientError(f"SASL authentication failed: {auth.error_code.name}: {auth.error_message}")
-
-
-def ms(value: int) -> datetime.timedelta:
-    """kio's rich type for *_ms fields."""
-    return datetime.timedelta(milliseconds=value)

@@ -63,16 +63,13 @@ from typing import Any, Mapping, Protocol
 
 from kafka_common import authz, framing, wire
 from kafka_common.config import ServerConfig
-from kafka_common.wire import ErrorCode
+from kafka_common.wire import ApiKey, ErrorCode
 from kafka_runtime.limits import ListenerLimits, RateLimitedLog
 
-API_VERSIONS = 18
-SASL_HANDSHAKE = 17
-SASL_AUTHENTICATE = 36
 API_VERSIONS_RANGE = (0, 4)
 # SaslHandshake v0 means raw (unframed) SASL tokens follow: not offered, so a v0 handshake
 # gets the generic UNSUPPORTED_VERSION reply and the client retries with v1.
-SASL_APIS = {SASL_HANDSHAKE: (1, 1), SASL_AUTHENTICATE: (0, 2)}
+SASL_APIS = {ApiKey.SASL_HANDSHAKE: (1, 1), ApiKey.SASL_AUTHENTICATE: (0, 2)}
 ANONYMOUS = "User:ANONYMOUS"
 _QUEUE_PAUSE = 64  # frames queued on one connection before reading pauses ...
 _QUEUE_PAUSE_BYTES = 1 << 20  # ... or bytes
@@ -181,7 +178,7 @@ class KafkaServer:
         if cached is not None and cached[0] == apis:
             return cached[1]
         table = {k: (lo, hi) for k, (lo, hi) in apis.items()}
-        table[API_VERSIONS] = API_VERSIONS_RANGE
+        table[ApiKey.API_VERSIONS] = API_VERSIONS_RANGE
         if self.security.sasl_required or self.security.sasl_offered:
             table.update(SASL_APIS)
         self._table_cache = (dict(apis), table)
@@ -489,7 +486,7 @@ class _Connection(asyncio.Protocol):
         if server.security.sasl_required and not ctx.authenticated and not rule.before_auth:
             raise _Close(f"api_key={api_key} v{version} before SASL authentication")
         table = server.api_table()
-        if api_key == API_VERSIONS and not (API_VERSIONS_RANGE[0] <= version <= API_VERSIONS_RANGE[1]
+        if api_key == ApiKey.API_VERSIONS and not (API_VERSIONS_RANGE[0] <= version <= API_VERSIONS_RANGE[1]
                                             and wire.schema_exists(api_key, version)):
             await self._drain_outbox()
             await self._send(wire.api_versions_fallback(correlation_id, table))
@@ -514,14 +511,14 @@ class _Connection(asyncio.Protocol):
                                   api_key=api_key, permission=rule.permission)
             response = authz.denied_response(rule, api_key, request, version,
                                              f"{ctx.principal} lacks {rule.permission} on CLUSTER")
-        elif api_key == API_VERSIONS:
+        elif api_key == ApiKey.API_VERSIONS:
             response = wire.api_versions_response(version, table)
-        elif api_key == SASL_HANDSHAKE and ctx.authenticated:
-            response = wire.response_class(SASL_HANDSHAKE, version)(
+        elif api_key == ApiKey.SASL_HANDSHAKE and ctx.authenticated:
+            response = wire.response_class(ApiKey.SASL_HANDSHAKE, version)(
                 error_code=ErrorCode.illegal_sasl_state, mechanisms=("PLAIN",))
-        elif api_key == SASL_HANDSHAKE:
+        elif api_key == ApiKey.SASL_HANDSHAKE:
             response = self._handshake(request, version)
-        elif api_key == SASL_AUTHENTICATE:
+        elif api_key == ApiKey.SASL_AUTHENTICATE:
             response = self._authenticate(request, version)
             if response.error_code != ErrorCode.none:
                 await self._drain_outbox()
@@ -553,14 +550,14 @@ class _Connection(asyncio.Protocol):
             wire.error_response(api_key, version, ErrorCode.unsupported_version), correlation_id))
 
     def _handshake(self, request: Any, version: int) -> Any:
-        cls = wire.response_class(SASL_HANDSHAKE, version)
+        cls = wire.response_class(ApiKey.SASL_HANDSHAKE, version)
         if request.mechanism != "PLAIN":
             return cls(error_code=ErrorCode.unsupported_sasl_mechanism, mechanisms=("PLAIN",))
         self._handshake_done = True
         return cls(error_code=ErrorCode.none, mechanisms=("PLAIN",))
 
     def _authenticate(self, request: Any, version: int) -> Any:
-        cls = wire.response_class(SASL_AUTHENTICATE, version)
+        cls = wire.response_class(ApiKey.SASL_AUTHENTICATE, version)
         ctx = self.ctx
         assert ctx is not None
 

@@ -7,20 +7,19 @@ from __future__ import annotations
 from typing import Any
 
 from kafka_common import ids, wire
-from kafka_common.wire import ErrorCode
+from kafka_common.wire import ApiKey, ErrorCode
 from kafka_runtime.client import ClientError, KafkaClient
 
-FETCH_SNAPSHOT = 59
 CHUNK_BYTES = 4 << 20
 
 
 def fetch_snapshot_request(cluster_id: str | None, replica_id: int, epoch: int, snapshot_id: tuple[int, int],
                            position: int, max_bytes: int) -> Any:
-    mod = wire.request_module(FETCH_SNAPSHOT, 0)
+    mod = wire.request_module(ApiKey.FETCH_SNAPSHOT, 0)
     part = mod.PartitionSnapshot(partition=0, current_leader_epoch=epoch,
                                  snapshot_id=mod.SnapshotId(end_offset=snapshot_id[0], epoch=snapshot_id[1]),
                                  position=position)
-    return wire.make(wire.request_class(FETCH_SNAPSHOT, 0), cluster_id=cluster_id, replica_id=replica_id,
+    return wire.make(wire.request_class(ApiKey.FETCH_SNAPSHOT, 0), cluster_id=cluster_id, replica_id=replica_id,
                      max_bytes=max_bytes, topics=(mod.TopicSnapshot(name=ids.METADATA_TOPIC, partitions=(part,)),))
 
 

@@ -31,7 +31,6 @@ Tests skip with :func:`skip_reason` only where the host lacks root or loop devic
 from __future__ import annotations
 
 import fcntl
-import glob
 import os
 import shutil
 import struct
@@ -155,15 +154,6 @@ class LoopFs:
             subprocess.run(["losetup", "-d", self.dev], capture_output=True)
             self.dev = ""
         shutil.rmtree(self.root, ignore_errors=True)
-
-
-def leftovers() -> list[str]:
-    """Loop devices and mounts this module's images left behind (empty when clean)."""
-    out = []
-    listing = subprocess.run(["losetup", "-a"], capture_output=True, text=True).stdout
-    out += [line.split(":")[0] for line in listing.splitlines() if f"/tmp/{PREFIX}" in line]
-    out += [d for d in glob.glob(f"/tmp/{PREFIX}*") if os.path.exists(os.path.join(d, "disk.img"))]
-    return out
 
 
 @pytest.fixture

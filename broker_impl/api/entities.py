@@ -16,6 +16,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from kafka_common import wire
+from kafka_common.clock import timedelta_to_ms as ms  # noqa: F401  (the handlers' name for it)
 
 NO_THROTTLE = timedelta(0)
 
@@ -41,15 +42,6 @@ def response_type(api_key: int, version: int, name: str) -> type:
 @lru_cache(maxsize=None)
 def error(code: int) -> ErrorCode:
     return ErrorCode(code)
-
-
-def ms(value: timedelta | int | None, default: int = 0) -> int:
-    """Milliseconds of a kio duration field (kio reads ``-1`` as a negative timedelta)."""
-    if value is None:
-        return default
-    if isinstance(value, timedelta):
-        return int(round(value.total_seconds() * 1000))
-    return int(value)
 
 
 def replica_error(view: Any, topic_id: Any, partition: int, op: str, exc: BaseException) -> tuple[ErrorCode, str] | None:

@@ -83,14 +83,6 @@ def extra_ms(cfg: ServerConfig, key: str, default: int) -> int:
     return value
 
 
-class SystemClock:
-    def monotonic_ms(self) -> int:
-        return time.monotonic_ns() // 1_000_000
-
-    def wall_ns(self) -> int:
-        return time.time_ns()
-
-
 class BrokerRuntime:
     """The one :class:`broker_impl.runtime.host.Host`."""
 

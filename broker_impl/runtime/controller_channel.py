@@ -18,25 +18,19 @@ connection must not keep answering late, out of the core's view).
 from __future__ import annotations
 
 import asyncio
-import datetime
 import logging
 import time
 import uuid
 from typing import Any
 
 from broker_impl.state.effects import SendAssignments, SendHeartbeat, SendRegistration
-from kafka_common import ids, wire
+from kafka_common import controller_protocol as cp
 from kafka_common.config import ServerConfig
-from kafka_common.wire import ErrorCode
+from kafka_common.wire import ApiKey, ErrorCode
 from kafka_runtime.client import ClientError, KafkaClient
 from kafka_runtime.snapshot_fetch import fetch_snapshot_request, parse_fetch_snapshot_response
 
 log = logging.getLogger(__name__)
-FETCH = 1
-
-
-def ms(value: int) -> datetime.timedelta:
-    return datetime.timedelta(milliseconds=value)
 
 
 class ControllerLocator:
@@ -196,87 +190,51 @@ def controller_sasl(cfg: ServerConfig) -> tuple[str, str] | None:
 
 def registration_request(client: KafkaClient, e: SendRegistration, cfg: ServerConfig, cluster_id: str,
                          incarnation_id: uuid.UUID) -> Any:
-    version = client.pick_version(62, 2, 3)
-    mod = wire.request_module(62, version)
     ctrl = {n.upper() for n in cfg.controller_listener_names}
     listeners = [l for l in (cfg.advertised_listeners or cfg.listeners) if l.name.upper() not in ctrl]
-    return wire.make(wire.request_class(62, version), broker_id=cfg.node_id, cluster_id=cluster_id,
-                     incarnation_id=incarnation_id,
-                     listeners=tuple(mod.Listener(name=l.name, host=l.host or "127.0.0.1", port=l.port,
-                                                  security_protocol=2 if cfg.security_protocol(l.name) == "SASL_PLAINTEXT" else 0)
-                                     for l in listeners),
-                     features=(mod.Feature(name="metadata.version", min_supported_version=1,
-                                           max_supported_version=25),),
-                     rack=None, is_migrating_zk_broker=False, log_dirs=tuple(e.log_dirs),
-                     previous_broker_epoch=-1)
+    return cp.broker_registration(
+        client.pick_version(ApiKey.BROKER_REGISTRATION, *cp.REGISTRATION), broker_id=cfg.node_id,
+        cluster_id=cluster_id, incarnation_id=incarnation_id, log_dirs=e.log_dirs,
+        listeners=[(l.name, l.host or "127.0.0.1", l.port,
+                    cp.SASL_PLAINTEXT if cfg.security_protocol(l.name) == "SASL_PLAINTEXT" else cp.PLAINTEXT)
+                   for l in listeners])
 
 
 def heartbeat_request(client: KafkaClient, e: SendHeartbeat, broker_id: int) -> Any:
-    version = client.pick_version(63, 1, 1)
-    return wire.request_class(63, version)(broker_id=broker_id, broker_epoch=e.broker_epoch,
-                                           current_metadata_offset=e.current_metadata_offset,
-                                           want_fence=e.want_fence, want_shut_down=e.want_shut_down,
-                                           offline_log_dirs=tuple(e.offline_log_dirs))
+    return cp.broker_heartbeat(client.pick_version(ApiKey.BROKER_HEARTBEAT, *cp.HEARTBEAT), broker_id=broker_id,
+                               broker_epoch=e.broker_epoch, current_metadata_offset=e.current_metadata_offset,
+                               want_fence=e.want_fence, want_shut_down=e.want_shut_down,
+                               offline_log_dirs=e.offline_log_dirs)
 
 
 def assignments_request(client: KafkaClient, e: SendAssignments, broker_id: int) -> Any:
-    client.pick_version(73, 0, 0)
-    mod = wire.request_module(73, 0)
-    directories = tuple(
-        mod.DirectoryData(id_=dir_id, topics=tuple(
-            mod.TopicData(topic_id=t, partitions=tuple(mod.PartitionData(partition_index=p) for p in ps))
-            for t, ps in by_topic.items()))
-        for dir_id, by_topic in e.by_directory().items())
-    return wire.request_class(73, 0)(broker_id=broker_id, broker_epoch=e.broker_epoch, directories=directories)
+    return cp.assign_replicas_to_dirs(client.pick_version(ApiKey.ASSIGN_REPLICAS_TO_DIRS, *cp.ASSIGN),
+                                      broker_id=broker_id, broker_epoch=e.broker_epoch,
+                                      by_directory=e.by_directory())
 
 
 def assignments_results(resp: Any) -> tuple[int, dict[tuple[uuid.UUID, int], int]]:
-    results: dict[tuple[uuid.UUID, int], int] = {}
-    for d in resp.directories or ():
-        for t in d.topics or ():
-            for p in t.partitions or ():
-                results[(ids.from_wire(t.topic_id), p.partition_index)] = int(p.error_code.value)
-    return int(resp.error_code.value), results
+    """The answer as the core takes it: plain int error codes."""
+    top, per_partition = cp.assignment_errors(resp)
+    return int(top.value), {key: int(code.value) for key, code in per_partition.items()}
 
 
 def metadata_fetch_request(client: KafkaClient, next_offset: int, max_wait_ms: int, max_bytes: int = 8 << 20) -> Any:
-    v = client.pick_version(FETCH, 12, 16)
-    mod = wire.request_module(FETCH, v)
-    part = wire.make(mod.FetchPartition, partition=0, current_leader_epoch=-1, fetch_offset=next_offset,
-                     last_fetched_epoch=-1, log_start_offset=-1, partition_max_bytes=max_bytes)
-    topic = wire.make(mod.FetchTopic, topic=ids.METADATA_TOPIC, topic_id=ids.METADATA_TOPIC_ID, partitions=(part,))
-    return wire.make(wire.request_class(FETCH, v), replica_id=-1, max_wait=ms(max_wait_ms), min_bytes=1,
-                     max_bytes=max_bytes, isolation_level=0, session_id=0, session_epoch=-1,
-                     topics=(topic,), forgotten_topics_data=(), rack_id="")
-
-
-ALTER_PARTITION = 56
+    return cp.metadata_fetch(client.pick_version(ApiKey.FETCH, *cp.METADATA_FETCH), fetch_offset=next_offset,
+                             max_wait_ms=max_wait_ms, max_bytes=max_bytes)
 
 
 def alter_partition_request(client: KafkaClient, topic_id: uuid.UUID, partition: int, leader_epoch: int,
                             partition_epoch: int, new_isr: tuple[int, ...], broker_id: int, broker_epoch: int,
                             epoch_of: Any) -> Any:
     """AlterPartition (v2, or v3 with each ISR member's broker epoch from ``epoch_of(id)``)."""
-    v = client.pick_version(ALTER_PARTITION, 2, 3)
-    mod = wire.request_module(ALTER_PARTITION, v)
-    part: dict[str, Any] = dict(partition_index=partition, leader_epoch=leader_epoch, leader_recovery_state=0,
-                                partition_epoch=partition_epoch)
-    if v >= 3:
-        part["new_isr_with_epochs"] = tuple(mod.BrokerState(broker_id=b, broker_epoch=epoch_of(b)) for b in new_isr)
-    else:
-        part["new_isr"] = tuple(new_isr)
-    return wire.make(wire.request_class(ALTER_PARTITION, v), broker_id=broker_id, broker_epoch=broker_epoch,
-                     topics=(wire.make(mod.TopicData, topic_id=topic_id,
-                                       partitions=(wire.make(mod.PartitionData, **part),)),))
+    return cp.alter_partition(client.pick_version(ApiKey.ALTER_PARTITION, *cp.ALTER_PARTITION),
+                              broker_id=broker_id, broker_epoch=broker_epoch, topic_id=topic_id,
+                              partition=partition, leader_epoch=leader_epoch, partition_epoch=partition_epoch,
+                              new_isr=new_isr, isr_broker_epochs={b: epoch_of(b) for b in new_isr})
 
 
 def alter_partition_result(resp: Any, topic_id: uuid.UUID, partition: int) -> tuple[int, Any]:
     """(error code, the partition's answer or None): the top-level code, else the partition's."""
-    code = int(resp.error_code.value)
-    if code:
-        return code, None
-    for t in resp.topics:
-        for p in t.partitions:
-            if ids.from_wire(t.topic_id) == topic_id and p.partition_index == partition:
-                return int(p.error_code.value), p
-    return code, None
+    code, answer = cp.alter_partition_error(resp, topic_id, partition)
+    return int(code.value), answer

@@ -45,6 +45,7 @@ from kafka_common.metadata import snapshot as snapshot_format
 from kafka_common.metadata.image import MetadataImage
 from kafka_common.metadata.records import NoOpRecord
 from kafka_common.wire import ErrorCode
+from kafka_runtime.clock import SystemClock
 from kafka_runtime.events import EventLog
 from kafka_runtime.limits import ListenerLimits
 from kafka_runtime.server import KafkaServer, RequestContext, SecurityConfig
@@ -98,14 +99,6 @@ ZERO = datetime.timedelta(0)
 
 class NotActive(Exception):
     """This controller is not (or no longer) the active one."""
-
-
-class SystemClock:
-    def monotonic_ms(self) -> int:
-        return time.monotonic_ns() // 1_000_000
-
-    def wall_ns(self) -> int:
-        return time.time_ns()
 
 
 def read_cluster_id(cfg: ServerConfig) -> str:

@@ -13,22 +13,20 @@ import datetime
 from typing import Any
 
 from kafka_common import ids, wire
-from kafka_common.wire import ErrorCode
+from kafka_common.wire import ApiKey, ErrorCode
 
 from controller_impl.raft import messages as m
 from controller_impl.runtime import raft_wire as rw
-
-FETCH = 1
 
 
 async def serve_fetch(runtime: Any, request: Any, version: int) -> Any:
     raft = runtime.raft
     log = runtime.log
-    mod = wire.response_module(FETCH, version)
-    cls = wire.response_class(FETCH, version)
+    mod = wire.response_module(ApiKey.FETCH, version)
+    cls = wire.response_class(ApiKey.FETCH, version)
     cluster_id = getattr(request, "cluster_id", None)
     if cluster_id is not None and cluster_id != runtime.cluster_id:
-        return wire.error_response(FETCH, version, ErrorCode.inconsistent_cluster_id)
+        return wire.error_response(ApiKey.FETCH, version, ErrorCode.inconsistent_cluster_id)
     by_id = version >= 13
     max_wait_ms = int(request.max_wait.total_seconds() * 1000) if request.max_wait else 0
     max_wait_ms = max(0, min(max_wait_ms, runtime.cfg.metadata_fetch_max_wait_ms))

@@ -5,9 +5,19 @@ from __future__ import annotations
 import asyncio
 import sys
 
-from kafka_runtime.client import ClientError
+from controller_impl.runtime import raft_wire as rw
+from kafka_runtime.client import ClientError, KafkaClient
 
-from controller_impl.runtime.quorum_sim import describe_quorum
+
+async def describe_quorum(host: str, port: int, timeout_s: float = 2.0) -> dict:
+    """DescribeQuorum (55) of one controller, as :func:`raft_wire.parse_describe_response` reads it."""
+    client = await KafkaClient.connect(host, port, timeout_s=timeout_s)
+    try:
+        version = client.pick_version(rw.DESCRIBE, 0, 2)
+        resp = await client.request(rw.describe_request(version), timeout_s=timeout_s)
+        return rw.parse_describe_response(resp)
+    finally:
+        await client.close()
 
 
 async def print_status(targets: list[tuple[str, int]], out=sys.stdout) -> int:

@@ -21,25 +21,23 @@ CLUSTER_ACTION as well).
 from __future__ import annotations
 
 from kafka_common.authz import CLUSTER_ACTION, ApiRule, deny_alter_configs, deny_create_topics, deny_fetch
+from kafka_common.wire import ApiKey
 
-FETCH, CREATE_TOPICS = 1, 19
-ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 33, 44
-VOTE, BEGIN_QUORUM_EPOCH, END_QUORUM_EPOCH, FETCH_SNAPSHOT = 52, 53, 54, 59
 API_RULES: dict[int, ApiRule] = {
-    62: ApiRule(CLUSTER_ACTION),
-    63: ApiRule(CLUSTER_ACTION),
-    73: ApiRule(CLUSTER_ACTION),
-    56: ApiRule(CLUSTER_ACTION),
-    64: ApiRule(CLUSTER_ACTION),
-    FETCH: ApiRule(CLUSTER_ACTION, deny=deny_fetch),
-    CREATE_TOPICS: ApiRule(CLUSTER_ACTION, deny=deny_create_topics),
-    ALTER_CONFIGS: ApiRule(CLUSTER_ACTION, deny=deny_alter_configs),
-    INCREMENTAL_ALTER_CONFIGS: ApiRule(CLUSTER_ACTION, deny=deny_alter_configs),
+    ApiKey.BROKER_REGISTRATION: ApiRule(CLUSTER_ACTION),
+    ApiKey.BROKER_HEARTBEAT: ApiRule(CLUSTER_ACTION),
+    ApiKey.ASSIGN_REPLICAS_TO_DIRS: ApiRule(CLUSTER_ACTION),
+    ApiKey.ALTER_PARTITION: ApiRule(CLUSTER_ACTION),
+    ApiKey.UNREGISTER_BROKER: ApiRule(CLUSTER_ACTION),
+    ApiKey.FETCH: ApiRule(CLUSTER_ACTION, deny=deny_fetch),
+    ApiKey.CREATE_TOPICS: ApiRule(CLUSTER_ACTION, deny=deny_create_topics),
+    ApiKey.ALTER_CONFIGS: ApiRule(CLUSTER_ACTION, deny=deny_alter_configs),
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: ApiRule(CLUSTER_ACTION, deny=deny_alter_configs),
     # the Raft RPCs between voters (controllers log in as a super user, sasl.plain.username)
-    VOTE: ApiRule(CLUSTER_ACTION),
-    BEGIN_QUORUM_EPOCH: ApiRule(CLUSTER_ACTION),
-    END_QUORUM_EPOCH: ApiRule(CLUSTER_ACTION),
-    FETCH_SNAPSHOT: ApiRule(CLUSTER_ACTION),
+    ApiKey.VOTE: ApiRule(CLUSTER_ACTION),
+    ApiKey.BEGIN_QUORUM_EPOCH: ApiRule(CLUSTER_ACTION),
+    ApiKey.END_QUORUM_EPOCH: ApiRule(CLUSTER_ACTION),
+    ApiKey.FETCH_SNAPSHOT: ApiRule(CLUSTER_ACTION),
 }
 CLUSTER_ACTION_APIS = frozenset(k for k, rule in API_RULES.items() if rule.permission == CLUSTER_ACTION)
 

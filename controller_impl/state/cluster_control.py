@@ -22,15 +22,12 @@ from kafka_common import wire
 from kafka_common.ids import UNASSIGNED, from_wire, is_reserved
 from kafka_common.metadata import records as r
 from kafka_common.metadata.model import BrokerRegistration
-from kafka_common.wire import ErrorCode
+from kafka_common.wire import ApiKey, ErrorCode
 
 from controller_impl.state.heartbeats import BrokerSessions
 from controller_impl.state.replication_control import leave_isrs_in_dirs, remove_from_isrs
 from controller_impl.state.result import ZERO_THROTTLE
 from controller_impl.state.view import WorkingView
-
-BROKER_REGISTRATION = 62
-UNREGISTER_BROKER = 64
 
 
 def default_dir(reg: BrokerRegistration | None) -> uuid.UUID:
@@ -61,7 +58,7 @@ def validate_log_dirs(view: WorkingView, broker_id: int, dirs: list[uuid.UUID]) 
 def register(view: WorkingView, req: Any, now_ms: int, *, cluster_id: str,
              sessions: BrokerSessions, next_offset: int,
              on_problem: Callable[[str], None] | None = None) -> Any:
-    cls = wire.response_class(BROKER_REGISTRATION, req.__version__)
+    cls = wire.response_class(ApiKey.BROKER_REGISTRATION, req.__version__)
 
     def fail(code: ErrorCode, why: str) -> Any:
         if on_problem is not None:
@@ -105,7 +102,7 @@ def register(view: WorkingView, req: Any, now_ms: int, *, cluster_id: str,
 
 
 def unregister(view: WorkingView, req: Any, *, sessions: BrokerSessions) -> Any:
-    cls = wire.response_class(UNREGISTER_BROKER, req.__version__)
+    cls = wire.response_class(ApiKey.UNREGISTER_BROKER, req.__version__)
     reg = view.broker(req.broker_id)
     if reg is None:
         return wire.make(cls, throttle_time=ZERO_THROTTLE, error_code=ErrorCode.broker_id_not_registered,

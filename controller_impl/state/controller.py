@@ -22,7 +22,7 @@ from typing import Any, Callable
 from kafka_common import wire
 from kafka_common.ids import UNASSIGNED, from_wire
 from kafka_common.metadata.image import MetadataImage
-from kafka_common.wire import ErrorCode
+from kafka_common.wire import ApiKey, ErrorCode
 
 from controller_impl.state import cluster_control, configs, dir_assignment, replication_control, topics
 from controller_impl.state.authz import is_authorized
@@ -30,19 +30,17 @@ from controller_impl.state.heartbeats import BrokerSessions, HeartbeatFacts, Tra
 from controller_impl.state.result import ZERO_THROTTLE, ControllerResult
 from controller_impl.state.view import WorkingView
 
-BROKER_HEARTBEAT = 63
-
 
 class ControllerState:
     SUPPORTED_APIS: dict[int, tuple[int, int]] = {
-        62: (2, 4),   # BrokerRegistration: v2+ carries LogDirs
-        63: (1, 2),   # BrokerHeartbeat: v1+ carries OfflineLogDirs (v2's cordoned dirs ignored)
-        73: (0, 0),   # AssignReplicasToDirs
-        56: (2, 3),   # AlterPartition (topic ids)
-        19: (2, 7),   # CreateTopics
-        33: (0, 2),   # AlterConfigs (forwarded by brokers)
-        44: (0, 1),   # IncrementalAlterConfigs (forwarded by brokers)
-        64: (0, 0),   # UnregisterBroker
+        ApiKey.BROKER_REGISTRATION: (2, 4),  # v2+ carries LogDirs
+        ApiKey.BROKER_HEARTBEAT: (1, 2),  # v1+ carries OfflineLogDirs (v2's cordoned dirs ignored)
+        ApiKey.ASSIGN_REPLICAS_TO_DIRS: (0, 0),
+        ApiKey.ALTER_PARTITION: (2, 3),  # topic ids
+        ApiKey.CREATE_TOPICS: (2, 7),
+        ApiKey.ALTER_CONFIGS: (0, 2),  # forwarded by brokers
+        ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),  # forwarded by brokers
+        ApiKey.UNREGISTER_BROKER: (0, 0),
     }
 
     def __init__(self, image: MetadataImage, config: Any, clock_ms: int | Callable[[], int] = 0, *,
@@ -92,7 +90,7 @@ class ControllerState:
         return ControllerResult(tuple(view.records), response)
 
     def handle_broker_heartbeat(self, request: Any, now_ms: int) -> ControllerResult:
-        cls = wire.response_class(BROKER_HEARTBEAT, request.__version__)
+        cls = wire.response_class(ApiKey.BROKER_HEARTBEAT, request.__version__)
         broker_id = request.broker_id
         reg = self.image.brokers.get(broker_id)
 

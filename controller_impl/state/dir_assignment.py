@@ -17,18 +17,16 @@ from typing import Any
 
 from kafka_common import wire
 from kafka_common.ids import from_wire
-from kafka_common.wire import ErrorCode
+from kafka_common.wire import ApiKey, ErrorCode
 
 from controller_impl.state.partition_change import build_change
 from controller_impl.state.result import ZERO_THROTTLE
 from controller_impl.state.view import WorkingView
 
-ASSIGN_REPLICAS_TO_DIRS = 73
-
 
 def assign(view: WorkingView, req: Any) -> Any:
-    mod = wire.response_module(ASSIGN_REPLICAS_TO_DIRS, req.__version__)
-    cls = wire.response_class(ASSIGN_REPLICAS_TO_DIRS, req.__version__)
+    mod = wire.response_module(ApiKey.ASSIGN_REPLICAS_TO_DIRS, req.__version__)
+    cls = wire.response_class(ApiKey.ASSIGN_REPLICAS_TO_DIRS, req.__version__)
     broker_id = req.broker_id
     reg = view.broker(broker_id)
     if reg is None or reg.epoch != req.broker_epoch:

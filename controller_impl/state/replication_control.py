@@ -17,13 +17,12 @@ from kafka_common.ids import from_wire
 from kafka_common.metadata import records as r
 from kafka_common.metadata.image import merge_isr_leader, merge_partition_change
 from kafka_common.metadata.model import NO_LEADER, PartitionRegistration
-from kafka_common.wire import ErrorCode
+from kafka_common.wire import ApiKey, ErrorCode
 
 from controller_impl.state.partition_change import Eligibility, build_change, remove_replica
 from controller_impl.state.result import ZERO_THROTTLE
 from controller_impl.state.view import WorkingView
 
-ALTER_PARTITION = 56
 LRS_RECOVERED, LRS_RECOVERING = 0, 1
 
 
@@ -200,10 +199,11 @@ def _remove_replica_from(view: WorkingView, broker_id: int, keys, dir_id: uuid.U
 
 # --- AlterPartition --------------------------------------------------------------------
 
+
 def alter_partition(view: WorkingView, req: Any) -> Any:
     version = req.__version__
-    mod = wire.response_module(ALTER_PARTITION, version)
-    cls = wire.response_class(ALTER_PARTITION, version)
+    mod = wire.response_module(ApiKey.ALTER_PARTITION, version)
+    cls = wire.response_class(ApiKey.ALTER_PARTITION, version)
     reg = view.broker(req.broker_id)
     if reg is None or reg.epoch != req.broker_epoch:
         return wire.make(cls, throttle_time=ZERO_THROTTLE, error_code=ErrorCode.stale_broker_epoch, topics=())

@@ -29,7 +29,7 @@ from typing import Any
 from kafka_common import wire
 from kafka_common.ids import ZERO_UUID, random_uuid
 from kafka_common.metadata import records as r
-from kafka_common.wire import ErrorCode
+from kafka_common.wire import ApiKey, ErrorCode
 
 from kafka_common import topic_config
 from kafka_common.config import default_text
@@ -40,7 +40,6 @@ from controller_impl.state.placement import PlacementError, place
 from controller_impl.state.result import ZERO_THROTTLE
 from controller_impl.state.view import WorkingView
 
-CREATE_TOPICS = 19
 MAX_TOPIC_NAME = 249
 MAX_PARTITIONS_PER_REQUEST = 10_000
 _LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
@@ -67,8 +66,8 @@ def topic_name_problem(name: str) -> str | None:
 def create_topics(view: WorkingView, req: Any, *, rng: random.Random, default_partitions: int,
                   default_replication_factor: int, static: topic_config.StaticBrokerConfig | None = None) -> Any:
     version = req.__version__
-    mod = wire.response_module(CREATE_TOPICS, version)
-    cls = wire.response_class(CREATE_TOPICS, version)
+    mod = wire.response_module(ApiKey.CREATE_TOPICS, version)
+    cls = wire.response_class(ApiKey.CREATE_TOPICS, version)
     names = collections.Counter(t.name for t in req.topics)
     results = []
     budget = MAX_PARTITIONS_PER_REQUEST

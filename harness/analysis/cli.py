@@ -122,7 +122,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None, default_engine: str = "auto") -> int:
-    """Standalone entry (``spark-submit harness/analysis/spark_engine.py …``)."""
+    """Standalone entry (``spark-submit harness/analysis/spark_submit.py …``)."""
     parser = argparse.ArgumentParser(prog="jbodlab analyze", description=__doc__.splitlines()[0])
     configure(parser)
     parser.set_defaults(engine=default_engine)

@@ -2,11 +2,8 @@
 
 Local mode by default (``local[*]``), any cluster with ``--master URL`` (the result dirs must
 then be on storage every executor can read). No Python UDFs: everything is Spark SQL, so
-executors need no jbodlab code. Runnable on its own with spark-submit::
-
-    spark-submit harness/analysis/spark_engine.py results/ --out report/
-
-which is ``jbodlab analyze --engine spark`` (same options; see ``harness.analysis.cli``).
+executors need no jbodlab code. ``jbodlab analyze --engine spark`` runs it, and so does
+``spark-submit harness/analysis/spark_submit.py results/ --out report/`` (same options).
 
 Reading: Spark cannot partition-discover several run roots in one read, so each table is read
 from the glob ``<run>/<table>/scenario=*/*.parquet`` of every run with the file schema of
@@ -16,12 +13,8 @@ Percentiles use Spark SQL's exact ``percentile`` (see ``model`` for the definiti
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Sequence
-
-if __package__ in (None, ""):  # run as a script by spark-submit: make the repo importable
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import pandas as pd
 import pyarrow as pa
@@ -271,9 +264,3 @@ def service_windows(ops, ev, info):
                     / ((F.col("b") - F.col("a")).cast("double") / F.lit(1e9))) \
         .select("run_id", "scenario", "backend", "window", F.col("a").alias("start_ns"), F.col("b").alias("end_ns"),
                 "ops", "ok", "failed", "per_s")
-
-
-if __name__ == "__main__":  # spark-submit harness/analysis/spark_engine.py RESULTS… [options]
-    from harness.analysis import cli
-
-    raise SystemExit(cli.main(sys.argv[1:], default_engine="spark"))

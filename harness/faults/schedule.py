@@ -58,7 +58,7 @@ __all__ = [
     "soak_schedule", "end_ms", "fault_label", "RefBindings", "fault_seed",
 ]
 
-# the kinds infra.faults.DiskFault injects (error-writes fails writes and fsync)
+# the kinds infra.faults.DiskFaultHandle injects (error-writes fails writes and fsync)
 DISK_MODES = ("error", "error-reads", "error-writes", "flaky", "delay", "enospc", "remove")
 NETWORK_ACTIONS = ("partition", "isolate", "delay", "loss")
 PROCESS_ACTIONS = ("kill", "pause", "restart")
@@ -407,7 +407,3 @@ def soak_schedule(seed: int, *, duration_ms: int, broker_ids: list[int], dirs_pe
             faults.append(ReplaceDisk(at_ms=t + fault_ms, node=node, dir=faults[-1].dir))
         t += fault_ms + max(1000, int(rng.expovariate(1.0 / mean_gap_ms)))
     return tuple(faults)
-
-
-def fault_class(kind: str) -> type:
-    return _CLASSES[kind]

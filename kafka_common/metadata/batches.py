@@ -26,6 +26,7 @@ from kio.records.writers import write_batch
 from kio.static.primitive import TZAwareMicros
 
 from kafka_common.batch_header import BatchHeader, CorruptBatch, iter_batches
+from kafka_common.varint import encode_varint
 from kafka_common.metadata.records import decode_record, encode_record
 
 NO_PRODUCER_ID = -1
@@ -36,25 +37,9 @@ class BatchDecodeError(CorruptBatch):
     """A batch whose header and CRC are fine but whose records do not parse."""
 
 
-def _zz(value: int) -> bytes:
-    """A signed (zigzag) varint, as v2 records write their lengths and deltas."""
-    value = (value << 1) ^ (value >> 63)
-    if value < 0x80:
-        return bytes((value,))
-    out = bytearray()
-    while True:
-        byte = value & 0x7F
-        value >>= 7
-        if value:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
-
-
 _BATCH_TAIL = struct.Struct(">hiqqqhii")  # attributes .. record count (what the CRC covers first)
 _BATCH_HEAD = struct.Struct(">qiibI")      # base offset, length, leader epoch, magic, crc
-_NULL_KEY = _zz(-1)
+_NULL_KEY = encode_varint(-1)
 
 
 def encode_batch(base_offset: int, records: Sequence[Any], *, leader_epoch: int = 0,
@@ -74,9 +59,9 @@ def encode_batch(base_offset: int, records: Sequence[Any], *, leader_epoch: int 
         # attributes 0, timestamp delta 0, offset delta i, null key, value, no headers
         vlen = len(value)
         zi = zz[i]
-        zv = zz[vlen] if vlen < len(zz) else _zz(vlen)
+        zv = zz[vlen] if vlen < len(zz) else encode_varint(vlen)
         body_len = 4 + len(zi) + len(zv) + vlen
-        append((zz[body_len] if body_len < len(zz) else _zz(body_len)) + b"\x00\x00" + zi + _NULL_KEY + zv)
+        append((zz[body_len] if body_len < len(zz) else encode_varint(body_len)) + b"\x00\x00" + zi + _NULL_KEY + zv)
         append(value)
         append(b"\x00")
     tail = _BATCH_TAIL.pack(0, len(records) - 1, timestamp_ms, timestamp_ms, NO_PRODUCER_ID, -1, -1,
@@ -93,7 +78,7 @@ def _zz_table(n: int) -> list[bytes]:
     global _ZZ
     table = _ZZ
     if len(table) < max(n, 1024):
-        table = _ZZ = [_zz(v) for v in range(max(n, 1024, 2 * len(table)))]
+        table = _ZZ = [encode_varint(v) for v in range(max(n, 1024, 2 * len(table)))]
     return table
 
 

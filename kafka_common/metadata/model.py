@@ -73,9 +73,6 @@ class PartitionRegistration:
         except ValueError:
             raise KeyError(f"broker {broker_id} is not a replica of {self.topic_id}:{self.partition_id}") from None
 
-    def has_leader(self) -> bool:
-        return self.leader != NO_LEADER
-
 
 @dataclass(frozen=True, slots=True)
 class TopicRegistration:

@@ -1,4 +1,4 @@
-"""Metadata records (``../shared/spec/metadata-records.md``) as kio-style dataclasses.
+"""KRaft metadata records (Kafka's ``metadata/*.json`` schemas) as kio-style dataclasses.
 
 One frozen, slotted, kw-only dataclass per record, at the version we write
 (RegisterBrokerRecord 3, PartitionRecord 1, PartitionChangeRecord 1,
@@ -29,6 +29,7 @@ from kio.static.constants import EntityType
 from kafka_common import wire
 from kafka_common.ids import from_wire
 from kafka_common.metadata import fast_records
+from kafka_common.varint import encode_uvarint
 
 FRAME_VERSION = 1
 
@@ -265,18 +266,6 @@ RECORD_CLASSES: dict[int, type] = {
 # --- framing ---------------------------------------------------------------------------
 
 
-def _uvarint(value: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte = value & 0x7F
-        value >>= 7
-        if value:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
-
-
 def _read_uvarint(data: bytes | memoryview, pos: int, what: str) -> tuple[int, int]:
     result = 0
     for shift in range(0, 35, 7):
@@ -300,7 +289,7 @@ def encode_record(record: Any) -> bytes:
     if head is None:
         if RECORD_CLASSES.get(getattr(cls, "__api_key__", -1)) is not cls:
             raise RecordEncodeError(f"not a metadata record: {cls.__name__}")
-        head = _HEADS[cls] = _uvarint(FRAME_VERSION) + _uvarint(cls.__api_key__) + _uvarint(cls.__version__)
+        head = _HEADS[cls] = encode_uvarint(FRAME_VERSION) + encode_uvarint(cls.__api_key__) + encode_uvarint(cls.__version__)
     if cls is PartitionChangeRecord:
         try:
             return head + fast_records.encode_partition_change(record)

@@ -78,10 +78,10 @@ def test_cli_spark_engine(spark, grid_runs, tmp_path, capsys):
 
 
 def test_spark_submit_style_script(grid_runs, tmp_path):
-    """`spark-submit harness/analysis/spark_engine.py …` runs the job as a plain script (own JVM)."""
+    """`spark-submit harness/analysis/spark_submit.py …` runs the job as a plain script (own JVM)."""
     run = grid_runs[2][0]
     out = tmp_path / "o"
-    proc = subprocess.run([sys.executable, str(REPO / "harness/analysis/spark_engine.py"), str(run),
+    proc = subprocess.run([sys.executable, str(REPO / "harness/analysis/spark_submit.py"), str(run),
                            "--master", "local[1]", "--out", str(out), "--no-plots"],
                           cwd=tmp_path, capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stderr[-2000:]

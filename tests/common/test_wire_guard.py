@@ -25,7 +25,8 @@ from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import Records
 
 from kafka_common import wire, wire_guard
-from kafka_runtime import fuzz
+from kafka_common.varint import encode_uvarint
+from testkit import fuzz
 
 pytestmark = pytest.mark.unit
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -154,9 +155,9 @@ def test_unknown_tags_inside_a_known_tagged_field_are_cut_and_its_size_rewritten
     inner = wire.encode(getattr(value, op[3]))
     assert inner.endswith(b"\x00")  # its own (empty) tagged section
     polluted_inner = inner[:-1] + b"\x01" + b"\xd0\x0f\x02zz"  # tag 2000, 2 bytes
-    needle = fuzz._uvarint(tag) + fuzz._uvarint(len(inner)) + inner
+    needle = encode_uvarint(tag) + encode_uvarint(len(inner)) + inner
     assert data.count(needle) == 1, "the tagged value should appear once"
-    polluted = data.replace(needle, fuzz._uvarint(tag) + fuzz._uvarint(len(polluted_inner)) + polluted_inner)
+    polluted = data.replace(needle, encode_uvarint(tag) + encode_uvarint(len(polluted_inner)) + polluted_inner)
     decoded, consumed = wire.decode(cls, polluted)
     assert decoded == value and consumed == len(polluted)
 
@@ -171,7 +172,7 @@ def test_a_known_tag_whose_value_does_not_fill_its_size_is_refused():
     # rebuild the top-level tagged section: only our tag, its value one byte too long
     sections = [p for p, _e, role in wire_guard.length_fields(data, (cls,)) if role == "tags"]
     last = sections[-1]
-    bad = data[:last] + b"\x01" + fuzz._uvarint(tag) + fuzz._uvarint(op[1] + 1) + b"\x00" * (op[1] + 1)
+    bad = data[:last] + b"\x01" + encode_uvarint(tag) + encode_uvarint(op[1] + 1) + b"\x00" * (op[1] + 1)
     with pytest.raises(wire.DecodeError, match="declares"):
         wire.decode(cls, bad)
 
@@ -181,7 +182,7 @@ DIFFERENTIAL = textwrap.dedent('''
     import kio.index
     from kio.serial import entity_reader
     from kafka_common import wire, wire_guard
-    from kafka_runtime import fuzz
+    from testkit import fuzz
     schemas = []
     for key in range(0, 100):
         for version in range(0, 20):
@@ -243,7 +244,7 @@ def test_differential_fuzz_against_kio_in_a_child_process():
 def test_tagged_fields_count_against_the_budget():
     """A frame of nothing but (unknown) tagged fields is walked in bounded steps too."""
     n = 3000
-    section = fuzz._uvarint(n) + b"".join(fuzz._uvarint(1000 + i) + b"\x00" for i in range(n))
+    section = encode_uvarint(n) + b"".join(encode_uvarint(1000 + i) + b"\x00" for i in range(n))
     frame = struct.pack(">hhih", 18, 3, 1, -1) + b"\x00" + b"\x01\x01" + section  # ApiVersions v3
     header, request = wire.decode_request(frame)
     assert request.client_software_name == "" and header.correlation_id == 1

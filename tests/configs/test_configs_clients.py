@@ -15,12 +15,11 @@ import time
 
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "broker", "dataplane"))
-from dp_cluster import Cluster, wait_until  # noqa: E402
+from testkit.cluster import Cluster, wait_until  # noqa: E402
 
 from kafka_common import topic_config as tc  # noqa: E402
 from kafka_common import wire  # noqa: E402
-from tests.dataplane.protocol import RawConnection, fetch_request  # noqa: E402
+from testkit.protocol import RawConnection, fetch_request  # noqa: E402
 
 pytestmark = pytest.mark.integration
 RETENTION_CHECK_MS = 300
@@ -95,7 +94,7 @@ def test_create_with_configs_and_describe_confluent(cluster):
     assert got["min.insync.replicas"].source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
     synonyms = got["retention.ms"].synonyms
     assert "log.retention.ms" in synonyms  # the broker key it falls back to
-    # min.insync.replicas=2 is set in every broker's server.properties (dp_cluster FAST)
+    # min.insync.replicas=2 is set in every broker's server.properties (testkit.cluster FAST)
     assert got["cleanup.policy"].value == "delete"
 
 

@@ -13,11 +13,11 @@ import sys
 
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "broker", "integration"))
-from broker_cluster import BrokerProcess, wait_until  # noqa: E402
+from testkit.cluster import wait_until  # noqa: E402
+from testkit.processes import BrokerProcess  # noqa: E402
 
-from controller_impl.runtime.quorum_sim import QuorumCluster  # noqa: E402
-from controller_impl.runtime.sim import MetadataReader, SimBroker  # noqa: E402
+from testkit.quorum import QuorumCluster  # noqa: E402
+from testkit.controller_client import MetadataReader, SimBroker  # noqa: E402
 from kafka_common import ids  # noqa: E402
 from kafka_runtime.client import KafkaClient  # noqa: E402
 from kafka_runtime.events import read_events  # noqa: E402

@@ -15,8 +15,8 @@ import time
 
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "broker", "dataplane"))
-from dp_cluster import Cluster, LoopFs, loop_skip_reason, wait_until  # noqa: E402
+from loopdev import LoopFs, skip_reason as loop_skip_reason  # noqa: E402
+from testkit.cluster import Cluster, wait_until  # noqa: E402
 
 pytestmark = pytest.mark.integration
 TOPIC = "ret-eio"

@@ -9,7 +9,7 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
-from tests.dataplane.cluster import Broker
+from tests.dataplane.inprocess_broker import Broker
 
 
 class LoopThread:

@@ -13,8 +13,8 @@ from broker_impl.api import legacy_produce
 from broker_impl.api.log_dirs import DescribeLogDirsResponseV4
 from kafka_common import ids, wire
 from kafka_common.metadata import records as r
-from tests.dataplane.cluster import Broker
-from tests.dataplane.protocol import RawConnection, make_batch, produce_request
+from tests.dataplane.inprocess_broker import Broker
+from testkit.protocol import RawConnection, make_batch, produce_request
 
 pytestmark = pytest.mark.integration
 

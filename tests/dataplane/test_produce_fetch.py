@@ -11,8 +11,8 @@ from kio.schema.errors import ErrorCode
 from kafka_common import batch_header as bh
 from kafka_common import wire
 from kafka_common.metadata import records as r
-from tests.dataplane.cluster import Broker
-from tests.dataplane.protocol import RawConnection, fetch_request, make_batch, produce_request
+from tests.dataplane.inprocess_broker import Broker
+from testkit.protocol import RawConnection, fetch_request, make_batch, produce_request
 
 pytestmark = pytest.mark.integration
 

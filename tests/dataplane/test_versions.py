@@ -14,7 +14,7 @@ from broker_impl.api.handlers import SUPPORTED_APIS
 from broker_impl.api.log_dirs import DescribeLogDirsResponseV4
 from kafka_common import wire
 from kafka_common.metadata import records as r
-from tests.dataplane.protocol import RawConnection, fetch_request, make_batch, produce_request
+from testkit.protocol import RawConnection, fetch_request, make_batch, produce_request
 
 pytestmark = pytest.mark.integration
 

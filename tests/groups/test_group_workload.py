@@ -14,12 +14,11 @@ import time
 import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "broker", "dataplane"))
 
-from dp_cluster import Cluster, wait_until  # noqa: E402
+from testkit.cluster import Cluster, wait_until  # noqa: E402
 from harness.checkers.group_consumption import check_group_consumption, rebalance_ms  # noqa: E402
 from harness.group_workload import GroupConsumerWorkload  # noqa: E402
-from harness.history import load_history  # noqa: E402
+from harness.ledger import load_history  # noqa: E402
 from harness.scenario import Workload  # noqa: E402
 from harness.workload import ProducerWorkload, SafeLedger  # noqa: E402
 from tests.groups.test_groups_clients import GROUP_KEYS, describe, make_topic  # noqa: E402

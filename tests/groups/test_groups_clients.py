@@ -18,9 +18,8 @@ import time
 import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "broker", "dataplane"))
 
-from dp_cluster import Cluster, wait_until  # noqa: E402
+from testkit.cluster import Cluster, wait_until  # noqa: E402
 from tests.dataplane.clients import KCAT  # noqa: E402
 
 pytestmark = pytest.mark.integration

@@ -16,9 +16,9 @@ import time
 import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "broker", "dataplane"))
 
-from dp_cluster import Cluster, LoopFs, loop_skip_reason, wait_until  # noqa: E402
+from loopdev import LoopFs, skip_reason as loop_skip_reason  # noqa: E402
+from testkit.cluster import Cluster, wait_until  # noqa: E402
 from broker_impl.groups.state.records import partition_for  # noqa: E402
 from tests.groups.test_groups_clients import committed_kafka_python, drain, kp_consumer, produce  # noqa: E402
 

@@ -4,7 +4,8 @@ import json
 
 import pytest
 
-from harness.history import ClientOp, Event, LedgerWriter, load_history, parse_ledger, parse_node_events
+from harness.history import ClientOp, Event, parse_ledger, parse_node_events
+from harness.ledger import LedgerWriter, load_history
 from tests.harness.builders import ns
 
 pytestmark = pytest.mark.unit

@@ -7,8 +7,9 @@ import pytest
 
 from harness.faults.schedule import DiskFault, ProcessFault, soak_schedule
 from harness.fields import ScenarioError
+from harness.scenario_cmd import add_scenario_arguments, scenario_from_args
 from harness.scenario import (
-    Scenario, add_scenario_arguments, apply_override, load_scenario, parse_scenario_text, scenario_from_args,
+    Scenario, apply_override, load_scenario, parse_scenario_text,
 )
 from scenarios import catalog
 

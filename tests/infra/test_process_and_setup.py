@@ -1,4 +1,5 @@
-"""Process faults, psutil samples, and the idempotent `jbodlab setup` (warm = no rebuild)."""
+"""Process faults, psutil samples, the daemon's stats and exit events, and the idempotent
+`jbodlab setup` (warm = no rebuild)."""
 
 from __future__ import annotations
 
@@ -25,6 +26,9 @@ def test_pause_resume_kill_restart_and_sample(node_image):
             time.sleep(0.05)
             s = lab.sample("n1")
         assert s.processes >= 2 and s.rss_bytes > 0
+        stats = lab.docker.stats(name)
+        assert stats["memory_stats"]["usage"] > 0 and stats["pids_stats"]["current"] >= 2
+        exits = lab.docker.watch_exits(lab.lab_id)
         pause = lab.process_fault("n1", "pause")
         pause.inject()
         assert lab.docker.state(name) == "paused"
@@ -36,6 +40,14 @@ def test_pause_resume_kill_restart_and_sample(node_image):
         assert lab.docker.state(name) == "running"
         lab.process_fault("n1", "kill", "KILL").inject()
         assert lab.docker.state(name) == "exited"
+        seen = []
+        deadline = time.monotonic() + 10
+        while not any(e.exit_code == 137 for e in seen) and time.monotonic() < deadline:
+            seen += exits.drain()
+            time.sleep(0.05)
+        exits.close()
+        # the restart stopped it once (SIGTERM to docker-init), the kill once more: both streamed
+        assert [e.name for e in seen] == [name, name] and seen[-1].exit_code == 137, seen
 
 
 def test_setup_warm_is_a_no_op_and_image_is_labelled(node_image):

@@ -9,10 +9,10 @@ import time
 import pytest
 
 from harness.checkers.durability import analyse_durability
-from harness.history import load_history
+from harness.ledger import load_history
 from harness.scenario import TopicSpec, Workload
 from harness.workload import ProducerWorkload, SafeLedger, drain
-from tests.dataplane.cluster import Broker
+from tests.dataplane.inprocess_broker import Broker
 from tests.dataplane.conftest import LoopThread
 
 pytestmark = [pytest.mark.integration,

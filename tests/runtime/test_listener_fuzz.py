@@ -1,7 +1,7 @@
 """Hostile frames against real processes over TCP, per listener: the controller listener and
 a broker's client listener, each with and without SASL (before and after logging in).
 
-Every class of malformed frame of ``kafka_runtime.fuzz`` (random bodies, headers of any
+Every class of malformed frame of ``testkit.fuzz`` (random bodies, headers of any
 api/version, mutated and truncated requests of every advertised API × version, hostile
 length prefixes — arrays, strings, bytes, compact and classic —, garbage tagged fields,
 lying size prefixes, issue 11's 30-byte frame), chosen by hypothesis. After them the
@@ -14,19 +14,20 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
-import sys
 
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings, strategies as st
 
-from controller_impl.runtime.sim import ControllerProcess, MetadataReader
+from testkit.controller_client import MetadataReader
+
+from testkit.processes import ControllerProcess
 from kafka_common import wire, wire_guard
 from kafka_common.wire import ErrorCode
-from kafka_runtime import fuzz
+from kafka_common.varint import encode_uvarint
+from testkit import fuzz
 from kafka_runtime.client import KafkaClient
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "broker", "dataplane"))
-from dp_cluster import Cluster  # noqa: E402
+from testkit.cluster import Cluster  # noqa: E402
 
 pytestmark = pytest.mark.integration
 
@@ -81,11 +82,7 @@ def target(request, tmp_path_factory):
     else:
         cluster = Cluster(tmp, n_brokers=1, sasl=sasl, broker_extra={"socket.request.max.bytes": str(MAX_FRAME)})
         cluster.prepare()
-        try:
-            cluster.start()
-        except BaseException:
-            cluster.kill()
-            raise
+        cluster.start()
         broker = cluster.brokers[0]
         t = Target(name, broker.port, broker, ("admin", "ad-pw") if sasl else None, "broker", cluster.kill)
     yield t
@@ -192,7 +189,7 @@ def _with_unknown_tags(payload: bytes, cls: type) -> bytes:
         assert out[pos] == 0  # an empty section: replace it
         extra = [(1000 + n, b"\x07" * (n + 1)), (54321, b"newer-client")]
         out[pos:pos + 1] = bytes([len(extra)]) + b"".join(
-            fuzz._uvarint(tag) + fuzz._uvarint(len(v)) + v for tag, v in extra)
+            encode_uvarint(tag) + encode_uvarint(len(v)) + v for tag, v in extra)
     return bytes(out)
 
 

@@ -295,7 +295,7 @@ def test_sasl_offered_but_optional_without_authorizer():
 def test_an_api_the_listener_does_not_serve_is_refused_from_the_header_alone():
     """Metadata (not served here) claiming 2^32-2 topics (issue 11's frame): never decoded,
     answered UNSUPPORTED_VERSION in Metadata v12's shape, the connection stays usable."""
-    from kafka_runtime import fuzz
+    from testkit import fuzz
 
     async def body(server, handler):
         client = await KafkaClient.connect("127.0.0.1", server.port)
@@ -310,7 +310,7 @@ def test_an_api_the_listener_does_not_serve_is_refused_from_the_header_alone():
 
 
 def test_before_authentication_nothing_but_the_sasl_apis_is_decoded(tmp_path):
-    from kafka_runtime import fuzz
+    from testkit import fuzz
 
     async def body(server, handler):
         for payload in (fuzz.ISSUE_11_FRAME, framing.encode_frame(wire.encode_request(hb(1), 3, "t"))):

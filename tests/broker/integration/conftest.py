@@ -2,8 +2,7 @@
 
 import pytest
 
-from broker_cluster import BrokerProcess
-from controller_impl.runtime.sim import ControllerProcess
+from testkit.cluster import Cluster
 
 
 @pytest.fixture
@@ -11,22 +10,15 @@ def make_cluster(tmp_path):
     made = []
 
     def make(n_brokers: int = 2, broker_extra: dict | None = None, controller_extra: dict | None = None):
-        ctrl = ControllerProcess(str(tmp_path / "controller"),
-                                 extra={"broker.session.timeout.ms": "3000", **(controller_extra or {})})
-        ctrl.format()
-        ctrl.start()
-        made.append(ctrl)
-        brokers = [BrokerProcess(str(tmp_path / f"broker{i}"), i, ctrl, extra=dict(broker_extra or {}))
-                   for i in range(1, n_brokers + 1)]
-        made.extend(brokers)
-        for b in brokers:
-            b.format()
-            b.start()
-        return ctrl, brokers
+        cluster = Cluster(tmp_path, n_brokers, broker_extra, controller_extra=controller_extra, replicated=False)
+        made.append(cluster)
+        cluster.ctrl.format()
+        cluster.start(wait=False)
+        return cluster.ctrl, cluster.brokers
 
     yield make
-    for p in reversed(made):
-        p.kill()
+    for cluster in reversed(made):
+        cluster.kill()
 
 
 @pytest.fixture

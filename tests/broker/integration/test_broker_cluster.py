@@ -11,8 +11,10 @@ import shutil
 
 import pytest
 
-from broker_cluster import BrokerProcess, check_real_dirs, reader_for, unfenced, until, wait_until
-from controller_impl.runtime.sim import create_topic
+from testkit.cluster import check_real_dirs, reader_for, unfenced, until, wait_until
+
+from testkit.processes import BrokerProcess
+from testkit.controller_client import create_topic
 from kafka_common.ids import UNASSIGNED
 from kafka_common.metadata import records as r
 

@@ -14,8 +14,8 @@ import os
 
 import pytest
 
-from broker_cluster import check_real_dirs, reader_for, unfenced, until, wait_until
-from controller_impl.runtime.sim import create_topic
+from testkit.cluster import check_real_dirs, reader_for, unfenced, until, wait_until
+from testkit.controller_client import create_topic
 from kafka_common.ids import UNASSIGNED
 
 pytestmark = pytest.mark.integration

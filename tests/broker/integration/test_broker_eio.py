@@ -35,8 +35,8 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))  # tests/
 
-from broker_cluster import check_real_dirs, reader_for, unfenced, until, wait_until  # noqa: E402
-from controller_impl.runtime.sim import SimBroker, create_topic  # noqa: E402
+from testkit.cluster import check_real_dirs, reader_for, unfenced, until, wait_until  # noqa: E402
+from testkit.controller_client import SimBroker, create_topic  # noqa: E402
 from kafka_common import ids, wire  # noqa: E402
 from kafka_common.ids import UNASSIGNED  # noqa: E402
 from kafka_common.metadata import records as r  # noqa: E402
@@ -244,7 +244,7 @@ def test_eio_on_the_metadata_dir_halts(loop_fs_factory, make_cluster, tmp_path):
 def test_surviving_dirs_serve_produce_and_fetch(loop_fs_factory, make_cluster, tmp_path):
     """Over the broker's own listener: after d2 fails, a partition it leads in another dir
     accepts a Produce (acks=1) and serves it back by Fetch; the one in d2 refuses."""
-    from dataplane.protocol import fetch_request, make_batch, produce_request
+    from testkit.protocol import fetch_request, make_batch, produce_request
 
     d2 = str(tmp_path / "broker1" / "data2")
     fs = loop_fs_factory(mountpoint=d2, size_mb=16)

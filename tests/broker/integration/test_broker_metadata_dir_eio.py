@@ -20,7 +20,7 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))  # tests/
 
-from broker_cluster import reader_for, unfenced, until, wait_until  # noqa: E402
+from testkit.cluster import reader_for, unfenced, until, wait_until  # noqa: E402
 from kafka_common import ids, meta_properties as mp  # noqa: E402
 from loopdev import loop_fs_factory  # noqa: E402,F401  (fixture)
 

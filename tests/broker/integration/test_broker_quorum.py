@@ -10,9 +10,11 @@ import os
 
 import pytest
 
-from broker_cluster import BrokerProcess, check_real_dirs, unfenced, wait_until
-from controller_impl.runtime.quorum_sim import QuorumCluster
-from controller_impl.runtime.sim import MetadataReader, create_topic
+from testkit.cluster import check_real_dirs, unfenced, wait_until
+
+from testkit.processes import BrokerProcess
+from testkit.quorum import QuorumCluster
+from testkit.controller_client import MetadataReader, create_topic
 from kafka_common.ids import UNASSIGNED
 from kafka_runtime.client import ClientError, KafkaClient
 from kafka_runtime.events import read_events
@@ -132,7 +134,7 @@ def test_brokers_survive_the_active_controller_killed_during_a_dir_failure_repor
 
 def test_a_broker_behind_the_log_start_loads_the_snapshot(tmp_path):
     import random
-    from controller_impl.runtime.sim import SimBroker
+    from testkit.controller_client import SimBroker
     from kafka_common import ids
     q = QuorumCluster(str(tmp_path / "q"), 1, extra={"metadata.log.max.record.count.between.snapshots": "10",
                                                      "log.segment.bytes": "1024",

@@ -37,11 +37,14 @@ import pytest
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from broker_cluster import BrokerProcess, reader_for, unfenced, until, wait_until  # noqa: E402
-from controller_impl.runtime.sim import ControllerProcess, create_topic  # noqa: E402
+from testkit.cluster import reader_for, unfenced, until, wait_until  # noqa: E402
+
+from testkit.processes import BrokerProcess  # noqa: E402
+from testkit.controller_client import create_topic  # noqa: E402
+from testkit.processes import ControllerProcess  # noqa: E402
 from kafka_common.ids import UNASSIGNED  # noqa: E402
 from kafka_common.metadata import records as r  # noqa: E402
-from tests.dataplane.protocol import RawConnection, fetch_request, make_batch, produce_request  # noqa: E402
+from testkit.protocol import RawConnection, fetch_request, make_batch, produce_request  # noqa: E402
 
 pytestmark = pytest.mark.integration
 SESSION_MS = 3000

@@ -8,14 +8,12 @@ itself (records acked after the failure), and every acked record is consumed."""
 
 from __future__ import annotations
 
-import sys
-import os
 import time
 
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "dataplane"))
-from dp_cluster import BackgroundProducer, Cluster, LoopFs, consume_all, loop_skip_reason, wait_until  # noqa: E402
+from loopdev import LoopFs, skip_reason as loop_skip_reason  # noqa: E402
+from testkit.cluster import BackgroundProducer, Cluster, consume_all, wait_until  # noqa: E402
 
 pytestmark = pytest.mark.integration
 TOPIC = "validated"
@@ -26,9 +24,9 @@ def loop_fs(request):
     reason = loop_skip_reason()
     if reason:
         pytest.skip(reason)
-    fs = LoopFs()
+    fs = LoopFs(size_mb=64)
     request.addfinalizer(fs.cleanup)
-    fs.setup(64)
+    fs.setup()
     return fs
 
 
@@ -36,9 +34,7 @@ def loop_fs(request):
 def cluster(tmp_path, loop_fs, request):
     c = Cluster(tmp_path)
     request.addfinalizer(c.kill)  # before the loop fs is unmounted (finalizers run in reverse)
-    c.brokers[0].dir_override = {0: loop_fs.mnt}
-    c.prepare()
-    c.start()
+    c.start_with_dir(loop_fs.mnt)
     return c
 
 
@@ -95,9 +91,7 @@ def test_acks_all_survives_real_eio_on_a_leader_dir(cluster, loop_fs):
 def follower_fs_cluster(tmp_path, loop_fs, request):
     c = Cluster(tmp_path)
     request.addfinalizer(c.kill)
-    c.brokers[1].dir_override = {0: loop_fs.mnt}
-    c.prepare()
-    c.start()
+    c.start_with_dir(loop_fs.mnt, broker=1)
     return c
 
 

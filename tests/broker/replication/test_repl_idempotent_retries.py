@@ -16,10 +16,9 @@ import time
 
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "dataplane"))
-from dp_cluster import Cluster, wait_until  # noqa: E402
+from testkit.cluster import Cluster, wait_until  # noqa: E402
 
-from tests.dataplane.protocol import RawConnection, make_batch, produce_request  # noqa: E402
+from testkit.protocol import RawConnection, make_batch, produce_request  # noqa: E402
 
 pytestmark = pytest.mark.integration
 NONE = 0
@@ -125,7 +124,7 @@ async def _init_pid(port: int) -> tuple[int, int]:
 def _batches(port: int, topic: str) -> list[tuple[int, int, int, int]]:
     """(base offset, producer id, base sequence, record count) of every batch up to the HW."""
     from kafka_common import batch_header as bh
-    from tests.dataplane.protocol import fetch_request
+    from testkit.protocol import fetch_request
 
     async def run():
         c = await RawConnection.open(port)

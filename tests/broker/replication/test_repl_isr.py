@@ -17,13 +17,11 @@ from __future__ import annotations
 import glob
 import os
 import signal
-import sys
 import time
 
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "dataplane"))
-from dp_cluster import Cluster, wait_until  # noqa: E402
+from testkit.cluster import Cluster, wait_until  # noqa: E402
 
 pytestmark = pytest.mark.integration
 NONE, NOT_ENOUGH_REPLICAS = 0, 19

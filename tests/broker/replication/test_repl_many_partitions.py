@@ -22,14 +22,12 @@ moved or not — are still all acknowledged, and every acknowledged record is re
 
 from __future__ import annotations
 
-import os
-import sys
 import time
 
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "dataplane"))
-from dp_cluster import Cluster, LoopFs, loop_skip_reason  # noqa: E402
+from loopdev import LoopFs, skip_reason as loop_skip_reason  # noqa: E402
+from testkit.cluster import Cluster  # noqa: E402
 from kafka_common.ids import UNASSIGNED  # noqa: E402
 
 pytestmark = pytest.mark.integration
@@ -140,14 +138,12 @@ def test_after_a_dir_failure_every_partition_keeps_acking(tmp_path):
     reason = loop_skip_reason()
     if reason:
         pytest.skip(reason)
-    fs = LoopFs()
+    fs = LoopFs(size_mb=64)
     c = Cluster(tmp_path, broker_extra=SLOW_POLL, session_timeout_ms=9000)
     try:
-        fs.setup(64)
+        fs.setup()
+        c.start_with_dir(fs.mnt)
         b1 = c.brokers[0]
-        b1.dir_override = {0: fs.mnt}
-        c.prepare()
-        c.start()
         n = 30
         make_topic(c, "moved", n)
         d0 = b1.dir_ids()[fs.mnt]

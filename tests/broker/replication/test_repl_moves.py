@@ -15,17 +15,15 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import sys
 import time
 
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "dataplane"))
-from dp_cluster import (BackgroundProducer, Cluster, LoopFs, consume_all, loop_skip_reason,  # noqa: E402
-                        wait_until)
+from loopdev import LoopFs, skip_reason as loop_skip_reason  # noqa: E402
+from testkit.cluster import BackgroundProducer, Cluster, consume_all, wait_until  # noqa: E402
 from kafka_common import wire  # noqa: E402
 from kafka_common.ids import LOST  # noqa: E402
-from tests.dataplane.protocol import RawConnection  # noqa: E402
+from testkit.protocol import RawConnection  # noqa: E402
 
 pytestmark = pytest.mark.integration
 
@@ -65,9 +63,9 @@ def loop_fs(request):
     reason = loop_skip_reason()
     if reason:
         pytest.skip(reason)
-    fs = LoopFs()
+    fs = LoopFs(size_mb=64)
     request.addfinalizer(fs.cleanup)
-    fs.setup(64)
+    fs.setup()
     return fs
 
 
@@ -75,9 +73,10 @@ def make_cluster(tmp_path, request, loop_fs=None) -> Cluster:
     c = Cluster(tmp_path, session_timeout_ms=9000)
     request.addfinalizer(c.kill)
     if loop_fs is not None:
-        c.brokers[0].dir_override = {1: loop_fs.mnt}
-    c.prepare()
-    c.start()
+        c.start_with_dir(loop_fs.mnt, dir_index=1)
+    else:
+        c.prepare()
+        c.start()
     return c
 
 

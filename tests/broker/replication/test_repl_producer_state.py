@@ -14,17 +14,14 @@ from __future__ import annotations
 
 import asyncio
 import datetime
-import os
-import sys
 
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "dataplane"))
-from dp_cluster import Cluster, wait_until  # noqa: E402
+from testkit.cluster import Cluster, wait_until  # noqa: E402
 
 from kafka_common import batch_header as bh, wire  # noqa: E402
 from kafka_runtime.client import KafkaClient  # noqa: E402
-from tests.dataplane.protocol import fetch_request, make_batch, produce_request  # noqa: E402
+from testkit.protocol import fetch_request, make_batch, produce_request  # noqa: E402
 
 pytestmark = pytest.mark.integration
 NONE, OUT_OF_ORDER_SEQUENCE_NUMBER = 0, 45

@@ -5,14 +5,11 @@ creates an RF=3 topic, produces with acks=all and consumes it back through librd
 
 from __future__ import annotations
 
-import os
-import sys
 import time
 
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "dataplane"))
-from dp_cluster import Cluster  # noqa: E402
+from testkit.cluster import Cluster  # noqa: E402
 
 pytestmark = pytest.mark.integration
 

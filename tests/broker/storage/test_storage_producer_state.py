@@ -13,7 +13,7 @@ from broker_impl.storage.errors import (INVALID_PRODUCER_EPOCH, OUT_OF_ORDER_SEQ
                                         ProducerSequenceError)
 from broker_impl.storage.failure import DirFailureChannel
 from broker_impl.storage.partition_log import LogConfig, PartitionLog
-from tests.dataplane.protocol import make_batch
+from testkit.protocol import make_batch
 
 pytestmark = pytest.mark.integration
 TOPIC_ID = uuid.UUID(int=0x1234)

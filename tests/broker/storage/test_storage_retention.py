@@ -20,7 +20,7 @@ from broker_impl.storage.log_manager import LogManager
 from broker_impl.storage.partition_log import LogConfig
 from broker_impl.storage.startup import load_log_dirs
 from conftest import NODE_ID, format_dir
-from tests.dataplane.protocol import make_batch
+from testkit.protocol import make_batch
 
 pytestmark = pytest.mark.integration
 TID = uuid.UUID(int=9 << 90)

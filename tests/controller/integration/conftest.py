@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from controller_impl.runtime.sim import ControllerProcess
+from testkit.processes import ControllerProcess
 
 
 @pytest.fixture

@@ -11,20 +11,17 @@ principal may do all of it.
 from __future__ import annotations
 
 import asyncio
-import os
-import sys
 import time
 
 import pytest
 
-from controller_impl.runtime.sim import MetadataReader, SimBroker, create_topic
+from testkit.controller_client import MetadataReader, SimBroker, create_topic
 from kafka_common import ids, wire
 from kafka_common.wire import ErrorCode
 from kafka_runtime.client import KafkaClient
 from kafka_runtime.events import read_events
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "broker", "dataplane"))
-from dp_cluster import Cluster  # noqa: E402
+from testkit.cluster import Cluster  # noqa: E402
 
 pytestmark = pytest.mark.integration
 DENIED = ErrorCode.cluster_authorization_failed
@@ -138,4 +135,3 @@ def test_without_the_authorizer_everyone_may_fetch_and_create(tmp_path):
         assert "open" in asyncio.run(asyncio.wait_for(body(), 60)).topic_ids
     finally:
         c.kill()
-

@@ -16,7 +16,8 @@ import time
 import pytest
 
 from controller_impl.log import DIR_NAME
-from controller_impl.runtime.sim import REPO, ControllerProcess, MetadataReader, SimBroker, create_topic
+from testkit.controller_client import MetadataReader, SimBroker, create_topic
+from testkit.processes import REPO, ControllerProcess
 from kafka_common import framing, ids, wire
 from kafka_common.metadata import records as r
 from kafka_common.wire import ErrorCode

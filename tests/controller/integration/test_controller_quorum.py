@@ -13,8 +13,10 @@ import sys
 import pytest
 
 from controller_impl.log import MetadataLog
-from controller_impl.runtime.quorum_sim import QuorumCluster, describe_quorum
-from controller_impl.runtime.sim import REPO, MetadataReader, SimBroker
+from controller_impl.runtime.status import describe_quorum
+from testkit.quorum import QuorumCluster
+from testkit.controller_client import MetadataReader, SimBroker
+from testkit.processes import REPO
 from kafka_common import ids
 from kafka_common.metadata.batches import decode_batches
 from kafka_common.wire import ErrorCode

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from controller_impl.runtime.sim import REPO, ControllerProcess
+from testkit.processes import REPO, ControllerProcess
 
 pytestmark = pytest.mark.integration
 BIN = os.path.dirname(sys.executable)

@@ -12,13 +12,9 @@ import uuid
 from types import SimpleNamespace
 from typing import Any
 
-from kio.schema.alter_partition.v3 import request as ap3
-from kio.schema.assign_replicas_to_dirs.v0 import request as a0
-from kio.schema.broker_heartbeat.v1 import request as hb1
-from kio.schema.broker_registration.v4 import request as br4
-from kio.schema.create_topics.v7 import request as ct7
 from kio.schema.unregister_broker.v0 import request as ub0
 
+from kafka_common import controller_protocol as cp
 from kafka_common.ids import uuid_of
 from kafka_common.metadata import records as r
 from kafka_common.metadata.image import MetadataImage
@@ -65,22 +61,19 @@ class Harness:
                  cluster_id: str = CLUSTER) -> tuple[ControllerResult, Any]:
         inc = incarnation or self.incarnations.get(broker) or uuid_of(0x2000 + broker, 1)
         self.incarnations[broker] = inc
-        req = br4.BrokerRegistrationRequest(
-            broker_id=broker, cluster_id=cluster_id, incarnation_id=inc,
-            listeners=(br4.Listener(name="PLAINTEXT", host="127.0.0.1", port=9100 + broker,
-                                    security_protocol=0),),
-            features=(), rack=None, log_dirs=tuple(dirs))
+        req = cp.broker_registration(4, broker_id=broker, cluster_id=cluster_id, incarnation_id=inc,
+                                     listeners=[("PLAINTEXT", "127.0.0.1", 9100 + broker, cp.PLAINTEXT)],
+                                     log_dirs=dirs)
         res = self.apply(self.state.handle_broker_registration(req, self.now))
         return res, res.response
 
     def heartbeat(self, broker: int, *, offline: list[uuid.UUID] = (), want_fence: bool = False,
                   want_shut_down: bool = False, epoch: int | None = None,
                   metadata_offset: int | None = None) -> tuple[ControllerResult, Any]:
-        req = hb1.BrokerHeartbeatRequest(
-            broker_id=broker,
-            broker_epoch=self.epoch(broker) if epoch is None else epoch,
+        req = cp.broker_heartbeat(
+            1, broker_id=broker, broker_epoch=self.epoch(broker) if epoch is None else epoch,
             current_metadata_offset=self.image.last_offset if metadata_offset is None else metadata_offset,
-            want_fence=want_fence, want_shut_down=want_shut_down, offline_log_dirs=tuple(offline))
+            want_fence=want_fence, want_shut_down=want_shut_down, offline_log_dirs=offline)
         res = self.apply(self.state.handle_broker_heartbeat(req, self.now))
         return res, res.response
 
@@ -94,29 +87,16 @@ class Harness:
 
     def create_topic(self, name: str, partitions: int = -1, rf: int = -1,
                      assignments: list[list[int]] | None = None, validate_only: bool = False):
-        topic = ct7.CreatableTopic(
-            name=name, num_partitions=partitions if assignments is None else -1,
-            replication_factor=rf if assignments is None else -1,
-            assignments=tuple(ct7.CreatableReplicaAssignment(partition_index=i, broker_ids=tuple(b))
-                              for i, b in enumerate(assignments or [])),
-            configs=())
-        res = self.apply(self.state.handle_create_topics(
-            ct7.CreateTopicsRequest(topics=(topic,), validate_only=validate_only), self.now))
+        req = cp.create_topics(7, name, partitions, rf, validate_only=validate_only,
+                               assignments=dict(enumerate(assignments)) if assignments is not None else None)
+        res = self.apply(self.state.handle_create_topics(req, self.now))
         return res, res.response.topics[0]
 
     def assign(self, broker: int, assignments: dict[uuid.UUID, list[tuple[uuid.UUID, int]]], *,
                epoch: int | None = None) -> tuple[ControllerResult, Any]:
-        dirs = []
-        for d, parts in assignments.items():
-            by_topic: dict[uuid.UUID, list[int]] = {}
-            for tid, pid in parts:
-                by_topic.setdefault(tid, []).append(pid)
-            dirs.append(a0.DirectoryData(id_=d, topics=tuple(
-                a0.TopicData(topic_id=tid, partitions=tuple(a0.PartitionData(partition_index=p) for p in pids))
-                for tid, pids in by_topic.items())))
-        req = a0.AssignReplicasToDirsRequest(broker_id=broker,
-                                             broker_epoch=self.epoch(broker) if epoch is None else epoch,
-                                             directories=tuple(dirs))
+        req = cp.assign_replicas_to_dirs(0, broker_id=broker,
+                                         broker_epoch=self.epoch(broker) if epoch is None else epoch,
+                                         by_directory=cp.group_by_dir(assignments))
         res = self.apply(self.state.handle_assign_replicas_to_dirs(req, self.now))
         return res, res.response
 
@@ -124,15 +104,11 @@ class Harness:
                         leader_epoch: int | None = None, partition_epoch: int | None = None,
                         isr_epochs: dict[int, int] | None = None, epoch: int | None = None):
         part = self.image.partition(tid, pid)
-        pd = ap3.PartitionData(
-            partition_index=pid,
-            leader_epoch=part.leader_epoch if leader_epoch is None else leader_epoch,
-            new_isr_with_epochs=tuple(ap3.BrokerState(broker_id=b, broker_epoch=(isr_epochs or {}).get(b, -1))
-                                      for b in new_isr),
-            partition_epoch=part.partition_epoch if partition_epoch is None else partition_epoch)
-        req = ap3.AlterPartitionRequest(broker_id=broker,
-                                        broker_epoch=self.epoch(broker) if epoch is None else epoch,
-                                        topics=(ap3.TopicData(topic_id=tid, partitions=(pd,)),))
+        req = cp.alter_partition(
+            3, broker_id=broker, broker_epoch=self.epoch(broker) if epoch is None else epoch, topic_id=tid,
+            partition=pid, leader_epoch=part.leader_epoch if leader_epoch is None else leader_epoch,
+            partition_epoch=part.partition_epoch if partition_epoch is None else partition_epoch,
+            new_isr=new_isr, isr_broker_epochs=isr_epochs)
         res = self.apply(self.state.handle_alter_partition(req, self.now))
         return res, res.response
 

@@ -1,36 +1,81 @@
-"""1 kraft-controller + 3 kraft-brokers × 3 data dirs (+ a separate metadata dir, so a data
-dir can fail without halting the broker), real processes on loopback, for the data-plane
-and replication tests. Clients reach the brokers' PLAINTEXT listeners."""
+"""1 kraft-controller + N kraft-brokers × 3 data dirs (+ a separate metadata dir, so a data
+dir can fail without halting the broker), real processes on loopback: the one cluster of the
+data-plane, replication, listener and broker integration tests and the broker benchmarks.
+Clients reach the brokers' PLAINTEXT (or SASL_PLAINTEXT) listeners. Also the waits those
+tests share (:func:`wait_until`, :func:`until` on the metadata log)."""
 
 from __future__ import annotations
 
 import asyncio
 import os
-import sys
 import threading
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "integration"))
+from kafka_runtime.client import KafkaClient
+from testkit.controller_client import MetadataReader, create_topic
+from kafka_common.ids import is_reserved
+from testkit.processes import BrokerProcess, ControllerProcess
 
-from broker_cluster import BrokerProcess, reader_for, unfenced, until, wait_until  # noqa: E402
-from controller_impl.runtime.sim import ControllerProcess  # noqa: E402
-
-__all__ = ["Cluster", "BrokerProcess", "wait_until", "LoopFs", "loop_skip_reason"]
-
-
-def _storage_conftest():
-    import importlib.util
-    spec = importlib.util.spec_from_file_location("jbod_storage_conftest",
-                                                  os.path.join(HERE, "..", "storage", "conftest.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+__all__ = ["Cluster", "FAST", "BackgroundProducer", "consume_all", "wait_until", "reader_for", "until",
+           "unfenced", "check_real_dirs"]
 
 
-_sc = _storage_conftest()
-LoopFs = _sc.LoopFs  # ext4 on a loop device under /tmp/jbodtest-*, EXT4_IOC_SHUTDOWN → EIO
-loop_skip_reason = _sc._loop_skip_reason
+def wait_until(pred, timeout_s: float, what: str, interval_s: float = 0.05):
+    """``pred()``'s first truthy value; AssertionError naming ``what`` after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = pred()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
+        time.sleep(interval_s)
+
+
+async def reader_for(ctrl: ControllerProcess, sasl: tuple[str, str] | None = None
+                     ) -> tuple[KafkaClient, MetadataReader]:
+    client = await KafkaClient.connect("127.0.0.1", ctrl.port, client_id="test", sasl=sasl)
+    return client, MetadataReader(client)
+
+
+async def until(reader: MetadataReader, pred, timeout_s: float, what: str, brokers=()):
+    """Read the metadata log until ``pred(image)``; a broker of ``brokers`` that died fails it."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    while True:
+        await reader.catch_up()
+        if pred(reader.image):
+            return
+        for b in brokers:
+            assert b.alive(), f"broker {b.node_id} died: {b.stderr()}"
+        if loop.time() > deadline:
+            raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
+        await reader.fetch_once(200)
+
+
+def unfenced(image, ids_) -> bool:
+    return all(b in image.brokers and not image.brokers[b].fenced for b in ids_)
+
+
+def check_real_dirs(image, brokers, topic):
+    """Every replica's metadata dir is the directory.id of the dir holding its log on disk."""
+    tid = image.topic_ids[topic]
+    parts = image.partitions_of(tid)
+    assert parts
+    by_id = {b.node_id: b for b in brokers}
+    for pid, p in parts.items():
+        for broker_id, dir_id in zip(p.replicas, p.directories):
+            assert not is_reserved(dir_id), f"{topic}-{pid} broker {broker_id}: {dir_id}"
+            b = by_id[broker_id]
+
+            def holders():  # logs are created by the broker's storage worker: allow it a moment
+                return [path for path in b.dirs if os.path.isdir(os.path.join(path, f"{topic}-{pid}"))]
+
+            wait_until(holders, 10, f"the log of {topic}-{pid} on broker {broker_id}")
+            holders = holders()
+            assert len(holders) == 1, f"{topic}-{pid} on broker {broker_id}: logs in {holders}"
+            assert b.dir_ids()[holders[0]] == dir_id
+
 
 FAST = {
     "replica.fetch.wait.max.ms": "100",
@@ -42,35 +87,13 @@ FAST = {
 }
 
 
-class DpBroker(BrokerProcess):
-    dir_override: dict[int, str] | None = None  # dir index → path (a mounted loop fs)
-
-    @property
-    def dirs(self) -> list[str]:
-        paths = [os.path.join(self.workdir, f"data{i}") for i in range(self.n_dirs)]
-        for i, path in (self.dir_override or {}).items():
-            paths[i] = path
-        return paths
-
-    @property
-    def metadata_dir(self) -> str:
-        return os.path.join(self.workdir, "meta")
-
-    advertise_host: str | None = None  # advertise another name than the bound address
-
-    def write_config(self) -> None:
-        self.extra.setdefault("metadata.log.dir", self.metadata_dir)
-        if self.advertise_host is not None:
-            if not self.port:
-                from controller_impl.runtime.sim import free_port
-                self.port = free_port()
-            self.extra["advertised.listeners"] = f"PLAINTEXT://{self.advertise_host}:{self.port}"
-        super().write_config()
-
-
 class Cluster:
     def __init__(self, tmp_path, n_brokers: int = 3, broker_extra: dict | None = None,
-                 session_timeout_ms: int = 3000, advertise_host: str | None = None, sasl: bool = False) -> None:
+                 session_timeout_ms: int = 3000, advertise_host: str | None = None, sasl: bool = False, *,
+                 controller_extra: dict | None = None, replicated: bool = True) -> None:
+        """``replicated`` (the data-plane shape): RF 3 by default, fast replication timings
+        (:data:`FAST`), each broker's metadata log in a dir of its own; else plain brokers
+        whose metadata log shares the first data dir."""
         # sasl: every listener SASL_PLAINTEXT with the authorizer on; brokers log in as
         # ``broker`` (a super user), tests and clients as ``admin``
         self.admin_sasl = ("admin", "ad-pw") if sasl else None
@@ -79,21 +102,19 @@ class Cluster:
                     "listener.security.protocol.map": "PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:SASL_PLAINTEXT"} if sasl else {}
         self.ctrl = ControllerProcess(str(tmp_path / "controller"),
                                       extra={"broker.session.timeout.ms": str(session_timeout_ms),
-                                             "default.replication.factor": "3", **security})
+                                             **({"default.replication.factor": "3"} if replicated else {}),
+                                             **security, **(controller_extra or {})})
         broker_extra = {"broker.session.timeout.ms": str(session_timeout_ms), **security,
                         **({"sasl.plain.username": "broker", "sasl.plain.password": "b-pw"} if sasl else {}),
                         **(broker_extra or {})}
-        self.brokers = [DpBroker(str(tmp_path / f"broker{i}"), i + 1, self.ctrl, extra={**FAST, **(broker_extra or {})})
+        self.brokers = [BrokerProcess(str(tmp_path / f"broker{i + 1}"), i + 1, self.ctrl,
+                                      extra={**(FAST if replicated else {}), **(broker_extra or {})},
+                                      separate_metadata_dir=replicated, advertise_host=advertise_host)
                         for i in range(n_brokers)]
-        for b in self.brokers:
-            b.advertise_host = advertise_host
 
     async def _reader(self):
         """A metadata reader on the controller (SASL PLAIN as ``admin`` when the cluster uses it)."""
-        from controller_impl.runtime.sim import MetadataReader
-        from kafka_runtime.client import KafkaClient
-        client = await KafkaClient.connect("127.0.0.1", self.ctrl.port, client_id="test", sasl=self.admin_sasl)
-        return client, MetadataReader(client)
+        return await reader_for(self.ctrl, self.admin_sasl)
 
     def prepare(self) -> None:
         """Format everything (a test may mount a file system on a data dir before start)."""
@@ -102,12 +123,26 @@ class Cluster:
             os.makedirs(b.workdir, exist_ok=True)
             b.write_config()
 
-    def start(self) -> None:
-        self.ctrl.start()
-        for b in self.brokers:
-            b.format()
-            b.start()
-        self.wait_ready()
+    def start_with_dir(self, path: str, *, broker: int = 0, dir_index: int = 0) -> None:
+        """Prepare and start with one data dir of one broker at ``path`` (e.g. a mounted
+        loop-device file system a test will fail)."""
+        self.brokers[broker].dir_override = {dir_index: path}
+        self.prepare()
+        self.start()
+
+    def start(self, *, wait: bool = True) -> None:
+        """Start the controller, format and start the brokers, wait until every broker is
+        unfenced and listens; whatever started is killed again if that fails."""
+        try:
+            self.ctrl.start()
+            for b in self.brokers:
+                b.format()
+                b.start()
+            if wait:
+                self.wait_ready()
+        except BaseException:
+            self.kill()
+            raise
 
     def wait_ready(self, timeout_s: float = 40) -> None:
         ids_ = [b.node_id for b in self.brokers]
@@ -151,8 +186,6 @@ class Cluster:
             time.sleep(0.2)
 
     def create_topic(self, name: str, assignments: dict[int, list[int]]) -> None:
-        from controller_impl.runtime.sim import create_topic
-
         async def run():
             client, _reader = await self._reader()
             try:
@@ -166,7 +199,7 @@ class Cluster:
     def produce_raw(self, broker, topic: str, partition: int, values: list[bytes], acks: int = -1,
                     timeout_ms: int = 5000) -> tuple[int, int]:
         """One Produce v9 request straight to ``broker`` → (error code, base offset)."""
-        from tests.dataplane.protocol import RawConnection, make_batch, produce_request
+        from testkit.protocol import RawConnection, make_batch, produce_request
 
         async def run():
             c = await RawConnection.open(broker.port)

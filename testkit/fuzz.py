@@ -46,6 +46,8 @@ from kio.serial._introspect import (EntityField, EntityTupleField, PrimitiveFiel
                                     PrimitiveTupleField, classify_field, get_field_tag, is_optional)
 from kio.schema.errors import ErrorCode
 
+from kafka_common.wire import ApiKey
+from kafka_common.varint import encode_uvarint, read_uvarint
 from kafka_common import framing, wire, wire_guard
 
 KINDS = ("random", "header", "valid", "mutate", "truncate", "length", "tags", "size", "known")
@@ -201,33 +203,12 @@ def _frame(payload: bytes) -> bytes:
     return framing.encode_frame(payload)
 
 
-def _uvarint(value: int) -> bytes:
-    out = bytearray()
-    while value > 0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
-def _read_uvarint(buf: bytes, pos: int) -> tuple[int, int]:
-    value = shift = 0
-    while pos < len(buf):
-        b = buf[pos]
-        pos += 1
-        value |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return value, pos
-        shift += 7
-    return value, pos
-
-
 def _width(buf: bytes, pos: int, enc: str) -> int:
     if enc == "i16":
         return 2
     if enc == "i32":
         return 4
-    return _read_uvarint(buf, pos)[1] - pos
+    return read_uvarint(buf, pos)[1] - pos
 
 
 def _hostile_length(ch: Chooser, enc: str, left: int) -> bytes:
@@ -235,8 +216,8 @@ def _hostile_length(ch: Chooser, enc: str, left: int) -> bytes:
         return _I16.pack(ch.choice([0x7FFF, -2, -1, -32768, min(left + 1, 0x7FFF), 1]))
     if enc == "i32":
         return _I32.pack(ch.choice([0x7FFFFFFF, -2, -1, -2**31, min(left + 1, 2**31 - 1), 2**30]))
-    return ch.choice([_uvarint(2**32 - 1), _uvarint(2**32 - 2), _uvarint(0), _uvarint(left + 2),
-                      _uvarint(2**31), b"\xff\xff\xff\xff\xff\x01", b"\x80\x80\x80\x80\x80",
+    return ch.choice([encode_uvarint(2**32 - 1), encode_uvarint(2**32 - 2), encode_uvarint(0), encode_uvarint(left + 2),
+                      encode_uvarint(2**31), b"\xff\xff\xff\xff\xff\x01", b"\x80\x80\x80\x80\x80",
                       b"\xff\xff\xff\xff\x7f"])
 
 
@@ -265,7 +246,7 @@ def make_case(ch: Chooser, corpus: Corpus, kind: str | None = None) -> Case:
             return Case("known", ISSUE_11_FRAME, True, "issue 11's 30-byte frame")
         e = ch.choice(flexible)
         pos, enc, _ = next(t for t in e.lengths if t[2] == "array")
-        hostile = _uvarint(2**32 - 1)
+        hostile = encode_uvarint(2**32 - 1)
         payload = e.payload[:pos] + hostile + e.payload[pos + _width(e.payload, pos, enc):]
         return Case("known", _frame(payload), True, f"api_key={e.api_key} v{e.version} array=2^32-2")
     e = ch.choice(entries)
@@ -300,21 +281,21 @@ def make_case(ch: Chooser, corpus: Corpus, kind: str | None = None) -> Case:
     tag_sections = [t for t in e.lengths if t[2] == "tags"]
     if kind == "tags" and tag_sections:
         pos, _enc, _ = ch.choice(tag_sections)
-        count, after = _read_uvarint(payload, pos)
+        count, after = read_uvarint(payload, pos)
         rest = payload[after:]
         if count:  # keep it simple: only rewrite empty sections
             return Case(kind, _frame(payload), True, f"{note} (section not empty)")
         variant = ch.choice(["unknown", "huge_count", "huge_size", "known_garbage"])
         if variant == "unknown":
             tags = sorted({ch.integer(1000, 100000) for _ in range(ch.integer(1, 3))})
-            section = _uvarint(len(tags)) + b"".join(_uvarint(t) + _uvarint(len(v)) + v
+            section = encode_uvarint(len(tags)) + b"".join(encode_uvarint(t) + encode_uvarint(len(v)) + v
                                                      for t in tags for v in [ch.blob(12)])
         elif variant == "huge_count":
-            section = _uvarint(2**32 - 2) + _uvarint(5000) + _uvarint(3) + b"abc"
+            section = encode_uvarint(2**32 - 2) + encode_uvarint(5000) + encode_uvarint(3) + b"abc"
         elif variant == "huge_size":
-            section = _uvarint(1) + _uvarint(5000) + _uvarint(2**31)
+            section = encode_uvarint(1) + encode_uvarint(5000) + encode_uvarint(2**31)
         else:
-            section = _uvarint(1) + _uvarint(ch.integer(0, 3)) + _uvarint(ch.integer(0, 6)) + ch.blob(6)
+            section = encode_uvarint(1) + encode_uvarint(ch.integer(0, 3)) + encode_uvarint(ch.integer(0, 6)) + ch.blob(6)
         return Case(kind, _frame(payload[:pos] + section + rest), True, f"{note} tags:{variant}@{pos}")
     return Case("valid", _frame(payload), True, note)
 
@@ -354,16 +335,16 @@ class Thrower:
         dec = framing.FrameDecoder()
         if self.sasl is not None:
             user, password = self.sasl
-            writer.write(_frame(wire.encode_request(wire.request_class(17, 1)(mechanism="PLAIN"), 1, "fuzz")))
+            writer.write(_frame(wire.encode_request(wire.request_class(ApiKey.SASL_HANDSHAKE, 1)(mechanism="PLAIN"), 1, "fuzz")))
             token = b"\x00" + user.encode() + b"\x00" + password.encode()
-            writer.write(_frame(wire.encode_request(wire.request_class(36, 2)(auth_bytes=token), 2, "fuzz")))
+            writer.write(_frame(wire.encode_request(wire.request_class(ApiKey.SASL_AUTHENTICATE, 2)(auth_bytes=token), 2, "fuzz")))
             got: list[bytes] = []
             while len(got) < 2:
                 data = await asyncio.wait_for(reader.read(65536), self.timeout_s)
                 if not data:
                     raise ConnectionError("closed during SASL login")
                 got += dec.feed(data)
-            _, resp = wire.decode_response(got[1], 36, 2)
+            _, resp = wire.decode_response(got[1], ApiKey.SASL_AUTHENTICATE, 2)
             if resp.error_code != ErrorCode.none:
                 raise ConnectionError(f"SASL login failed: {resp.error_code.name}")
         return reader, writer, dec
@@ -420,4 +401,3 @@ def rss_bytes(pid: int) -> int:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) * 1024
     raise RuntimeError(f"no VmRSS for pid {pid}")
-

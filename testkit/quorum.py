@@ -2,7 +2,7 @@
 
 :class:`QuorumCluster` formats N controllers with one cluster id and one voters line,
 starts them, finds the active one through DescribeQuorum (API 55), kills and restarts
-members. :func:`describe_quorum` asks one controller.
+members (asking each with ``controller_impl.runtime.status.describe_quorum``).
 """
 
 from __future__ import annotations
@@ -10,22 +10,10 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from typing import Any
 
-from kafka_runtime.client import ClientError, KafkaClient
-
-from controller_impl.runtime import raft_wire as rw
-from controller_impl.runtime.sim import ControllerProcess, free_port
-
-
-async def describe_quorum(host: str, port: int, timeout_s: float = 2.0) -> dict:
-    client = await KafkaClient.connect(host, port, timeout_s=timeout_s)
-    try:
-        version = client.pick_version(rw.DESCRIBE, 0, 2)
-        resp = await client.request(rw.describe_request(version), timeout_s=timeout_s)
-        return rw.parse_describe_response(resp)
-    finally:
-        await client.close()
+from controller_impl.runtime.status import describe_quorum
+from kafka_runtime.client import ClientError
+from testkit.processes import ControllerProcess, free_port
 
 
 class QuorumCluster:

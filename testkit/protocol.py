@@ -12,27 +12,16 @@ from typing import Any
 import crc32c
 
 from kafka_common import framing, wire
-
-
-def _varint(value: int) -> bytes:
-    v = (value << 1) ^ (value >> 63)  # zigzag
-    out = bytearray()
-    while True:
-        if v & ~0x7F:
-            out.append((v & 0x7F) | 0x80)
-            v >>= 7
-        else:
-            out.append(v)
-            return bytes(out)
+from kafka_common.varint import encode_varint
 
 
 def _record(offset_delta: int, ts_delta: int, key: bytes | None, value: bytes | None) -> bytes:
     body = bytearray(b"\x00")
-    body += _varint(ts_delta) + _varint(offset_delta)
-    body += _varint(-1) if key is None else _varint(len(key)) + key
-    body += _varint(-1) if value is None else _varint(len(value)) + value
-    body += _varint(0)
-    return _varint(len(body)) + bytes(body)
+    body += encode_varint(ts_delta) + encode_varint(offset_delta)
+    body += encode_varint(-1) if key is None else encode_varint(len(key)) + key
+    body += encode_varint(-1) if value is None else encode_varint(len(value)) + value
+    body += encode_varint(0)
+    return encode_varint(len(body)) + bytes(body)
 
 
 def make_batch(values: list[bytes], *, producer_id: int = -1, epoch: int = -1, base_seq: int = -1,

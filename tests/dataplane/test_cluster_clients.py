@@ -15,11 +15,11 @@ import time
 
 import pytest
 
-from dp_cluster import Cluster, wait_until
+from testkit.cluster import Cluster, wait_until
 from broker_impl.api.log_dirs import DescribeLogDirsResponseV4
 from kafka_common import wire
 from tests.dataplane.clients import CONSUMERS, KCAT, KCAT_HEADERS, PRODUCERS, make_records
-from tests.dataplane.protocol import RawConnection
+from testkit.protocol import RawConnection
 
 pytestmark = pytest.mark.integration
 

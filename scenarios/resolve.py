@@ -1,0 +1,51 @@
+"""From what a user typed to scenario values: a catalog name (``leader-dir-fails``,
+``leader-dir-fails-bounce``, ``S1``) or a ``.json``/``.toml`` file, then ``--set PATH=VALUE``
+overrides and a seed. The one place that does this; ``jbodlab run`` and ``jbodlab scenario``
+both call it. Every problem raises :class:`~harness.fields.ScenarioError` naming the argument
+or field path.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterable
+
+from harness.fields import ScenarioError
+from harness.scenario import Scenario, apply_override, load_scenario
+from scenarios.catalog import by_name
+
+__all__ = ["resolve", "resolve_runs"]
+
+
+def _base(ref: str, *, bounce: bool) -> Scenario:
+    if Path(ref).suffix.lower() in (".json", ".toml"):
+        return load_scenario(ref)
+    try:
+        return by_name(ref, bounce=bounce)
+    except KeyError as exc:
+        raise ScenarioError([("SCENARIO", str(exc.args[0]))]) from None
+
+
+def resolve_runs(ref: str, *, overrides: Iterable[str] = (), seed: int | None = None,
+                 bounce: bool = False, runs: int = 1) -> list[Scenario]:
+    """``runs`` validated values of one scenario reference, seeds ``seed, seed+1, …`` (the
+    scenario's own seed when ``seed`` is None)."""
+    if runs < 1:
+        raise ScenarioError([("--runs", f"{runs} must be at least 1")])
+    if seed is not None and seed < 0:
+        raise ScenarioError([("--seed", f"{seed} must be >= 0")])
+    data = _base(ref, bounce=bounce).to_dict()
+    for assignment in overrides:
+        apply_override(data, assignment)
+    first = data["seed"] if seed is None else seed
+    out = []
+    for i in range(runs):
+        data["seed"] = first + i
+        out.append(Scenario.from_dict(data))
+    return out
+
+
+def resolve(ref: str, *, overrides: Iterable[str] = (), seed: int | None = None,
+            bounce: bool = False) -> Scenario:
+    """One validated scenario value."""
+    return resolve_runs(ref, overrides=overrides, seed=seed, bounce=bounce)[0]

@@ -1,0 +1,258 @@
+"""Real child processes for tests, benchmarks and the demo.
+
+* :class:`ProcessHandle` — lifecycle of one child (stop with SIGTERM, kill -9, exit status,
+  the tail of its stderr), shared by the controller here and the brokers of the tests.
+* :class:`ControllerProcess` — write a server.properties, ``kraft-storage format`` it, start
+  ``python -m controller_impl FILE``, wait until it listens (a lone voter: until it leads).
+* :class:`BrokerProcess` — the same for ``python -m broker_impl FILE`` with temp data dirs.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+
+from controller_impl.runtime import raft_wire
+from kafka_common import ids, wire
+from kafka_common import meta_properties as mp
+from kafka_common.wire import ApiKey
+from kafka_runtime.events import read_events
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class ProcessHandle:
+    """Lifecycle of one real child process (``self.proc``, stderr in ``self.stderr_path``),
+    shared by the controller here and the broker processes of the integration tests."""
+
+    proc: subprocess.Popen | None
+    stderr_path: str
+
+    def stderr(self) -> str:
+        try:
+            with open(self.stderr_path, encoding="utf-8", errors="replace") as f:
+                return f.read()[-4000:]
+        except OSError:
+            return ""
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self, timeout_s: float = 20.0) -> int:
+        """SIGTERM and wait; returns the exit status (kill -9 after ``timeout_s``)."""
+        if self.proc is None:
+            return 0
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        rc = self.proc.returncode
+        self.proc = None
+        return rc
+
+    def kill(self) -> None:
+        """kill -9 (a crash)."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self.proc = None
+
+    def wait_exit(self, timeout_s: float) -> int | None:
+        """The exit status, or None if still running after ``timeout_s``."""
+        assert self.proc is not None
+        try:
+            return self.proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            return None
+
+
+def _write_properties(workdir: str, path: str, props: dict[str, str]) -> None:
+    os.makedirs(workdir, exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("".join(f"{k}={v}\n" for k, v in props.items()))
+
+
+def _format(config_path: str, cluster_id: str) -> None:
+    """``kraft-storage format`` of every dir the config names."""
+    out = subprocess.run([sys.executable, "-m", "kafka_runtime.storage_tool", "format", "-c", config_path,
+                          "--cluster-id", cluster_id], cwd=REPO, capture_output=True, text=True, timeout=60)
+    if out.returncode != 0:
+        raise RuntimeError(f"kraft-storage format failed: {out.stderr.strip()}")
+
+
+def _spawn(argv: list[str], stderr_path: str) -> subprocess.Popen:
+    err = open(stderr_path, "ab")
+    try:
+        return subprocess.Popen([sys.executable, *argv], cwd=REPO, stdout=err, stderr=err)
+    finally:
+        err.close()
+
+
+@dataclass
+class ControllerProcess(ProcessHandle):
+    workdir: str
+    node_id: int = 1
+    port: int = 0
+    extra: dict[str, str] = field(default_factory=dict)
+    cluster_id: str = ""
+    voters: str = ""  # controller.quorum.voters; default: this controller alone
+    proc: subprocess.Popen | None = None
+    stderr_path: str = ""
+
+    @property
+    def config_path(self) -> str:
+        return os.path.join(self.workdir, "controller.properties")
+
+    @property
+    def metadata_dir(self) -> str:
+        return os.path.join(self.workdir, "metadata")
+
+    @property
+    def events_path(self) -> str:
+        return os.path.join(self.workdir, "controller-events.jsonl")
+
+    def write_config(self) -> None:
+        if not self.port:
+            self.port = free_port()
+        props = {
+            "process.roles": "controller", "node.id": str(self.node_id),
+            "controller.quorum.voters": self.voters or f"{self.node_id}@127.0.0.1:{self.port}",
+            "listeners": f"CONTROLLER://127.0.0.1:{self.port}",
+            "controller.listener.names": "CONTROLLER",
+            "metadata.log.dir": self.metadata_dir, "events.file": self.events_path,
+            # no idle NoOpRecords unless a test asks: tests count the records they cause
+            "metadata.max.idle.interval.ms": "0",
+        }
+        _write_properties(self.workdir, self.config_path, {**props, **self.extra})
+
+    def format(self) -> None:
+        self.write_config()
+        if not self.cluster_id:
+            self.cluster_id = ids.to_base64(ids.random_uuid(random.SystemRandom()))
+        _format(self.config_path, self.cluster_id)
+
+    def start(self, timeout_s: float = 20.0) -> None:
+        self.stderr_path = os.path.join(self.workdir, "controller.stderr")
+        self.proc = _spawn(["-m", "controller_impl", self.config_path], self.stderr_path)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"kraft-controller exited with {self.proc.returncode}: {self.stderr()}")
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2) as sock:
+                    # a lone voter is ready once it leads (asked without SASL: where the
+                    # listener demands it, listening is all this can see)
+                    if self.voters or self.extra.get("authorizer.enabled") == "true" or self._leads(sock):
+                        return
+            except OSError:
+                pass
+            time.sleep(0.05)
+        self.kill()
+        raise RuntimeError(f"kraft-controller did not listen within {timeout_s}s: {self.stderr()}")
+
+    def _leads(self, sock: socket.socket) -> bool:
+        """DescribeQuorum (v0) over a plain socket: leader with a high watermark > 0?"""
+        payload = wire.encode_request(raft_wire.describe_request(0), 1, "testkit")
+        sock.settimeout(2.0)
+        sock.sendall(len(payload).to_bytes(4, "big") + payload)
+        buf = b""
+        while len(buf) < 4 or len(buf) < 4 + int.from_bytes(buf[:4], "big"):
+            chunk = sock.recv(65536)
+            if not chunk:
+                return False
+            buf += chunk
+        _, resp = wire.decode_response(buf[4:4 + int.from_bytes(buf[:4], "big")], ApiKey.DESCRIBE_QUORUM, 0)
+        part = resp.topics[0].partitions[0]
+        return part.error_code == wire.ErrorCode.none and part.high_watermark > 0
+
+
+@dataclass
+class BrokerProcess(ProcessHandle):
+    """A ``kraft-broker`` child with ``n_dirs`` temp data dirs (``dir_override``: some of them
+    elsewhere, e.g. a mounted loop-device file system), the metadata log in the first data dir
+    or, with ``separate_metadata_dir``, in a dir of its own (so any data dir can fail without
+    halting the broker); ``advertise_host``: advertise another name than the bound address."""
+    workdir: str
+    node_id: int
+    controller: ControllerProcess
+    n_dirs: int = 3
+    extra: dict[str, str] = field(default_factory=dict)
+    proc: subprocess.Popen | None = None
+    port: int = 0
+    separate_metadata_dir: bool = False
+    dir_override: dict[int, str] | None = None
+    advertise_host: str | None = None
+
+    @property
+    def config_path(self) -> str:
+        return os.path.join(self.workdir, "broker.properties")
+
+    @property
+    def dirs(self) -> list[str]:
+        paths = [os.path.join(self.workdir, f"data{i}") for i in range(self.n_dirs)]
+        for i, path in (self.dir_override or {}).items():
+            paths[i] = path
+        return paths
+
+    @property
+    def metadata_dir(self) -> str:
+        return os.path.join(self.workdir, "meta") if self.separate_metadata_dir else self.dirs[0]
+
+    @property
+    def events_path(self) -> str:
+        return os.path.join(self.workdir, "broker-events.jsonl")
+
+    @property
+    def stderr_path(self) -> str:
+        return os.path.join(self.workdir, "broker.stderr")
+
+    def write_config(self) -> None:
+        if not self.port:
+            self.port = free_port()
+        props = {
+            "process.roles": "broker", "node.id": str(self.node_id),
+            "controller.quorum.voters": f"{self.controller.node_id}@127.0.0.1:{self.controller.port}",
+            "controller.listener.names": "CONTROLLER",
+            "listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "log.dirs": ",".join(self.dirs), "events.file": self.events_path,
+            "broker.heartbeat.interval.ms": "200", "broker.session.timeout.ms": "3000",
+            "metadata.fetch.max.wait.ms": "200",
+        }
+        if self.separate_metadata_dir:
+            props["metadata.log.dir"] = self.metadata_dir
+        if self.advertise_host is not None:
+            props["advertised.listeners"] = f"PLAINTEXT://{self.advertise_host}:{self.port}"
+        _write_properties(self.workdir, self.config_path, {**props, **self.extra})
+
+    def format(self) -> None:
+        self.write_config()
+        _format(self.config_path, self.controller.cluster_id)
+
+    def dir_ids(self) -> dict[str, object]:
+        """path → directory.id from meta.properties."""
+        out = {}
+        for d in self.dirs:
+            with open(os.path.join(d, "meta.properties"), encoding="utf-8") as f:
+                out[d] = mp.parse(f.read()).directory_id
+        return out
+
+    def start(self) -> None:
+        self.proc = _spawn(["-m", "broker_impl", self.config_path], self.stderr_path)
+
+    def events(self) -> list[dict]:
+        return read_events(self.events_path) if os.path.exists(self.events_path) else []

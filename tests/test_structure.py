@@ -1,0 +1,204 @@
+"""The project's import structure, read from the source (nothing is imported or run):
+
+1. no import cycle between any two of the project's modules, the imports inside functions
+   and ``if TYPE_CHECKING:`` blocks included (a cycle deferred to call time is still two
+   modules that each need the other);
+2. the pure packages (docs/design.md, "Packages": state machines and values, no I/O) import
+   nothing of the project's impure packages, and no I/O module of the standard library or
+   of the lab's libraries (sockets, files, processes, containers, dataframes).
+
+A module is a ``.py`` file tracked in the repository, named by its path (``tests/x/y.py`` is
+``tests.x.y``). ``from a.b import c`` depends on ``a.b.c`` when that is a module, else on
+``a.b``. Imports of modules outside the project (the standard library, kio, …) are not
+edges. A failure lists every cycle (its files in import order) or every forbidden import.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+from functools import lru_cache
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.unit
+
+REPO = Path(__file__).resolve().parents[1]
+
+# State machines, values and checkers: functions of their inputs, no sockets, files or
+# processes (docs/design.md, "Packages", column "pure?").
+PURE = ("kafka_common", "controller_impl.state", "controller_impl.raft", "broker_impl.state", "broker_impl.groups.state",
+        "harness.checkers", "harness.history", "harness.metrics", "harness.faults.schedule",
+        "harness.fields")
+IO_MODULES = {"asyncio", "socket", "os", "time", "subprocess", "threading", "selectors", "shutil",
+              "pathlib", "signal", "docker", "pyroute2", "psutil", "pyarrow", "pandas"}
+
+
+def _in(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+def is_pure(module: str) -> bool:
+    return any(_in(module, p) for p in PURE)
+
+
+@lru_cache(maxsize=1)
+def modules() -> dict[str, Path]:
+    out = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "*.py"], cwd=REPO,
+                         capture_output=True, text=True, check=True).stdout.split()
+    found: dict[str, Path] = {}
+    for rel in out:
+        path = REPO / rel
+        if not path.is_file():
+            continue
+        parts = list(Path(rel).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        if parts and all(p.isidentifier() for p in parts):
+            found[".".join(parts)] = path
+    return found
+
+
+def _package_of(module: str, path: Path) -> str:
+    return module if path.name == "__init__.py" else module.rpartition(".")[0]
+
+
+def _targets(node: ast.AST, module: str, path: Path, known: dict[str, Path]) -> list[str]:
+    names: list[str] = []
+    if isinstance(node, ast.Import):
+        names = [a.name for a in node.names]
+    elif isinstance(node, ast.ImportFrom):
+        base = node.module or ""
+        if node.level:
+            package = _package_of(module, path)
+            for _ in range(node.level - 1):
+                package = package.rpartition(".")[0]
+            base = f"{package}.{base}" if base else package
+        for alias in node.names:
+            sub = f"{base}.{alias.name}"
+            names.append(sub if sub in known else base)
+    out = []
+    for name in names:
+        while name and name not in known:  # `import a.b.c` of a module a.b.c; else its package
+            name = name.rpartition(".")[0]
+        if name and name != module:
+            out.append(name)
+    return out
+
+
+@lru_cache(maxsize=1)
+def graph() -> dict[str, dict[str, int]]:
+    """module -> {imported project module: line of the first such import}."""
+    known = modules()
+    edges: dict[str, dict[str, int]] = {}
+    for module, path in known.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        mine: dict[str, int] = {}
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                for target in _targets(node, module, path, known):
+                    mine.setdefault(target, node.lineno)
+        edges[module] = mine
+    return edges
+
+
+def cycles(edges: dict[str, dict[str, int]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    counter = 0
+    for root in sorted(edges):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(edges[root])))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, it = work[-1]
+            advanced = False
+            for nxt in it:
+                if nxt not in edges:
+                    continue
+                if nxt not in index:
+                    index[nxt] = low[nxt] = counter
+                    counter += 1
+                    stack.append(nxt)
+                    on_stack.add(nxt)
+                    work.append((nxt, iter(sorted(edges[nxt]))))
+                    advanced = True
+                    break
+                if nxt in on_stack:
+                    low[node] = min(low[node], index[nxt])
+            if advanced:
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def _describe(component: list[str], edges: dict[str, dict[str, int]]) -> str:
+    members = set(component)
+    ties = [f"    {modules()[a].relative_to(REPO)}:{line} -> {b}"
+            for a in component for b, line in sorted(edges[a].items()) if b in members]
+    return f"  {len(component)} modules: {', '.join(component)}\n" + "\n".join(ties)
+
+
+def test_the_reader_sees_a_cycle_and_a_relative_import() -> None:
+    """The graph code itself, on a made-up graph: a test that cannot fail proves nothing."""
+    edges = {"a": {"b": 1}, "b": {"c": 1}, "c": {"a": 1}, "d": {"a": 1}, "e": {}}
+    assert cycles(edges) == [["a", "b", "c"]]
+    assert cycles({"a": {"b": 1}, "b": {}}) == []
+    known = {"pkg": Path("pkg/__init__.py"), "pkg.x": Path("pkg/x.py"), "pkg.y": Path("pkg/y.py")}
+    node = ast.parse("from . import y\nfrom .y import thing\nimport pkg.x\nimport os").body
+    got = [t for n in node for t in _targets(n, "pkg.x", known["pkg.x"], known)]
+    assert got == ["pkg.y", "pkg.y"]  # pkg.x importing itself and os are no edges
+
+
+def test_no_import_cycle() -> None:
+    edges = graph()
+    assert len(edges) > 100, "the module list came back short: is this a git checkout?"
+    found = cycles(edges)
+    assert not found, "import cycles:\n" + "\n".join(_describe(c, edges) for c in found)
+
+
+def test_pure_packages_import_only_pure_packages() -> None:
+    edges = graph()
+    assert any(is_pure(m) for m in edges) and any(not is_pure(m) for m in edges)
+    bad = [f"  {modules()[m].relative_to(REPO)}:{line} imports {target}"
+           for m in sorted(edges) if is_pure(m)
+           for target, line in sorted(edges[m].items()) if not is_pure(target)]
+    assert not bad, "a pure package imports an impure one:\n" + "\n".join(bad)
+
+
+def test_pure_packages_import_no_io() -> None:
+    bad = []
+    for module, path in sorted(modules().items()):
+        if not is_pure(module):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = [node.module]
+            else:
+                continue
+            bad += [f"  {path.relative_to(REPO)}:{node.lineno} imports {n}"
+                    for n in names if n.split(".")[0] in IO_MODULES]
+    assert not bad, "a pure module imports I/O:\n" + "\n".join(bad)
