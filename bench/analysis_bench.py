@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT))
 
 import pyarrow.parquet as pq  # noqa: E402
 
-from harness import results_schema as rs  # noqa: E402
+from harness import results_io as rio  # noqa: E402
 from harness.analysis import synth  # noqa: E402
 
 
@@ -53,7 +53,7 @@ def main(argv=None) -> int:
     t = time.monotonic()
     truth = synth.generate(data, [spec], seed=42)
     gen_s = time.monotonic() - t
-    dirs = sorted(rs.find_run_dirs([data]), key=lambda d: (int(d.name.split("-")[-2]), d.name))
+    dirs = sorted(rio.find_run_dirs([data]), key=lambda d: (int(d.name.split("-")[-2]), d.name))
     print(f"generated {len(dirs)} runs, {truth.event_rows} event rows, {truth.client_op_rows} client ops "
           f"in {gen_s:.1f} s", flush=True)
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
 from harness.checkers.base import valid_text
-from harness.checkers.service import percentile
+from harness.checkers.service_windows import percentile
 
 __all__ = ["Record", "Progress", "CampaignSummary", "summarize", "summary_lines", "campaign_root_name",
            "fmt_duration", "DEFAULT_OVERHEAD_S", "SHOWN_METRICS", "RUN_LEVEL_METRICS"]

@@ -18,7 +18,8 @@ from harness.faults.schedule import (ACTIVE_CONTROLLER, DiskFault, MoveReplica, 
                                      fault_seed)
 from harness.history import fault_healed_event, fault_injected_event
 from harness.ledger import LedgerWriter
-from harness.services import BROKER_PORT, META_DIR, Services
+from harness.node_configs import BROKER_PORT, META_DIR
+from harness.services import Services
 from kafka_common import ids
 from kafka_common.wire import ApiKey
 

@@ -48,7 +48,8 @@ from typing import Any
 from harness.checkers.common import InjectedFault, first_after, injected_faults, partition_timelines
 from harness.checkers.durability import analyse_durability
 from harness.checkers.replay import REGISTRATION_CHANGES, controller_events, is_offline_reason, view_at
-from harness.checkers.service import SERVICE_METRICS, analyse_service, service_metric_rows
+from harness.checkers.service import analyse_service, service_metric_rows
+from harness.checkers.service_windows import SERVICE_METRICS
 from harness.history import History
 
 __all__ = ["compute_metrics", "METRIC_NAMES"]

@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+from harness import results_io as rio
 from harness import results_schema as rs
 from harness.checkers import CheckReport, valid_text
 from harness.history import ClientOp, Event, History, entry_to_json
@@ -155,16 +156,16 @@ def record_run(results_root: str | os.PathLike, *, scenario: Scenario, history: 
         "resources": [{**r, "run_id": run_id, "scenario": name} for r in resources],
         "checks": check_rows(report, run_id=run_id, scenario=name),
     }
-    validated = {t: rs.to_table(t, rows) for t, rows in tables.items()}  # all valid before any write
+    validated = {t: rio.to_table(t, rows) for t, rows in tables.items()}  # all valid before any write
     info = rs.RunInfo(run_id=run_id, scenario=name, seed=scenario.seed, scenario_value=scenario.to_dict(),
                       versions={"jbodlab": _version(), "python": sys.version.split()[0], **(versions or {})},
                       fault_backend=backend, fidelity=fidelity, host=host_facts(),
                       configs={str(k): dict(v) for k, v in (node_configs or {}).items()},
                       started_ns=started_ns if started_ns is not None else history.start_ns,
                       ended_ns=ended_ns if ended_ns is not None else history.end_ns)
-    rs.write_run_json(run_dir, info)
+    rio.write_run_json(run_dir, info)
     for t, table in validated.items():
-        rs.write_table(run_dir, t, table)
+        rio.write_table(run_dir, t, table)
     if problems:
         (run_dir / "history_problems.txt").write_text("\n".join(problems) + "\n")
     return run_dir

@@ -28,7 +28,8 @@ from typing import Any
 from harness.faults.schedule import end_ms
 from harness.ledger import load_history
 from harness.scenario import Scenario
-from harness.services import ServiceError, Services, lab_topology
+from harness.node_configs import lab_topology
+from harness.services import ServiceError, Services
 from harness.group_workload import GroupConsumerWorkload
 from harness.workload import SUPPORTED_CLIENTS, ProducerWorkload, SafeLedger, drain
 

@@ -11,7 +11,8 @@ import argparse
 import sys
 
 from harness.fields import ScenarioError
-from harness.scenario import Scenario, load_scenario
+from harness.scenario import Scenario
+from harness.scenario_files import load_scenario
 from scenarios.resolve import resolve
 
 

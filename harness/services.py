@@ -3,10 +3,10 @@
 A :class:`Services` owns the nodes of one run inside an :class:`infra.lab.Lab`:
 
 - configs: one ``server.properties`` per node rendered from the scenario value
-  (:func:`render_properties`); listeners on the lab's own docker network, the controller
-  reached by its network alias, ``events.file`` in the node's *run dir* — a host directory
-  outside every log dir, bind-mounted at ``/jbodlab/run`` so the host reads the event log
-  live and keeps it when a disk dies; ``log.dirs`` = the lab's loop-device filesystems.
+  (:func:`harness.node_configs.render_properties`); listeners on the lab's own docker
+  network, the controller reached by its network alias, ``events.file`` in the node's *run
+  dir* — a host directory outside every log dir, bind-mounted at ``/jbodlab/run`` so the
+  host reads the event log live and keeps it when a disk dies; ``log.dirs`` = the lab's loop-device filesystems.
 - ``format(node)``: ``kraft-storage format`` in a one-off container with the node's mounts;
 - ``start`` / ``stop`` / ``kill`` / ``restart`` of the node's container (its main process
   is ``kraft-controller`` or ``kraft-broker``, so a process fault is a container fault);
@@ -29,105 +29,23 @@ import random
 import socket
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from harness.ledger import LedgerWriter
+from harness.node_configs import BROKER_PORT, CONTAINER_RUN, CONTROLLER_PORT, META_DIR, START_SH, node_defs, \
+    properties_text, render_properties
 from harness.scenario import Scenario
 from kafka_common import ids
 
-CONTAINER_RUN = "/jbodlab/run"
-BROKER_PORT = 9092
-CONTROLLER_PORT = 9093
-META_DIR = "meta"
 Say = Callable[[str], None]
 
-__all__ = ["NodeDef", "Services", "ServiceError", "node_defs", "lab_topology", "render_properties",
-           "properties_text", "CONTAINER_RUN", "BROKER_PORT", "CONTROLLER_PORT"]
+__all__ = ["Services", "ServiceError"]
 
 
 class ServiceError(RuntimeError):
     """A node could not be formatted, started, or did not become ready in time."""
-
-
-@dataclass(frozen=True, slots=True)
-class NodeDef:
-    node_id: int
-    role: str                      # broker | controller
-    name: str                      # lab node name: broker-1, controller-3001
-    data_dirs: tuple[str, ...]     # d1..dN (brokers), () for controllers
-
-    @property
-    def disk_names(self) -> tuple[str, ...]:
-        return (*self.data_dirs, META_DIR)
-
-    @property
-    def port(self) -> int:
-        return BROKER_PORT if self.role == "broker" else CONTROLLER_PORT
-
-
-def node_defs(scenario: Scenario) -> dict[int, NodeDef]:
-    topo = scenario.topology
-    out = {c: NodeDef(c, "controller", f"controller-{c}", ()) for c in topo.controller_ids()}
-    dirs = tuple(f"d{i}" for i in range(1, topo.dirs_per_broker + 1))
-    out.update({b: NodeDef(b, "broker", f"broker-{b}", dirs) for b in topo.broker_ids()})
-    return out
-
-
-def lab_topology(scenario: Scenario, backend: str):
-    from infra.lab import NodeSpec, Topology
-    nodes = tuple(NodeSpec(n.name, n.disk_names) for n in node_defs(scenario).values())
-    return Topology(nodes=nodes, disk_size_mb=scenario.topology.dir_size_mb, fstype=scenario.topology.fs,
-                    backend=backend)
-
-
-def _log_dir(dirname: str) -> str:
-    return f"/jbodlab/disks/{dirname}/data"
-
-
-def render_properties(node: NodeDef, scenario: Scenario, *, cluster_id: str) -> dict[str, str]:
-    """The node's ``server.properties`` as a dict (``advertised.listeners`` of a broker holds the
-    placeholder ``@IP@``, replaced by the container's address when it starts)."""
-    voters = ",".join(f"{c}@controller-{c}:{CONTROLLER_PORT}" for c in scenario.topology.controller_ids())
-    common = {"node.id": str(node.node_id), "controller.quorum.voters": voters,
-              "controller.listener.names": "CONTROLLER", "cluster.id": cluster_id,
-              "metadata.log.dir": _log_dir(META_DIR), "events.file": f"{CONTAINER_RUN}/events.jsonl"}
-    c = scenario.configs
-    if node.role == "controller":
-        props = {"process.roles": "controller", **common,
-                 "listeners": f"CONTROLLER://0.0.0.0:{CONTROLLER_PORT}",
-                 "listener.security.protocol.map": "CONTROLLER:PLAINTEXT",
-                 **c.controller_properties()}
-        return props
-    rf = max(t.replication_factor for t in scenario.workload.topics)
-    props = {"process.roles": "broker", **common,
-             "listeners": f"PLAINTEXT://0.0.0.0:{BROKER_PORT}",
-             "advertised.listeners": f"PLAINTEXT://@IP@:{BROKER_PORT}",
-             "inter.broker.listener.name": "PLAINTEXT",
-             "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
-             "log.dirs": ",".join(_log_dir(d) for d in node.data_dirs),
-             "default.replication.factor": str(rf), "num.partitions": "1",
-             "auto.create.topics.enable": "false",
-             "log.segment.bytes": str(1 << 20), "replica.fetch.wait.max.ms": "200",
-             "metadata.fetch.max.wait.ms": "200",
-             **c.broker_properties()}
-    return props
-
-
-def properties_text(props: dict[str, str]) -> str:
-    return "".join(f"{k}={v}\n" for k, v in props.items())
-
-
-# The container's entry point: fill in the container's own address, then exec the server.
-_START_SH = """#!/bin/sh
-set -e
-ip=$(hostname -i 2>/dev/null | awk '{print $1}')
-[ -n "$ip" ] || ip=$(ip -4 -o addr show eth0 | awk '{print $4}' | cut -d/ -f1)
-sed "s/@IP@/$ip/g" %(run)s/server.properties.in > %(run)s/server.properties
-echo "start $(date -u +%%FT%%T.%%NZ) ip=$ip" >> %(run)s/starts.log
-exec %(command)s %(run)s/server.properties
-"""
 
 
 class Services:
@@ -178,7 +96,7 @@ class Services:
             (d / "server.properties.in").write_text(properties_text(props))
             (d / "server.properties").write_text(properties_text(props))
             command = "kraft-broker" if node.role == "broker" else "kraft-controller"
-            (d / "start.sh").write_text(_START_SH % {"run": CONTAINER_RUN, "command": command})
+            (d / "start.sh").write_text(START_SH % {"run": CONTAINER_RUN, "command": command})
             self.events_file(n).touch()
 
     def _spec(self, node_id: int, command: tuple[str, ...]):

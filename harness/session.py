@@ -111,7 +111,8 @@ class _Session:
         from harness.faultexec import FaultExecutor
         from harness.recorder import new_run_id
         from harness.runner import create_topic_at_controller, fidelity_label
-        from harness.services import Services, lab_topology
+        from harness.node_configs import lab_topology
+        from harness.services import Services
         from harness.workload import ProducerWorkload, SafeLedger
         from infra import image
         from infra.lab import Lab
@@ -181,7 +182,8 @@ class _Session:
         raise SessionError(f"unknown command {cmd!r}")
 
     def _inject(self, fault) -> dict[str, Any]:
-        from harness.faults.schedule import TargetCheck, fault_from_dict, fault_label, fault_to_dict
+        from harness.faults.schedule import fault_label, fault_to_dict
+        from harness.faults.validate import TargetCheck, fault_from_dict
         from harness.fields import Problems
         topo, problems = self.scenario.topology, Problems()
         targets = TargetCheck(set(topo.broker_ids()), set(topo.controller_ids()), topo.dirs_per_broker,

@@ -57,7 +57,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def _up(args: argparse.Namespace) -> int:
-    from harness.scenario import Expect
+    from harness.scenario_sections import Expect
     from harness.fields import ScenarioError
     session_dir = Path(args.session_dir)
     if (session_dir / "session.sock").exists():

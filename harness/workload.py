@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable
 
 from harness.ledger import LedgerWriter
-from harness.scenario import Workload
+from harness.scenario_sections import Workload
 
 __all__ = ["SafeLedger", "ProducerWorkload", "drain", "value_of", "value_id_of", "SUPPORTED_CLIENTS"]
 

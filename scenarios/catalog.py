@@ -18,7 +18,8 @@ from harness.faults.schedule import (
     DiskFault, MoveReplica, NetworkFault, ProcessFault, ReplaceDisk, soak_schedule,
 )
 from broker_impl.groups.state.records import partition_for
-from harness.scenario import CHECK_NAMES, Expect, Scenario, ServerConfigs, Topology, TopicSpec, Workload
+from harness.scenario import CHECK_NAMES, Scenario
+from harness.scenario_sections import Expect, ServerConfigs, Topology, TopicSpec, Workload
 
 __all__ = [
     "leader_dir_fails", "follower_dir_fails", "bounce_after_failure", "failure_timeout_shutdown",

@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Iterable
 
 from harness.fields import ScenarioError
-from harness.scenario import Scenario, apply_override, load_scenario
+from harness.scenario import Scenario
+from harness.scenario_files import apply_override, load_scenario
 from scenarios.catalog import by_name
 
 __all__ = ["resolve", "resolve_runs"]

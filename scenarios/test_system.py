@@ -114,7 +114,8 @@ def _results_root() -> Path:
 
 
 def suite_scenario(variant: str):
-    from harness.scenario import Scenario, apply_override
+    from harness.scenario import Scenario
+    from harness.scenario_files import apply_override
     from scenarios.catalog import by_name, soak
     base = soak(minutes=1) if variant == "soak" else by_name(variant)
     data = base.to_dict()

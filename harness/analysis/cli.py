@@ -60,22 +60,23 @@ def analyze(run_dirs, engine: str, master: str | None = None):
 def _baseline_latency(paths, engine: str, master: str | None):
     import pandas as pd
 
-    from harness import results_schema as rs
+    from harness import results_io as rio
 
     if len(paths) == 1 and (Path(paths[0]) / "summary" / "latency.parquet").is_file():
         return pd.read_parquet(Path(paths[0]) / "summary" / "latency.parquet"), "summary"
-    dirs = rs.find_run_dirs(paths)
+    dirs = rio.find_run_dirs(paths)
     return analyze(dirs, choose_engine(engine, dirs), master)["latency"], f"{len(dirs)} runs"
 
 
 def run(args: argparse.Namespace) -> int:
+    from harness import results_io as rio
     from harness import results_schema as rs
     from harness.analysis import compare, report
 
     t_start = time.monotonic()
     try:
-        run_dirs = rs.find_run_dirs(args.results)
-        infos = {rs.read_run_json(d).run_id: d for d in run_dirs}
+        run_dirs = rio.find_run_dirs(args.results)
+        infos = {rio.read_run_json(d).run_id: d for d in run_dirs}
         timeline = None
         if args.timeline_run:
             unknown = [r for r in args.timeline_run if r not in infos]

@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from harness import results_schema as rs
+from harness import results_io as rio
 from harness.analysis import model as m
 
 
@@ -40,7 +40,7 @@ def _to_pandas(table: pa.Table) -> pd.DataFrame:
 
 
 def load(run_dirs: Sequence[Path]) -> tuple[dict[str, pd.DataFrame], pd.DataFrame]:
-    runs = rs.read_runs(run_dirs, tables=("events", "client_ops", "metrics", "checks", "resources"))
+    runs = rio.read_runs(run_dirs, tables=("events", "client_ops", "metrics", "checks", "resources"))
     frames = {name: _to_pandas(t) for name, t in runs.tables.items()}
     info = pd.DataFrame({"run_id": [i.run_id for i in runs.infos],
                          "backend": [i.fault_backend for i in runs.infos]})

@@ -27,6 +27,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
+from harness import results_io as rio
 from harness import results_schema as rs
 from harness.analysis import model as m
 
@@ -129,7 +130,7 @@ def plot_cdfs(values: pd.DataFrame, out: Path) -> list[Path]:
 
 def timeline_data(run_dir: Path) -> dict:
     """Milestones (ms after the fault) and client ops of one run, from its own tables."""
-    runs = rs.read_runs([run_dir], tables=("events", "client_ops", "metrics"))
+    runs = rio.read_runs([run_dir], tables=("events", "client_ops", "metrics"))
     ev = runs["events"].to_pandas()
     ops = runs["client_ops"].to_pandas()
     met = runs["metrics"].to_pandas()
@@ -231,7 +232,7 @@ def pick_timeline_runs(summary: m.Summary) -> list[Path]:
     fw = summary["fault_windows"]
     if fw.empty:
         return []
-    by_id = {rs.read_run_json(d).run_id: d for d in summary.run_dirs}
+    by_id = {rio.read_run_json(d).run_id: d for d in summary.run_dirs}
     firsts = fw.sort_values("run_id").groupby("scenario", sort=True)["run_id"].first()
     return [by_id[r] for r in firsts if r in by_id]
 

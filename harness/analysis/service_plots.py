@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from harness import results_schema as rs
+from harness import results_io as rio
 from harness.analysis import model as m
 
 MAX_PANELS = 12
@@ -42,7 +42,7 @@ def _plt():
 
 def run_data(run_dir: Path) -> dict:
     """Produce ops (times in s after the first fault), fault windows and the service details."""
-    runs = rs.read_runs([run_dir], tables=("events", "client_ops", "checks"))
+    runs = rio.read_runs([run_dir], tables=("events", "client_ops", "checks"))
     info = runs.infos[0]
     ev = runs["events"].to_pandas()
     ops = runs["client_ops"].to_pandas()

@@ -19,6 +19,7 @@ from typing import Sequence
 import pandas as pd
 import pyarrow as pa
 
+from harness import results_io as rio
 from harness import results_schema as rs
 from harness.analysis import model as m
 
@@ -123,7 +124,7 @@ def analyze(run_dirs: Sequence[Path], spark=None, master: str | None = None) -> 
     from pyspark.sql import Window
 
     spark = spark or session(master)
-    infos = [rs.read_run_json(d) for d in run_dirs]
+    infos = [rio.read_run_json(d) for d in run_dirs]
     info = spark.createDataFrame([(i.run_id, i.fault_backend) for i in infos], "run_id string, backend string")
     metrics = read(spark, run_dirs, "metrics").cache()
     events = read(spark, run_dirs, "events")

@@ -34,6 +34,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from harness import results_io as rio
 from harness import results_schema as rs
 
 CONTROLLER_ID = 3000
@@ -230,24 +231,24 @@ def _one_run(run_dir: Path, spec: ScenarioSpec, rng: np.random.Generator, *, run
     metric("acked_lost", spec.acked_lost, unit="count")
     metric("duplicates", spec.duplicates, unit="count")
 
-    rs.write_table(run_dir, "metrics", metrics)
-    events_table = rs.to_table("events", events)
+    rio.write_table(run_dir, "metrics", metrics)
+    events_table = rio.to_table("events", events)
     if spec.background_events:
         events_table = pa.concat_tables([events_table, _background(spec, rng, run_id, scenario, start_ns, end_ns)])
-    rs.write_table(run_dir, "events", events_table)
-    rs.write_table(run_dir, "client_ops", op_rows)
-    rs.write_table(run_dir, "checks", [dict(common, checker=c, valid="true" if spec.acked_lost == 0 else "false",
+    rio.write_table(run_dir, "events", events_table)
+    rio.write_table(run_dir, "client_ops", op_rows)
+    rio.write_table(run_dir, "checks", [dict(common, checker=c, valid="true" if spec.acked_lost == 0 else "false",
                                             details=json.dumps({"synthetic": True}))
                                        for c in ("durability", "failover", "liveness")])
     ts = np.arange(start_ns, end_ns, 1_000_000_000, dtype=np.int64)
-    rs.write_table(run_dir, "resources", pa.table({
+    rio.write_table(run_dir, "resources", pa.table({
         "run_id": [run_id] * (len(ts) * len(BROKERS)), "scenario": [scenario] * (len(ts) * len(BROKERS)),
         "node_id": pa.array(np.repeat(np.array(BROKERS, dtype=np.int32), len(ts))),
         "ts_ns": np.tile(ts, len(BROKERS)),
         "cpu_percent": rng.uniform(1, 30, len(ts) * len(BROKERS)),
         "rss_bytes": rng.integers(50_000_000, 80_000_000, len(ts) * len(BROKERS)),
     }))
-    rs.write_run_json(run_dir, rs.RunInfo(
+    rio.write_run_json(run_dir, rs.RunInfo(
         run_id=run_id, scenario=scenario, seed=seed, fault_backend=backend,
         fidelity={"dm": "block-eio-dm", "fuse": "block-eio-fuse"}.get(backend, backend),
         scenario_value={"id": scenario, "synthetic": True, "partitions": spec.partitions},

@@ -1,1 +1,1 @@
-"""Fault values (schedule.py) and, from the runner side, their backends."""
+"""Fault values (schedule.py), their validation (validate.py) and, from the runner side, their backends."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from harness import results_io as rio
 from harness import results_schema as rs
 from harness.analysis import synth
 from harness.analysis.synth import Dist, ScenarioSpec
@@ -22,7 +23,7 @@ GRID_SPECS = [
 def grid_runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("grid_runs")
     truth = synth.generate(root, GRID_SPECS, seed=11)
-    return root, truth, rs.find_run_dirs([root])
+    return root, truth, rio.find_run_dirs([root])
 
 
 @pytest.fixture(scope="session")
@@ -50,7 +51,7 @@ def spark():
 def _write_hand_run(root):
     """A fault that is never healed, a partition that never recovers, gaps around the window."""
     run = root / "hand"
-    rs.write_run_json(run, rs.RunInfo(run_id="hand", scenario="S9", seed=0, fault_backend="fuse"))
+    rio.write_run_json(run, rs.RunInfo(run_id="hand", scenario="S9", seed=0, fault_backend="fuse"))
     ms = 1_000_000
     ev = [rs.event_row(o, run_id="hand", scenario="S9", source=s) for s, o in [
         ("harness", {"ts_ns": 1000 * ms, "event": "fault_injected", "fault_kind": "error"}),  # no fault_id
@@ -59,7 +60,7 @@ def _write_hand_run(root):
         ("node", {"ts_ns": 900 * ms, "event": "registered", "node_id": 1}),  # before the fault: ignored
         ("node", {"ts_ns": 3000 * ms, "event": "halt", "node_id": 1}),  # the run's last event: window end
     ]]
-    rs.write_table(run, "events", ev)
+    rio.write_table(run, "events", ev)
     ops = []
     # partition 0: ok at 900, 990, (fail at 1010, 1100), ok at 1500, 1600 → last 990, first 1500
     for p, seq in ((0, [(900, "ok"), (990, "ok"), (1010, "fail"), (1100, "fail"), (1500, "ok"), (1600, "ok")]),
@@ -68,8 +69,8 @@ def _write_hand_run(root):
         for t, outcome in seq:
             ops.append(dict(run_id="hand", scenario="S9", op="produce", topic="t", partition=p, outcome=outcome,
                             ts_invoke_ns=(t - 5) * ms, ts_complete_ns=t * ms))
-    rs.write_table(run, "client_ops", ops)
-    rs.write_table(run, "metrics", [dict(run_id="hand", scenario="S9", backend="fuse", metric="detect_ms",
+    rio.write_table(run, "client_ops", ops)
+    rio.write_table(run, "metrics", [dict(run_id="hand", scenario="S9", backend="fuse", metric="detect_ms",
                                          value=40.0, unit="ms", config="default"),
                                     dict(run_id="hand", scenario="S9", backend="fuse", metric="isr_shrink_ms",
                                          value=12.0, unit="ms", partition=0)])  # no topic, default config
@@ -80,7 +81,7 @@ def _write_hand_run(root):
 def _write_two_fault_run(root):
     """One run (a soak) with two faults, each healed: windows, joins and delays per fault."""
     run = root / "soak"
-    rs.write_run_json(run, rs.RunInfo(run_id="soak", scenario="S11", seed=0, fault_backend="dm"))
+    rio.write_run_json(run, rs.RunInfo(run_id="soak", scenario="S11", seed=0, fault_backend="dm"))
     ms = 1_000_000
     ev = [rs.event_row(o, run_id="soak", scenario="S11", source=s) for s, o in [
         ("harness", {"ts_ns": 1000 * ms, "event": "fault_injected", "fault_id": "a", "fault_kind": "error"}),
@@ -90,9 +91,9 @@ def _write_two_fault_run(root):
         ("node", {"ts_ns": 5070 * ms, "event": "dir_offline", "node_id": 2}),
         ("harness", {"ts_ns": 6000 * ms, "event": "fault_healed", "fault_id": "b"}),
     ]]
-    rs.write_table(run, "events", ev)
+    rio.write_table(run, "events", ev)
     oks = [900, 1200, 1250, 4950, 5400, 5450]
-    rs.write_table(run, "client_ops", [dict(run_id="soak", scenario="S11", op="produce", topic="t", partition=0,
+    rio.write_table(run, "client_ops", [dict(run_id="soak", scenario="S11", op="produce", topic="t", partition=0,
                                             outcome="ok", ts_invoke_ns=(t - 1) * ms, ts_complete_ns=t * ms)
                                        for t in oks])
     return run
@@ -108,7 +109,8 @@ def _write_service_run(root, *, name="svc", partitions=2, heal=True, restart=Tru
     a disk fault on broker 1's d1 at 5 s (healed at 9 s, or never), a restart of broker 2 at 7 s
     (an instantaneous fault), t1-0 failing for 1 s after the fault. Returns (run_dir, history)."""
     from harness.recorder import record_run
-    from harness.scenario import Scenario, TopicSpec, Workload
+    from harness.scenario import Scenario
+    from harness.scenario_sections import TopicSpec, Workload
     from tests.harness.builders import H
     from tests.harness.test_service import FAULT, Ops, base
 

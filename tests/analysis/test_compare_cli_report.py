@@ -138,10 +138,10 @@ def test_timeline_run_must_exist(before_after, tmp_path, capsys):
 
 
 def test_auto_engine_by_input_rows(before_after, monkeypatch):
-    from harness import results_schema as rs
+    from harness import results_io as rio
     from harness.analysis import cli as analyze_cli
 
-    dirs = rs.find_run_dirs([before_after / "before"])
+    dirs = rio.find_run_dirs([before_after / "before"])
     assert analyze_cli.choose_engine("auto", dirs) == "pandas"
     monkeypatch.setattr(analyze_cli, "AUTO_SPARK_ROWS", 100)
     assert analyze_cli.choose_engine("auto", dirs) == "spark"

@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from harness import results_io as rio
 from harness import results_schema as rs
 from harness.analysis import model as m
 from harness.analysis import pandas_engine
@@ -123,8 +124,8 @@ def test_unhealed_fault_and_unrecovered_partition(tmp_path, write_hand_run):
 
 
 def test_runs_without_faults_or_ops_give_empty_tables(tmp_path):
-    rs.write_run_json(tmp_path / "r", rs.RunInfo(run_id="r", scenario="S0", seed=0))
-    rs.write_table(tmp_path / "r", "metrics", [dict(run_id="r", scenario="S0", backend="fuse", metric="fencing_ms",
+    rio.write_run_json(tmp_path / "r", rs.RunInfo(run_id="r", scenario="S0", seed=0))
+    rio.write_table(tmp_path / "r", "metrics", [dict(run_id="r", scenario="S0", backend="fuse", metric="fencing_ms",
                                                     value=5.0, unit="ms", config="default")])
     s = pandas_engine.analyze([tmp_path / "r"])
     assert s["latency"]["count"].tolist() == [1]
@@ -137,9 +138,9 @@ def test_checks_and_resources_summaries(tmp_path, grid_runs, pandas_summary):
     assert _row(cs, scenario="S1-leader", checker="durability", valid="true")["runs"] == 42
     for i, valid in enumerate(("true", "false", "unknown", "false")):
         run = tmp_path / f"r{i}"
-        rs.write_run_json(run, rs.RunInfo(run_id=f"r{i}", scenario="S3", seed=i, fault_backend="dm"))
-        rs.write_table(run, "checks", [dict(run_id=f"r{i}", scenario="S3", checker="durability", valid=valid)])
-        rs.write_table(run, "resources", [dict(run_id=f"r{i}", scenario="S3", node_id=1, ts_ns=k, cpu_percent=10.0 * k,
+        rio.write_run_json(run, rs.RunInfo(run_id=f"r{i}", scenario="S3", seed=i, fault_backend="dm"))
+        rio.write_table(run, "checks", [dict(run_id=f"r{i}", scenario="S3", checker="durability", valid=valid)])
+        rio.write_table(run, "resources", [dict(run_id=f"r{i}", scenario="S3", node_id=1, ts_ns=k, cpu_percent=10.0 * k,
                                                rss_bytes=(i + 1) * 1024 * 1024) for k in range(3)])
     s = pandas_engine.analyze(sorted(tmp_path.iterdir()))
     assert s["checks_summary"][["valid", "runs"]].values.tolist() == [["false", 2], ["true", 1], ["unknown", 1]]

@@ -7,6 +7,7 @@ import json
 import pyarrow.parquet as pq
 import pytest
 
+from harness import results_io as rio
 from harness import results_schema as rs
 
 pytestmark = pytest.mark.unit
@@ -21,20 +22,20 @@ def _metric(**kw):
 
 def test_round_trip_every_table(tmp_path):
     run = tmp_path / "r1"
-    rs.write_run_json(run, rs.RunInfo(run_id="r1", scenario="S1", seed=7, versions={"git_sha": "abc"},
+    rio.write_run_json(run, rs.RunInfo(run_id="r1", scenario="S1", seed=7, versions={"git_sha": "abc"},
                                       fault_backend="fuse", fidelity="block-eio-via-fuse"))
     ev = rs.event_row({"ts_ns": 10, "event": "dir_offline", "node_id": 2, "dir_id": "d-1", "errno": 5,
                        "op": "fsync", "isr": [1, 3], "extra": {"x": 1}}, run_id="r1", scenario="S1", source="node")
-    rs.write_table(run, "events", [ev])
-    rs.write_table(run, "client_ops", [dict(run_id="r1", scenario="S1", op="produce", partition=0, offset=5,
+    rio.write_table(run, "events", [ev])
+    rio.write_table(run, "client_ops", [dict(run_id="r1", scenario="S1", op="produce", partition=0, offset=5,
                                             value_id="v5", outcome="ok", ts_invoke_ns=1, ts_complete_ns=2)])
-    rs.write_table(run, "metrics", [_metric(), _metric(value=13.0)])  # two calls append
-    rs.write_table(run, "metrics", [_metric(metric="acked_lost", value=0, unit="count")])
-    rs.write_table(run, "resources", [dict(run_id="r1", scenario="S1", node_id=1, ts_ns=3, cpu_percent=4.5,
+    rio.write_table(run, "metrics", [_metric(), _metric(value=13.0)])  # two calls append
+    rio.write_table(run, "metrics", [_metric(metric="acked_lost", value=0, unit="count")])
+    rio.write_table(run, "resources", [dict(run_id="r1", scenario="S1", node_id=1, ts_ns=3, cpu_percent=4.5,
                                            rss_bytes=10)])
-    rs.write_table(run, "checks", [dict(run_id="r1", scenario="S1", checker="durability", valid="true",
+    rio.write_table(run, "checks", [dict(run_id="r1", scenario="S1", checker="durability", valid="true",
                                         details="{}")])
-    runs = rs.read_runs([tmp_path])
+    runs = rio.read_runs([tmp_path])
     assert [i.run_id for i in runs.infos] == ["r1"] and runs.infos[0].seed == 7
     e = runs["events"].to_pylist()[0]
     assert e["scenario"] == "S1" and e["dir_id"] == "d-1" and e["isr"] == [1, 3] and e["errno"] == 5
@@ -48,8 +49,8 @@ def test_round_trip_every_table(tmp_path):
 
 
 def test_missing_table_reads_empty_with_schema(tmp_path):
-    rs.write_run_json(tmp_path / "r", rs.RunInfo(run_id="r", scenario="S2", seed=1))
-    runs = rs.read_runs([tmp_path / "r"])
+    rio.write_run_json(tmp_path / "r", rs.RunInfo(run_id="r", scenario="S2", seed=1))
+    runs = rio.read_runs([tmp_path / "r"])
     assert runs["events"].num_rows == 0 and runs["events"].schema.names == rs.EVENTS.names
 
 
@@ -62,19 +63,19 @@ def test_missing_table_reads_empty_with_schema(tmp_path):
 ])
 def test_bad_rows_are_refused_and_nothing_written(tmp_path, bad, message):
     with pytest.raises(rs.ResultsError, match=message):
-        rs.write_table(tmp_path, "metrics", [_metric(), _metric(**bad)])
+        rio.write_table(tmp_path, "metrics", [_metric(), _metric(**bad)])
     assert not (tmp_path / "metrics").exists()
 
 
 def test_bad_run_dirs_named(tmp_path):
     with pytest.raises(rs.ResultsError, match="no run.json"):
-        rs.read_runs([tmp_path])
+        rio.read_runs([tmp_path])
     (tmp_path / "r").mkdir()
     (tmp_path / "r" / "run.json").write_text("{\"run_id\": \"r\"}")
     with pytest.raises(rs.ResultsError, match="missing field 'scenario'"):
-        rs.read_runs([tmp_path])
+        rio.read_runs([tmp_path])
     with pytest.raises(rs.ResultsError, match="unknown results table"):
-        rs.write_table(tmp_path, "nope", [])
+        rio.write_table(tmp_path, "nope", [])
 
 
 def test_config_label_is_canonical():
@@ -89,11 +90,11 @@ def test_metrics_config_defaults_to_label_of_config_fields(tmp_path):
     del row["config"]
     bare = _metric()
     del bare["config"]
-    t = rs.to_table("metrics", [row, bare, _metric(config="mine")])
+    t = rio.to_table("metrics", [row, bare, _metric(config="mine")])
     assert t.column("config").to_pylist() == [
         "broker_session_timeout_ms=9000,log_dir_failure_timeout_ms=5000", "default", "mine"]
     as_table = pa.table({k: [v] for k, v in row.items()})
-    assert rs.to_table("metrics", as_table).column("config").to_pylist() == [
+    assert rio.to_table("metrics", as_table).column("config").to_pylist() == [
         "broker_session_timeout_ms=9000,log_dir_failure_timeout_ms=5000"]
 
 
@@ -105,6 +106,6 @@ def test_event_row_keeps_odd_values_in_attrs_only():
                         "dir_id": d, "leader": True}, run_id="r", scenario="S", source="node")
     assert row["dir_id"] == str(d) and "errno" not in row and "isr" not in row and "leader" not in row
     assert json.loads(row["attrs"])["errno"] == "EIO"
-    rs.to_table("events", [row])  # valid
+    rio.to_table("events", [row])  # valid
     with pytest.raises(rs.ResultsError, match="node_id"):
         rs.event_row({"ts_ns": 1, "event": "x", "node_id": "one"}, run_id="r", scenario="S", source="node")

@@ -13,7 +13,7 @@ import pytest
 from pyspark.sql import functions as F
 
 from harness import cli as jbodlab
-from harness import results_schema as rs
+from harness import results_io as rio
 from harness.analysis import model as m
 from harness.analysis import spark_engine, synth
 from harness.analysis.synth import ScenarioSpec
@@ -29,7 +29,7 @@ def mixed_runs(grid_runs, tmp_path_factory, write_hand_run, service_runs):
                    seed=5)
     write_hand_run(root)
     recorded = [d for d, _ in service_runs.values()]   # service rows, instant and never-healed faults
-    return rs.find_run_dirs([grid_runs[0], root / "bg", root / "hand", root / "soak", *recorded])
+    return rio.find_run_dirs([grid_runs[0], root / "bg", root / "hand", root / "soak", *recorded])
 
 
 def test_spark_equals_pandas_exactly(spark, mixed_runs):

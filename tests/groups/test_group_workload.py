@@ -19,7 +19,7 @@ from testkit.cluster import Cluster, wait_until  # noqa: E402
 from harness.checkers.group_consumption import check_group_consumption, rebalance_ms  # noqa: E402
 from harness.group_workload import GroupConsumerWorkload  # noqa: E402
 from harness.ledger import load_history  # noqa: E402
-from harness.scenario import Workload  # noqa: E402
+from harness.scenario_sections import Workload  # noqa: E402
 from harness.workload import ProducerWorkload, SafeLedger  # noqa: E402
 from tests.groups.test_groups_clients import GROUP_KEYS, describe, make_topic  # noqa: E402
 

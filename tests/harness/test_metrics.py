@@ -2,7 +2,7 @@
 
 import pytest
 
-from harness.checkers.service import SERVICE_METRICS
+from harness.checkers.service_windows import SERVICE_METRICS
 from harness.metrics import METRIC_NAMES, compute_metrics
 from tests.harness.builders import DIRS, H
 

@@ -5,10 +5,11 @@ import json
 import pandas as pd
 import pytest
 
+from harness import results_io as rio
 from harness import results_schema as rs
 from harness.checkers import run_checks
 from harness.recorder import record_run
-from harness.scenario import load_scenario
+from harness.scenario_files import load_scenario
 from scenarios import catalog
 from tests.harness.builders import ns
 from tests.harness.test_checkers import s1_history
@@ -50,7 +51,7 @@ def test_recorded_run_reads_back_with_pandas(tmp_path):
     assert checks.loc["service", "valid"] == "unknown" and checks.loc["all", "valid"] == "unknown"
     assert str(checks.loc["durability", "scenario"]) == "leader-dir-fails-bounce"
     assert table("resources")["cpu_percent"].tolist() == [12.5]
-    runs = rs.read_runs([tmp_path])
+    runs = rio.read_runs([tmp_path])
     assert runs["checks"].num_rows == len(report.results) + 1
 
 

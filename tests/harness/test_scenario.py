@@ -8,9 +8,8 @@ import pytest
 from harness.faults.schedule import DiskFault, ProcessFault, soak_schedule
 from harness.fields import ScenarioError
 from harness.scenario_cmd import add_scenario_arguments, scenario_from_args
-from harness.scenario import (
-    Scenario, apply_override, load_scenario, parse_scenario_text,
-)
+from harness.scenario import Scenario
+from harness.scenario_files import apply_override, load_scenario, parse_scenario_text
 from scenarios import catalog
 
 pytestmark = pytest.mark.unit

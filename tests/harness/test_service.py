@@ -11,9 +11,11 @@ from dataclasses import replace
 import pytest
 
 from harness.checkers import UNKNOWN, run_checks
-from harness.checkers.service import (MIN_BASELINE_OPS, WARMUP_MS, analyse_service, check_service, percentile)
+from harness.checkers.service import analyse_service, check_service
+from harness.checkers.service_windows import MIN_BASELINE_OPS, WARMUP_MS, percentile
 from harness.metrics import compute_metrics
-from harness.scenario import Expect, Scenario
+from harness.scenario import Scenario
+from harness.scenario_sections import Expect
 from tests.harness.builders import DIRS, H
 
 pytestmark = pytest.mark.unit

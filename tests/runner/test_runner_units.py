@@ -12,7 +12,7 @@ import pytest
 from harness.fields import ScenarioError
 from harness.run_cmd import resolve_scenarios, summary_lines
 from harness.runner import RunOutcome, fidelity_label
-from harness.services import CONTAINER_RUN, node_defs, properties_text, render_properties
+from harness.node_configs import CONTAINER_RUN, node_defs, properties_text, render_properties
 from harness.session import SessionError, node_ref
 from harness.workload import value_id_of, value_of
 from kafka_common.config import parse_config

@@ -10,7 +10,7 @@ import pytest
 
 from harness.checkers.durability import analyse_durability
 from harness.ledger import load_history
-from harness.scenario import TopicSpec, Workload
+from harness.scenario_sections import TopicSpec, Workload
 from harness.workload import ProducerWorkload, SafeLedger, drain
 from tests.dataplane.inprocess_broker import Broker
 from tests.dataplane.conftest import LoopThread
