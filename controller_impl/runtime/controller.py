@@ -52,7 +52,7 @@ from kafka_runtime.server import KafkaServer, RequestContext, SecurityConfig
 from controller_impl.log import MetadataLog
 from controller_impl.log.snapshots import SnapshotStore
 from controller_impl.raft import messages as m
-from controller_impl.raft.quorum import LEADER
+from controller_impl.raft.config import LEADER
 from controller_impl.runtime import raft_wire as rw
 from controller_impl.runtime import state_api
 from controller_impl.runtime.image_io import FatalError, load_image

@@ -36,7 +36,8 @@ from controller_impl.log.snapshots import SnapshotStore
 from controller_impl.raft import messages as m
 from controller_impl.raft import quorum_file
 from controller_impl.raft.log_shape import LogShape
-from controller_impl.raft.quorum import LEADER, RaftConfig, RaftState
+from controller_impl.raft.config import LEADER, RaftConfig
+from controller_impl.raft.quorum import RaftState
 from controller_impl.runtime import raft_wire as rw
 
 FETCH_MAX_WAIT_MS = 500
