@@ -276,7 +276,8 @@ class Services:
         """After the run: every controller's metadata log batches (read-only, from its disk on
         the host), its newest snapshot's end, and the active controller's high watermark, as
         one ``quorum_logs`` action for the ``quorum_logs`` check."""
-        from controller_impl.log.metadata_log import DIR_NAME, scan_batches
+        from controller_impl.log.recovery import scan_batches
+        from controller_impl.log.segments import DIR_NAME
         from controller_impl.log.snapshots import SnapshotStore
         from controller_impl.runtime.status import describe_quorum
         logs, snapshot_ends, errors = {}, {}, {}

@@ -23,7 +23,7 @@ from broker_impl.runtime.host import Host
 from broker_impl.state.metadata_changes import partition_changes
 from kafka_common.metadata import snapshot as snapshot_format
 from kafka_common.metadata.batches import decode_batches
-from kafka_common.metadata.image import ImageError
+from kafka_common.metadata.image_changes import ImageError
 from kafka_runtime.client import ClientError
 
 log = logging.getLogger(__name__)

@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 from broker_impl.state.replica_manager import PartitionChange
 from kafka_common.ids import TopicId
-from kafka_common.metadata.image import ImageChanges
+from kafka_common.metadata.image_changes import ImageChanges
 
 
 def partition_changes(changes: ImageChanges, broker_id: int,

@@ -14,7 +14,8 @@ import time
 from typing import Any, Iterator
 
 from kafka_common import ids
-from kafka_common.metadata.image import ImageChanges, MetadataImage
+from kafka_common.metadata.image import MetadataImage
+from kafka_common.metadata.image_changes import ImageChanges
 from kafka_common.metadata.records import RegisterBrokerRecord
 from kafka_runtime.events import EventLog
 

@@ -15,6 +15,9 @@
 - **Peers**: two connections per peer (the server answers a connection's requests in
   order): one for Vote/Begin/EndQuorumEpoch, one for Fetch and FetchSnapshot.
 
+The follower's fetch loop is in :mod:`~controller_impl.runtime.raft_follower`, the peer
+connections in :mod:`~controller_impl.runtime.raft_peers`.
+
 A failure to write the metadata log or the quorum-state file is fatal (``on_fatal``).
 """
 
@@ -28,59 +31,24 @@ from typing import Any, Callable
 
 from kafka_common.config import ServerConfig
 from kafka_common.wire import ErrorCode
-from kafka_runtime.client import ClientError, KafkaClient
+from kafka_runtime.client import ClientError
 from kafka_runtime.fsutil import atomic_write
 
 from controller_impl.log import MetadataLog
 from controller_impl.log.snapshots import SnapshotStore
 from controller_impl.raft import messages as m
 from controller_impl.raft import quorum_file
+from controller_impl.raft.config import LEADER, RaftConfig
 from controller_impl.raft.log_shape import LogShape
-from controller_impl.raft.quorum import LEADER, RaftConfig, RaftState
+from controller_impl.raft.quorum import RaftState
 from controller_impl.runtime import raft_wire as rw
-
-FETCH_MAX_WAIT_MS = 500
-FETCH_MAX_BYTES = 8 << 20
-SNAPSHOT_CHUNK = 4 << 20
+from controller_impl.runtime.raft_follower import SNAPSHOT_CHUNK, FollowerFetch
+from controller_impl.runtime.raft_peers import PeerConnection, raft_sasl
 
 
-def raft_sasl(cfg: ServerConfig) -> tuple[str, str] | None:
-    name = cfg.controller_listener_names[0] if cfg.controller_listener_names else "CONTROLLER"
-    if cfg.security_protocol(name) == "SASL_PLAINTEXT" and cfg.sasl_plain_username:
-        return cfg.sasl_plain_username, cfg.sasl_plain_password
-    return None
+class RaftNode(FollowerFetch):
+    """One voter: its :class:`RaftState` driven by sockets, the disk and a timer."""
 
-
-class PeerConnection:
-    def __init__(self, host: str, port: int, client_id: str, sasl, max_frame_bytes: int) -> None:
-        self.host, self.port, self.client_id, self.sasl = host, port, client_id, sasl
-        self.max_frame_bytes = max_frame_bytes
-        self.client: KafkaClient | None = None
-        self._lock = asyncio.Lock()
-
-    async def request(self, request: Any, timeout_s: float) -> Any:
-        async with self._lock:
-            if self.client is None or self.client.closed:
-                self.client = await KafkaClient.connect(self.host, self.port, client_id=self.client_id,
-                                                        sasl=self.sasl, timeout_s=timeout_s,
-                                                        max_frame_bytes=self.max_frame_bytes)
-            client = self.client
-        try:
-            return await client.request(request, timeout_s=timeout_s)
-        except ClientError:
-            await self.close()
-            raise
-
-    async def close(self) -> None:
-        client, self.client = self.client, None
-        if client is not None:
-            try:
-                await client.close()
-            except Exception:
-                pass
-
-
-class RaftNode:
     def __init__(self, cfg: ServerConfig, cluster_id: str, log: MetadataLog, snapshots: SnapshotStore, *,
                  clock, events, log_line: Callable[[str], None], owner: Any,
                  rng: random.Random | None = None) -> None:
@@ -288,91 +256,6 @@ class RaftNode:
             await asyncio.wait_for(ev.wait(), timeout_s)
         except asyncio.TimeoutError:
             pass
-
-    # ------------------------------------------------------------------ follower
-    async def _fetch_loop(self) -> None:
-        while True:
-            st = self.state
-            req = st.next_fetch()
-            if req is None:
-                await self._role_event.wait()
-                continue
-            leader = st.leader_id
-            if self._snapshot_wanted is not None:
-                async with self.io_lock:
-                    await self._fetch_snapshot(*self._snapshot_wanted)
-                continue
-            try:
-                raw = await self._peer(leader, "fetch").request(
-                    rw.voter_fetch_request(self.cluster_id, req, FETCH_MAX_WAIT_MS, FETCH_MAX_BYTES),
-                    FETCH_MAX_WAIT_MS / 1000 + max(1.0, self.cfg.controller_quorum_fetch_timeout_ms / 1000))
-                resp, records = rw.parse_fetch_response(raw)
-            except (ClientError, OSError, rw.RaftWireError, asyncio.TimeoutError):
-                await asyncio.sleep(0.05)
-                continue
-            if self._stopped:
-                return
-            async with self.io_lock:
-                now = self.clock.monotonic_ms()
-                accept, fx = st.handle_fetch_response(leader, resp, now)
-                self.execute(fx)
-                if resp.error != ErrorCode.none:
-                    await asyncio.sleep(0.05)
-                    continue
-                if accept and records and self._append_fetched(records):
-                    try:
-                        end = await asyncio.to_thread(self.log.flush)
-                    except OSError as exc:
-                        self.owner.on_fatal(f"cannot write the metadata log: {exc}")
-                        return
-                    self.execute(st.on_log_flushed(end))
-
-    def _append_fetched(self, records: bytes) -> bool:
-        """The fetched batches appended as they came (raw bytes, one write); decoded only
-        when committed, by the owner's apply."""
-        st = self.state
-        written = self.log.append_fetched(records)
-        for base, last, epoch in written:
-            st.on_log_appended(base, last, epoch)
-        if written:
-            self.last_append_ms = self.clock.monotonic_ms()
-            self.stats["batches"] += len(written)
-        return bool(written)
-
-    async def _fetch_snapshot(self, leader: int, snapshot_id: tuple[int, int]) -> None:
-        st = self.state
-        chunks: list[bytes] = []
-        position = 0
-        try:
-            while True:
-                raw = await self._peer(leader, "fetch").request(
-                    rw.fetch_snapshot_request(self.cluster_id, self.node_id, st.epoch, snapshot_id, position,
-                                              SNAPSHOT_CHUNK), 30.0)
-                error, size, pos, _, data = rw.parse_fetch_snapshot_response(raw)
-                if error != ErrorCode.none or pos != position:
-                    raise rw.RaftWireError(f"FetchSnapshot: {error.name} at {pos}")
-                chunks.append(data)
-                position += len(data)
-                if position >= size or not data:
-                    break
-        except (ClientError, OSError, rw.RaftWireError, asyncio.TimeoutError) as exc:
-            self._log_line(f"FetchSnapshot {snapshot_id} from {leader} failed: {exc}")
-            self._snapshot_wanted = None
-            await asyncio.sleep(0.1)
-            return
-        self._snapshot_wanted = None
-        blob = b"".join(chunks)
-        if st is not self.state or st.leader_id != leader:
-            return
-        try:
-            self.snapshots.write(snapshot_id, blob)
-            self.log.reset_to(snapshot_id[0])
-        except OSError as exc:
-            self.owner.on_fatal(f"cannot write the metadata log: {exc}")
-            return
-        self.owner.on_snapshot_installed(snapshot_id, blob)
-        self.events.emit("snapshot_installed", end_offset=snapshot_id[0], epoch=snapshot_id[1], bytes=len(blob))
-        self.execute(st.on_snapshot_installed(*snapshot_id))
 
     # ------------------------------------------------------------------ serving voters
     def handle_vote(self, request: Any, version: int) -> Any:

@@ -15,7 +15,7 @@ from typing import Any
 from kafka_common import wire
 from kafka_common.ids import from_wire
 from kafka_common.metadata import records as r
-from kafka_common.metadata.image import merge_isr_leader, merge_partition_change
+from kafka_common.metadata.registration_merge import merge_isr_leader, merge_partition_change
 from kafka_common.metadata.model import NO_LEADER, PartitionRegistration
 from kafka_common.wire import ApiKey, ErrorCode
 

@@ -13,8 +13,8 @@ from typing import Any
 
 from kafka_common.ids import TopicId
 from kafka_common.metadata import records as r
-from kafka_common.metadata.image import (MetadataImage, merge_broker_change, merge_partition_change,
-                                         sorted_dirs)
+from kafka_common.metadata.image import MetadataImage
+from kafka_common.metadata.registration_merge import merge_broker_change, merge_partition_change, sorted_dirs
 from kafka_common.metadata.model import (BrokerRegistration, Endpoint, PartitionRegistration,
                                          TopicRegistration)
 

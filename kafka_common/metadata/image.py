@@ -1,18 +1,8 @@
 """The metadata image: the cluster state that replaying the metadata log produces.
 
 :class:`MetadataImage` is mutable and replayed in place; each record costs O(1) plus the
-size of what it names (a RemoveTopicRecord costs its partitions). Indexes kept in step:
-
-- ``partitions_in_dir(dir_id)``: partitions with a replica assigned to that directory.
-  Reserved ids (UNASSIGNED / LOST / MIGRATING) are never indexed. Cleaned per partition
-  on RemoveTopicRecord (not per ISR member: Kafka's latent bug, reference §3.4).
-- ``partitions_with_isr_member(broker)``: partitions whose ISR holds the broker.
-- ``partitions_of_broker(broker)``: partitions the broker is a replica of.
-- ``register_offsets[broker]``: offset of the broker's latest RegisterBrokerRecord
-  (the "caught up" rule for unfencing).
-- ``dir_owner(dir_id)``: the registered broker whose online dirs include ``dir_id``.
-- ``known_dirs(broker)`` / ``offline_dirs(broker)``: every dir the broker ever registered
-  (until unregistered) / those of them not online now (a resent OfflineLogDirs is known).
+size of what it names (a RemoveTopicRecord costs its partitions). Its tables and the indexes
+kept in step with them are :class:`~kafka_common.metadata.image_tables.ImageTables`'s.
 
 Replay rules (reference §1.1, §2.4): BrokerRegistrationChangeRecord ``log_dirs`` empty = no
 change, ``fenced`` -1/0/1 = unfence/no change/fence; every PartitionChangeRecord bumps the
@@ -28,206 +18,40 @@ Snapshots carry them (state version 2; version 1, without configs, still loads).
 Change tracking: :meth:`MetadataImage.drain_changes` returns what changed since the last
 drain (per partition: first old value and latest new value; same for brokers; topics added
 and removed) — the broker's replica management consumes it once per applied batch.
-
-The sets returned by the index accessors are live views: do not mutate them, and copy
-them before replaying more records while iterating.
 """
 
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from kafka_common.ids import MIGRATING, TopicId, is_reserved
+from kafka_common.ids import TopicId, is_reserved
 from kafka_common.metadata import records as r
-from kafka_common.metadata.model import (BrokerRegistration, Endpoint, NO_LEADER,
-                                         PartitionRegistration, TopicRegistration)
+from kafka_common.metadata.image_changes import ImageError
+from kafka_common.metadata.image_tables import ImageTables
+from kafka_common.metadata.model import BrokerRegistration, Endpoint, PartitionRegistration, TopicRegistration
+from kafka_common.metadata.registration_merge import (aligned_directories, checked, is_isr_leader_change,
+                                                      merge_broker_change, merge_isr_leader,
+                                                      merge_partition_change, sorted_dirs, validate)
+from kafka_common.metadata.snapshot_state import restore_snapshot_state, snapshot_state
 
-PartitionKey = tuple[TopicId, int]
 TOPIC_RESOURCE = 2  # ConfigRecord.resource_type of a topic
-_EMPTY: frozenset = frozenset()
 
 
-class ImageError(ValueError):
-    """A record that cannot be applied to the image (broken invariant, unknown entity)."""
-
-
-@dataclass
-class ImageChanges:
-    """What a run of records changed. ``None`` as old = created, as new = deleted."""
-
-    partitions: dict[PartitionKey, tuple[PartitionRegistration | None, PartitionRegistration | None]] = field(default_factory=dict)
-    brokers: dict[int, tuple[BrokerRegistration | None, BrokerRegistration | None]] = field(default_factory=dict)
-    created_topics: dict[TopicId, TopicRegistration] = field(default_factory=dict)
-    removed_topics: dict[TopicId, TopicRegistration] = field(default_factory=dict)
-    features: dict[str, int] = field(default_factory=dict)
-
-    def is_empty(self) -> bool:
-        return not (self.partitions or self.brokers or self.created_topics or self.removed_topics
-                    or self.features)
-
-
-class MetadataImage:
-    def __init__(self) -> None:
-        self.last_offset: int = -1
-        self.brokers: dict[int, BrokerRegistration] = {}
-        self.register_offsets: dict[int, int] = {}
-        self.topics: dict[TopicId, TopicRegistration] = {}
-        self.topic_ids: dict[str, TopicId] = {}
-        self.features: dict[str, int] = {}
-        # dynamic configs: (resource type, resource name) -> {name: value} (ConfigRecord)
-        self.configs: dict[tuple[int, str], dict[str, str]] = {}
-        self._partitions: dict[TopicId, dict[int, PartitionRegistration]] = {}
-        self._by_dir: dict[uuid.UUID, set[PartitionKey]] = {}
-        self._by_isr: dict[int, set[PartitionKey]] = {}
-        self._by_replica: dict[int, set[PartitionKey]] = {}
-        self._dir_owner: dict[uuid.UUID, int] = {}
-        self._known_dirs: dict[int, frozenset[uuid.UUID]] = {}
-        self._changes = ImageChanges()
-        self._partition_count = 0
-
-    # --- reads ----------------------------------------------------------------------
-
-    def partition(self, topic_id: TopicId, partition_id: int) -> PartitionRegistration | None:
-        parts = self._partitions.get(topic_id)
-        return None if parts is None else parts.get(partition_id)
-
-    def partitions_of(self, topic_id: TopicId) -> dict[int, PartitionRegistration]:
-        return self._partitions.get(topic_id, {})
-
-    def partitions_in_dir(self, dir_id: uuid.UUID) -> set[PartitionKey] | frozenset:
-        return self._by_dir.get(dir_id, _EMPTY)
-
-    def partitions_with_isr_member(self, broker_id: int) -> set[PartitionKey] | frozenset:
-        return self._by_isr.get(broker_id, _EMPTY)
-
-    def partitions_of_broker(self, broker_id: int) -> set[PartitionKey] | frozenset:
-        return self._by_replica.get(broker_id, _EMPTY)
-
-    def dir_owner(self, dir_id: uuid.UUID) -> int | None:
-        return self._dir_owner.get(dir_id)
-
-    def known_dirs(self, broker_id: int) -> frozenset[uuid.UUID]:
-        """Every dir the broker has registered (any incarnation) since it was last
-        unregistered: its online dirs plus those that went offline."""
-        return self._known_dirs.get(broker_id, frozenset())
-
-    def offline_dirs(self, broker_id: int) -> frozenset[uuid.UUID]:
-        """Known dirs of the broker that are not among its online dirs now (and that no
-        other broker owns now)."""
-        reg = self.brokers.get(broker_id)
-        online = set(reg.log_dirs) if reg else set()
-        return frozenset(d for d in self.known_dirs(broker_id)
-                         if d not in online and self._dir_owner.get(d) in (None, broker_id))
-
-    def partition_count(self) -> int:
-        return self._partition_count
-
-    def all_partitions(self) -> Iterable[PartitionRegistration]:
-        for parts in self._partitions.values():
-            yield from parts.values()
-
-    def drain_changes(self) -> ImageChanges:
-        changes, self._changes = self._changes, ImageChanges()
-        return changes
+class MetadataImage(ImageTables):
+    """The cluster state, replayed in place from metadata records."""
 
     # --- snapshots (kafka_common.metadata.snapshot frames these) -------------------
 
     def snapshot_state(self) -> tuple:
-        """The whole image as plain tuples of ints/bytes/str (fast to marshal). Directory
-        and topic ids are interned in a table so a partition carries small indexes."""
-        ids_table: dict[uuid.UUID, int] = {}
-
-        def ref(u: uuid.UUID) -> int:
-            i = ids_table.get(u)
-            if i is None:
-                i = ids_table[u] = len(ids_table)
-            return i
-
-        brokers = tuple((b.broker_id, b.epoch, ref(b.incarnation_id),
-                         tuple((e.name, e.host, e.port, e.security_protocol) for e in b.endpoints),
-                         b.rack, b.fenced, b.in_controlled_shutdown, tuple(ref(d) for d in b.log_dirs),
-                         self.register_offsets.get(b.broker_id, -1),
-                         tuple(ref(d) for d in sorted(self._known_dirs.get(b.broker_id, ()), key=lambda u: u.int)))
-                        for b in self.brokers.values())
-        refs: dict[tuple, tuple] = {}
-
-        def dir_refs(dirs: tuple) -> tuple:
-            out = refs.get(dirs)
-            if out is None:
-                out = refs[dirs] = tuple(ref(d) for d in dirs)
-            return out
-
-        topics = tuple((t.name, ref(t.topic_id),
-                        tuple((p.partition_id, p.replicas, p.isr, p.leader, p.leader_epoch, p.partition_epoch,
-                               dir_refs(p.directories), p.removing_replicas, p.adding_replicas,
-                               p.leader_recovery_state)
-                              for p in self._partitions[t.topic_id].values()))
-                       for t in self.topics.values())
-        table = tuple(u.bytes for u in ids_table)
-        configs = tuple((rtype, rname, tuple(sorted(values.items())))
-                        for (rtype, rname), values in sorted(self.configs.items()))
-        return (2, self.last_offset, table, brokers, topics, tuple(self.features.items()), configs)
+        """The whole image as plain tuples of ints/bytes/str (fast to marshal)."""
+        return snapshot_state(self)
 
     @classmethod
     def from_snapshot_state(cls, state: tuple) -> "MetadataImage":
         """Rebuild an image from :meth:`snapshot_state` (no change tracking: a fresh image)."""
-        version = state[0]
-        if version == 1:  # written before configs were stored
-            (_v, last_offset, table, brokers, topics, features), configs = state, ()
-        elif version == 2:
-            _v, last_offset, table, brokers, topics, features, configs = state
-        else:
-            raise ImageError(f"snapshot state version {version} is not 1 or 2")
-        uuids = [uuid.UUID(bytes=b) for b in table]
         img = cls()
-        img.last_offset = last_offset
-        img.features = dict(features)
-        img.configs = {(rtype, rname): dict(values) for rtype, rname, values in configs}
-        for (bid, epoch, inc, eps, rack, fenced, in_cs, dirs, reg_off, known) in brokers:
-            log_dirs = tuple(uuids[d] for d in dirs)
-            img.brokers[bid] = BrokerRegistration(broker_id=bid, epoch=epoch, incarnation_id=uuids[inc],
-                                                  endpoints=tuple(Endpoint(*e) for e in eps), rack=rack,
-                                                  fenced=fenced, in_controlled_shutdown=in_cs, log_dirs=log_dirs)
-            if reg_off >= 0:
-                img.register_offsets[bid] = reg_off
-            img._known_dirs[bid] = frozenset(uuids[d] for d in known)
-            for d in log_dirs:
-                img._dir_owner[d] = bid
-        reserved = [is_reserved(u) for u in uuids]
-        by_dir, by_isr, by_replica = img._by_dir, img._by_isr, img._by_replica
-        count = 0
-        new_part = PartitionRegistration
-        dir_tuples: dict[tuple, tuple] = {}
-        dir_sets: dict[tuple, list] = {}
-        for name, tref, parts in topics:
-            tid = TopicId(uuids[tref])
-            img.topics[tid] = TopicRegistration(name=name, topic_id=tid)
-            img.topic_ids[name] = tid
-            table_parts: dict[int, PartitionRegistration] = {}
-            img._partitions[tid] = table_parts
-            for (pid, replicas, isr, leader, le, pe, drefs, removing, adding, lrs) in parts:
-                dirs = dir_tuples.get(drefs)
-                if dirs is None:
-                    dirs = dir_tuples[drefs] = tuple(uuids[d] for d in drefs)
-                    dir_sets[drefs] = [by_dir.setdefault(uuids[d], set()) for d in drefs if not reserved[d]]
-                table_parts[pid] = new_part(tid, pid, replicas, isr, leader, le, pe, dirs, removing, adding, lrs)
-                key = (tid, pid)
-                for members in dir_sets[drefs]:
-                    members.add(key)
-                for b in isr:
-                    members = by_isr.get(b)
-                    if members is None:
-                        members = by_isr[b] = set()
-                    members.add(key)
-                for b in replicas:
-                    members = by_replica.get(b)
-                    if members is None:
-                        members = by_replica[b] = set()
-                    members.add(key)
-                count += 1
-        img._partition_count = count
+        restore_snapshot_state(img, state)
         return img
 
     def replace_with(self, other: "MetadataImage") -> None:
@@ -345,11 +169,6 @@ class MetadataImage:
         for d in new:
             self._dir_owner[d] = broker_id
 
-    def _note_broker(self, broker_id: int, old: BrokerRegistration | None,
-                     new: BrokerRegistration | None) -> None:
-        prev = self._changes.brokers.get(broker_id)
-        self._changes.brokers[broker_id] = (prev[0] if prev else old, new)
-
     # topic and partition records
 
     def _topic(self, rec: r.TopicRecord, offset: int) -> None:
@@ -385,15 +204,15 @@ class MetadataImage:
             raise ImageError(f"PartitionRecord {rec.topic_id}:{rec.partition_id}: unknown topic")
         if rec.partition_id < 0:
             raise ImageError(f"PartitionRecord {rec.topic_id}: invalid partition id {rec.partition_id}")
-        dirs = _directories(rec.directories, rec.replicas, f"PartitionRecord {rec.topic_id}:{rec.partition_id}")
-        new = _checked(PartitionRegistration, f"PartitionRecord {rec.topic_id}:{rec.partition_id}",
+        dirs = aligned_directories(rec.directories, rec.replicas, f"PartitionRecord {rec.topic_id}:{rec.partition_id}")
+        new = checked(PartitionRegistration, f"PartitionRecord {rec.topic_id}:{rec.partition_id}",
                        topic_id=tid, partition_id=rec.partition_id, replicas=tuple(rec.replicas),
                        isr=tuple(rec.isr), leader=rec.leader, leader_epoch=rec.leader_epoch,
                        partition_epoch=rec.partition_epoch, directories=dirs,
                        removing_replicas=tuple(rec.removing_replicas),
                        adding_replicas=tuple(rec.adding_replicas),
                        leader_recovery_state=rec.leader_recovery_state)
-        _validate(new)
+        validate(new)
         old = parts.get(rec.partition_id)
         if old is not None:
             self._unindex(old)
@@ -531,173 +350,6 @@ class MetadataImage:
     def _noop(self, rec: r.NoOpRecord, offset: int) -> None:
         pass
 
-    # index maintenance: O(replicas) per partition
-
-    def _index(self, part: PartitionRegistration) -> None:
-        key = (part.topic_id, part.partition_id)
-        for d in part.directories:
-            if not is_reserved(d):
-                self._by_dir.setdefault(d, set()).add(key)
-        for b in part.isr:
-            self._by_isr.setdefault(b, set()).add(key)
-        for b in part.replicas:
-            self._by_replica.setdefault(b, set()).add(key)
-        self._partition_count += 1
-
-    def _unindex(self, part: PartitionRegistration) -> None:
-        key = (part.topic_id, part.partition_id)
-        for index, ids in ((self._by_dir, (d for d in part.directories if not is_reserved(d))),
-                           (self._by_isr, part.isr), (self._by_replica, part.replicas)):
-            for k in ids:
-                members = index.get(k)
-                if members is not None:
-                    members.discard(key)
-                    if not members:
-                        del index[k]
-        self._partition_count -= 1
-
-    def _note_partition(self, old: PartitionRegistration | None, new: PartitionRegistration | None,
-                        key: PartitionKey | None = None) -> None:
-        if key is None:
-            ref = old if old is not None else new
-            assert ref is not None
-            key = (ref.topic_id, ref.partition_id)
-        prev = self._changes.partitions.get(key)
-        first_old = prev[0] if prev else old
-        if first_old is None and new is None:
-            del self._changes.partitions[key]  # created and deleted within one drain
-        else:
-            self._changes.partitions[key] = (first_old, new)
-
-
-def merge_partition_change(old: PartitionRegistration, rec: r.PartitionChangeRecord) -> PartitionRegistration:
-    """The registration ``rec`` turns ``old`` into (Kafka's ``PartitionRegistration.merge``);
-    raises :class:`ImageError` if the result breaks an invariant."""
-    replicas = old.replicas if rec.replicas is None else tuple(rec.replicas)
-    if rec.directories is not None:
-        dirs = _directories(rec.directories, replicas, f"PartitionChangeRecord {rec.topic_id}:{rec.partition_id}")
-    elif replicas != old.replicas:
-        # Keep each retained replica's dir; added replicas: MIGRATING (KAFKA-16583).
-        by_broker = dict(zip(old.replicas, old.directories))
-        dirs = tuple(by_broker.get(b, MIGRATING) for b in replicas)
-    else:
-        dirs = old.directories
-    leader, leader_epoch = old.leader, old.leader_epoch
-    if rec.leader != r.NO_LEADER_CHANGE:
-        leader, leader_epoch = rec.leader, old.leader_epoch + 1
-    try:
-        new = PartitionRegistration(
-            old.topic_id, old.partition_id, replicas, old.isr if rec.isr is None else tuple(rec.isr),
-            leader, leader_epoch, old.partition_epoch + 1, dirs,
-            old.removing_replicas if rec.removing_replicas is None else tuple(rec.removing_replicas),
-            old.adding_replicas if rec.adding_replicas is None else tuple(rec.adding_replicas),
-            old.leader_recovery_state if rec.leader_recovery_state == r.NO_LRS_CHANGE
-            else rec.leader_recovery_state)
-    except ValueError as exc:
-        raise ImageError(f"PartitionChangeRecord {rec.topic_id}:{rec.partition_id}: {exc}") from None
-    if replicas is old.replicas and not new.adding_replicas and not new.removing_replicas:
-        # the common case (ISR/leader moves over the same replicas): the ISR rules only
-        isr = new.isr
-        if (len(isr) > 1 and len(set(isr)) != len(isr)) or any(b not in replicas for b in isr) \
-                or (leader != NO_LEADER and leader not in isr):
-            _validate(new)
-    else:
-        _validate(new)
-    return new
-
-
-def is_isr_leader_change(rec: r.PartitionChangeRecord, old: PartitionRegistration) -> bool:
-    """Whether ``rec`` on ``old`` moves only the ISR and/or the leader (no replica,
-    directory or recovery-state change, no reassignment in progress):
-    :func:`merge_isr_leader`'s case."""
-    return (rec.replicas is None and rec.directories is None and rec.removing_replicas is None
-            and rec.adding_replicas is None and rec.leader_recovery_state == r.NO_LRS_CHANGE
-            and not old.adding_replicas and not old.removing_replicas)
-
-
-def merge_isr_leader(old: PartitionRegistration, rec: r.PartitionChangeRecord) -> PartitionRegistration:
-    """:func:`merge_partition_change` for a record where :func:`is_isr_leader_change`
-    holds — the same result and the same checks (raises :class:`ImageError`), cheaper."""
-    replicas = old.replicas
-    isr = old.isr
-    if rec.isr is not None:
-        isr = tuple(rec.isr)
-        for b in isr:
-            if b not in replicas:
-                raise ImageError(f"PartitionChangeRecord {rec.topic_id}:{rec.partition_id}: "
-                                 f"ISR {isr} not a subset of replicas {replicas}")
-        if len(isr) > 1 and len(set(isr)) != len(isr):
-            raise ImageError(f"PartitionChangeRecord {rec.topic_id}:{rec.partition_id}: "
-                             f"duplicate ISR members {isr}")
-    leader, leader_epoch = old.leader, old.leader_epoch
-    if rec.leader != r.NO_LEADER_CHANGE:
-        leader, leader_epoch = rec.leader, leader_epoch + 1
-    if leader != NO_LEADER and leader not in isr:
-        raise ImageError(f"PartitionChangeRecord {rec.topic_id}:{rec.partition_id}: "
-                         f"leader {leader} not in ISR {isr}")
-    return PartitionRegistration(old.topic_id, old.partition_id, replicas, isr, leader, leader_epoch,
-                                 old.partition_epoch + 1, old.directories, old.removing_replicas,
-                                 old.adding_replicas, old.leader_recovery_state)
-
-
-def merge_broker_change(old: BrokerRegistration, fenced: int, in_controlled_shutdown: int,
-                        log_dirs: tuple[uuid.UUID, ...], what: str = "BrokerRegistrationChangeRecord"
-                        ) -> BrokerRegistration:
-    """``old`` after a registration change (fenced -1/0/1, in_controlled_shutdown 0/1,
-    log_dirs empty = no change). Dir ownership is checked by the image, not here."""
-    if fenced not in (-1, 0, 1):
-        raise ImageError(f"{what} broker {old.broker_id}: invalid fenced value {fenced}")
-    if in_controlled_shutdown not in (0, 1):
-        raise ImageError(f"{what} broker {old.broker_id}: invalid in_controlled_shutdown value "
-                         f"{in_controlled_shutdown}")
-    dirs = old.log_dirs
-    if log_dirs:
-        dirs = sorted_dirs(log_dirs)
-        if len(dirs) != len(log_dirs):
-            raise ImageError(f"{what} broker {old.broker_id}: duplicate log dirs")
-        bad = [d for d in dirs if is_reserved(d)]
-        if bad:
-            raise ImageError(f"{what} broker {old.broker_id}: reserved dir {bad[0]}")
-    return BrokerRegistration(
-        broker_id=old.broker_id, epoch=old.epoch, incarnation_id=old.incarnation_id,
-        endpoints=old.endpoints, rack=old.rack,
-        fenced=old.fenced if fenced == 0 else fenced == 1,
-        in_controlled_shutdown=old.in_controlled_shutdown or in_controlled_shutdown == 1,
-        log_dirs=dirs)
-
-
-def sorted_dirs(dirs: Iterable[uuid.UUID]) -> tuple[uuid.UUID, ...]:
-    """Distinct dirs in the registration's order (sorted by value, like Kafka's)."""
-    return tuple(sorted(set(dirs), key=lambda d: d.int))
-
-
-def _directories(dirs: tuple[uuid.UUID, ...], replicas: tuple[int, ...], where: str) -> tuple[uuid.UUID, ...]:
-    if not dirs:
-        return (MIGRATING,) * len(replicas)
-    if len(dirs) != len(replicas):
-        raise ImageError(f"{where}: {len(dirs)} directories not aligned with {len(replicas)} replicas")
-    return tuple(dirs)
-
-
-def _checked(cls: type, where: str, **kwargs: Any) -> Any:
-    try:
-        return cls(**kwargs)
-    except ValueError as exc:
-        raise ImageError(f"{where}: {exc}") from None
-
-
-def _validate(p: PartitionRegistration) -> None:
-    where = f"partition {p.topic_id}:{p.partition_id}"
-    if len(set(p.replicas)) != len(p.replicas):
-        raise ImageError(f"{where}: duplicate replicas {p.replicas}")
-    if len(set(p.isr)) != len(p.isr):
-        raise ImageError(f"{where}: duplicate ISR members {p.isr}")
-    if not set(p.isr) <= set(p.replicas):
-        raise ImageError(f"{where}: ISR {p.isr} not a subset of replicas {p.replicas}")
-    if p.leader != NO_LEADER and p.leader not in p.isr:
-        raise ImageError(f"{where}: leader {p.leader} not in ISR {p.isr}")
-    if not set(p.adding_replicas) <= set(p.replicas) or not set(p.removing_replicas) <= set(p.replicas):
-        raise ImageError(f"{where}: adding/removing replicas not among replicas {p.replicas}")
 
 
 _HANDLERS: dict[type, Any] = {

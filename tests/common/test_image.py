@@ -7,7 +7,8 @@ from hypothesis import given, settings, strategies as st
 
 from kafka_common.ids import LOST, MIGRATING, UNASSIGNED, is_reserved
 from kafka_common.metadata import records as r
-from kafka_common.metadata.image import ImageError, MetadataImage
+from kafka_common.metadata.image import MetadataImage
+from kafka_common.metadata.image_changes import ImageError
 
 pytestmark = pytest.mark.unit
 

@@ -48,7 +48,8 @@ def test_one_log_is_unknown():
 def test_scan_batches_reads_a_log_without_touching_it(tmp_path):
     import os
     from controller_impl.log import MetadataLog
-    from controller_impl.log.metadata_log import DIR_NAME, scan_batches
+    from controller_impl.log.recovery import scan_batches
+    from controller_impl.log.segments import DIR_NAME
     from kafka_common.metadata.records import NoOpRecord
     log = MetadataLog.open(str(tmp_path), segment_bytes=1024)
     for epoch in (1, 1, 2):

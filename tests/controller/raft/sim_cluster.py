@@ -14,7 +14,8 @@ from typing import Any
 
 from controller_impl.raft import messages as m
 from controller_impl.raft.log_shape import LogShape
-from controller_impl.raft.quorum import LEADER, FOLLOWER, RaftConfig, RaftState
+from controller_impl.raft.config import LEADER, FOLLOWER, RaftConfig
+from controller_impl.raft.quorum import RaftState
 from controller_impl.raft.quorum_file import ElectionState
 
 

@@ -6,7 +6,8 @@ import pytest
 
 from controller_impl.raft import messages as m
 from controller_impl.raft.log_shape import LogShape, LogShapeError
-from controller_impl.raft.quorum import RaftConfig, RaftInvariantError, RaftState
+from controller_impl.raft.config import RaftConfig, RaftInvariantError
+from controller_impl.raft.quorum import RaftState
 from controller_impl.raft.quorum_file import ElectionState, QuorumFileError, parse, render
 
 pytestmark = pytest.mark.unit
