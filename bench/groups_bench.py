@@ -332,11 +332,11 @@ async def bench_failover(runs: int) -> list[dict]:
         return []
     rows = []
     for i in range(runs):
-        fs = LoopFs()
+        fs = LoopFs(size_mb=64)
         tmp = tempfile.mkdtemp(prefix="jbodtest-groups-bench-")
         cluster = None
         try:
-            fs.setup(64)
+            fs.setup()
             cluster = await asyncio.to_thread(new_cluster, tmp, fs)
             row = await failover_once(cluster, fs)
         finally:

@@ -27,9 +27,9 @@ def loop_fs(request):
     reason = loop_skip_reason()
     if reason:
         pytest.skip(reason)
-    fs = LoopFs()
+    fs = LoopFs(size_mb=64)
     request.addfinalizer(fs.cleanup)
-    fs.setup(64)
+    fs.setup()
     return fs
 
 
