@@ -7,6 +7,7 @@ tests share (:func:`wait_until`, :func:`until` on the metadata log)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import threading
 import time
@@ -216,6 +217,24 @@ class Cluster:
         for b in reversed(self.brokers):
             b.kill()
         self.ctrl.kill()
+
+
+@contextlib.contextmanager
+def running_cluster(tmp_path, *, data_dir: str | None = None, data_dir_broker: int = 0, **kwargs):
+    """A formatted, started :class:`Cluster` (keyword arguments as its constructor's), killed
+    on exit whatever happens: the body of the module- and function-scoped cluster fixtures.
+    ``data_dir``: the first data dir of broker ``data_dir_broker`` (an index) there
+    (:meth:`Cluster.start_with_dir`)."""
+    c = Cluster(tmp_path, **kwargs)
+    try:
+        if data_dir is not None:
+            c.start_with_dir(data_dir, broker=data_dir_broker)
+        else:
+            c.prepare()
+            c.start()
+        yield c
+    finally:
+        c.kill()
 
 
 class BackgroundProducer:

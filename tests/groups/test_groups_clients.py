@@ -19,7 +19,7 @@ import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
-from testkit.cluster import Cluster, wait_until  # noqa: E402
+from testkit.cluster import running_cluster, wait_until  # noqa: E402
 from tests.dataplane.clients import KCAT  # noqa: E402
 
 pytestmark = pytest.mark.integration
@@ -30,13 +30,8 @@ GROUP_KEYS = {"offsets.topic.num.partitions": "5", "offsets.topic.replication.fa
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    c = Cluster(tmp_path_factory.mktemp("groups"), broker_extra=GROUP_KEYS)
-    try:
-        c.prepare()
-        c.start()
+    with running_cluster(tmp_path_factory.mktemp("groups"), broker_extra=GROUP_KEYS) as c:
         yield c
-    finally:
-        c.kill()
 
 
 def make_topic(cluster, name: str, partitions: int) -> None:

@@ -19,7 +19,7 @@ import time
 
 import pytest
 
-from loopdev import LoopFs, skip_reason as loop_skip_reason  # noqa: E402
+from loopdev import loop_fs_factory  # noqa: E402,F401  (fixture)
 from testkit.cluster import BackgroundProducer, Cluster, consume_all, wait_until  # noqa: E402
 from kafka_common import wire  # noqa: E402
 from kafka_common.ids import LOST  # noqa: E402
@@ -59,14 +59,8 @@ def count_events(broker, name: str, **match) -> int:
 
 
 @pytest.fixture
-def loop_fs(request):
-    reason = loop_skip_reason()
-    if reason:
-        pytest.skip(reason)
-    fs = LoopFs(size_mb=64)
-    request.addfinalizer(fs.cleanup)
-    fs.setup()
-    return fs
+def loop_fs(loop_fs_factory):
+    return loop_fs_factory(size_mb=64)
 
 
 def make_cluster(tmp_path, request, loop_fs=None) -> Cluster:
