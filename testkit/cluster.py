@@ -58,6 +58,21 @@ def unfenced(image, ids_) -> bool:
     return all(b in image.brokers and not image.brokers[b].fenced for b in ids_)
 
 
+def wait_unfenced(ctrl: ControllerProcess, brokers, timeout_s: float = 30) -> None:
+    """Block until every broker of ``brokers`` is registered and unfenced in ``ctrl``'s
+    committed metadata (a broker that dies meanwhile fails it)."""
+    ids_ = tuple(b.node_id for b in brokers)
+
+    async def run():
+        client, reader = await reader_for(ctrl)
+        try:
+            await until(reader, lambda im: unfenced(im, ids_), timeout_s, f"brokers {ids_} unfenced", brokers)
+        finally:
+            await client.close()
+
+    asyncio.run(run())
+
+
 def check_real_dirs(image, brokers, topic):
     """Every replica's metadata dir is the directory.id of the dir holding its log on disk."""
     tid = image.topic_ids[topic]
@@ -235,6 +250,16 @@ def running_cluster(tmp_path, *, data_dir: str | None = None, data_dir_broker: i
         yield c
     finally:
         c.kill()
+
+
+def produce_waiting(producer, topic: str, value: bytes, **kwargs) -> None:
+    """confluent-kafka ``producer.produce(...)``, polling while its local queue is full."""
+    while True:
+        try:
+            producer.produce(topic, value, **kwargs)
+            return
+        except BufferError:
+            producer.poll(0.01)
 
 
 class BackgroundProducer:

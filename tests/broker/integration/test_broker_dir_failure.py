@@ -14,7 +14,7 @@ import os
 
 import pytest
 
-from testkit.cluster import check_real_dirs, reader_for, unfenced, until, wait_until
+from testkit.cluster import check_real_dirs, reader_for, unfenced, until, wait_unfenced, wait_until
 from testkit.controller_client import create_topic
 from kafka_common.ids import UNASSIGNED
 
@@ -81,14 +81,7 @@ def test_metadata_dir_failure_halts(make_cluster):
     ctrl, brokers = make_cluster(n_brokers=1, broker_extra=FAST)
     [b1] = brokers
 
-    async def run():
-        client, reader = await reader_for(ctrl)
-        try:
-            await until(reader, lambda im: unfenced(im, (1,)), 30, "broker unfenced", brokers)
-        finally:
-            await client.close()
-
-    asyncio.run(run())
+    wait_unfenced(ctrl, brokers)
     break_dir(b1.dirs[0])          # metadata.log.dir defaults to the first of log.dirs
     assert b1.wait_exit(20) == 1
     err = b1.stderr()
