@@ -14,7 +14,7 @@ import time
 
 from kafka_runtime.client import KafkaClient
 from testkit.controller_client import MetadataReader, create_topic
-from kafka_common.ids import is_reserved
+from kafka_common.ids import UNASSIGNED, is_reserved
 from testkit.processes import BrokerProcess, ControllerProcess
 
 __all__ = ["Cluster", "FAST", "BackgroundProducer", "consume_all", "wait_until", "reader_for", "until",
@@ -101,6 +101,17 @@ FAST = {
     "log.dir.failure.timeout.ms": "60000",
     "default.replication.factor": "3",
 }
+
+
+async def create_and_settle(client, reader, brokers, topic, assignments):
+    """Create ``topic`` with explicit ``assignments`` through the controller and wait until
+    every replica has a directory, then check the dirs are the brokers' real ones."""
+    resp = await create_topic(client, topic, 0, 0, assignments=assignments)
+    assert resp.topics[0].error_code.value == 0, resp
+    await until(reader, lambda im: topic in im.topic_ids and all(
+        UNASSIGNED not in p.directories for p in im.partitions_of(im.topic_ids[topic]).values()),
+        20, f"{topic} replicas assigned", brokers)
+    check_real_dirs(reader.image, brokers, topic)
 
 
 class Cluster:
