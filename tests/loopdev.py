@@ -189,6 +189,13 @@ def loop_fs(loop_fs_factory):
 
 
 @pytest.fixture
+def loop_fs_64mb(loop_fs_factory):
+    """One 64 MiB loop file system (room for a broker dir under load); modules that want it
+    as their ``loop_fs`` import it under that name (pytest names a fixture by the attribute)."""
+    return loop_fs_factory(size_mb=64)
+
+
+@pytest.fixture
 def small_tmpfs(tmp_path):
     """A 512 KiB tmpfs (e.g. for a metadata dir that fills up; needs root + mount, skipped
     otherwise)."""

@@ -15,16 +15,11 @@ import time
 
 import pytest
 
-from loopdev import loop_fs_factory  # noqa: E402,F401  (fixture)
+from loopdev import loop_fs_64mb as loop_fs, loop_fs_factory  # noqa: E402,F401  (fixtures)
 from testkit.cluster import Cluster, wait_until  # noqa: E402
 
 pytestmark = pytest.mark.integration
 TOPIC = "ret-eio"
-
-
-@pytest.fixture
-def loop_fs(loop_fs_factory):
-    return loop_fs_factory(size_mb=64)
 
 
 @pytest.fixture

@@ -17,18 +17,13 @@ import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
-from loopdev import loop_fs_factory  # noqa: E402,F401  (fixture)
+from loopdev import loop_fs_64mb as loop_fs, loop_fs_factory  # noqa: E402,F401  (fixtures)
 from testkit.cluster import running_cluster, wait_until  # noqa: E402
 from broker_impl.groups.state.records import partition_for  # noqa: E402
 from tests.groups.test_groups_clients import committed_kafka_python, drain, kp_consumer, produce  # noqa: E402
 
 pytestmark = pytest.mark.integration
 OFFSETS = "__consumer_offsets"
-
-
-@pytest.fixture
-def loop_fs(loop_fs_factory):
-    return loop_fs_factory(size_mb=64)
 
 
 @pytest.fixture

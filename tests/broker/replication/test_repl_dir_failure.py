@@ -12,16 +12,11 @@ import time
 
 import pytest
 
-from loopdev import loop_fs_factory  # noqa: E402,F401  (fixture)
+from loopdev import loop_fs_64mb as loop_fs, loop_fs_factory  # noqa: E402,F401  (fixtures)
 from testkit.cluster import BackgroundProducer, consume_all, running_cluster, wait_until  # noqa: E402
 
 pytestmark = pytest.mark.integration
 TOPIC = "validated"
-
-
-@pytest.fixture
-def loop_fs(loop_fs_factory):
-    return loop_fs_factory(size_mb=64)
 
 
 @pytest.fixture

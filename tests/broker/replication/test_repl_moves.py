@@ -19,7 +19,7 @@ import time
 
 import pytest
 
-from loopdev import loop_fs_factory  # noqa: E402,F401  (fixture)
+from loopdev import loop_fs_64mb as loop_fs, loop_fs_factory  # noqa: E402,F401  (fixtures)
 from testkit.cluster import BackgroundProducer, Cluster, consume_all, wait_until  # noqa: E402
 from kafka_common import wire  # noqa: E402
 from kafka_common.ids import LOST  # noqa: E402
@@ -56,11 +56,6 @@ def holders(broker, topic: str, partition: int) -> list[str]:
 
 def count_events(broker, name: str, **match) -> int:
     return sum(1 for e in broker.events() if e["event"] == name and all(e.get(k) == v for k, v in match.items()))
-
-
-@pytest.fixture
-def loop_fs(loop_fs_factory):
-    return loop_fs_factory(size_mb=64)
 
 
 def make_cluster(tmp_path, request, loop_fs=None) -> Cluster:
