@@ -44,7 +44,7 @@ sys.path[:0] = [ROOT, os.path.join(ROOT, "tests")]
 
 from loopdev import LoopFs, skip_reason as loop_skip_reason  # noqa: E402
 
-from testkit.cluster import Cluster, wait_until  # noqa: E402
+from testkit.cluster import Cluster, produce_waiting, wait_until  # noqa: E402
 from kafka_common.ids import UNASSIGNED  # noqa: E402
 
 TICK = os.sysconf("SC_CLK_TCK")
@@ -150,14 +150,9 @@ def throughput(cluster: Cluster, topic: str, acks: str, n: int, value_bytes: int
     t0 = time.perf_counter()
     for i in range(n):
         t = time.perf_counter()
-        while True:
-            try:
-                p.produce(topic, value, partition=0,
-                          on_delivery=lambda err, msg, t=t: (errors.append(err) if err else
-                                                             lat.append(time.perf_counter() - t)))
-                break
-            except BufferError:
-                p.poll(0.01)
+        produce_waiting(p, topic, value, partition=0,
+                        on_delivery=lambda err, msg, t=t: (errors.append(err) if err else
+                                                           lat.append(time.perf_counter() - t)))
         if i % 1000 == 0:
             p.poll(0)
     left = p.flush(120)

@@ -40,6 +40,8 @@ from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from testkit.cluster import produce_waiting  # noqa: E402
+
 TOPIC = "bench"
 
 
@@ -115,12 +117,7 @@ def throughput(bootstrap: str, n: int, value_bytes: int, batch_size: int | None 
             failed.append(err)
     start = time.perf_counter()
     for i in range(n):
-        while True:
-            try:
-                p.produce(TOPIC, value, on_delivery=on_delivery)
-                break
-            except BufferError:
-                p.poll(0.01)
+        produce_waiting(p, TOPIC, value, on_delivery=on_delivery)
         if i % 10_000 == 0:
             p.poll(0)
     left = p.flush(120)

@@ -260,6 +260,39 @@ def _cpu_fields(cpu: list[float], mb: float) -> dict:
             "leader_cpu_s_per_mb": round(cpu[0] / mb, 4) if mb else None}
 
 
+def _tail_fields(ps: list, cpu: list[float], mb: float, profiles: dict) -> dict:
+    """The fields every phase ends with: CPU per MB, the producers' errors, the profiles."""
+    errors = [e for p in ps for e in p.errors]
+    return {**_cpu_fields(cpu, mb), "errors": len(errors), "first_errors": errors[:3],
+            **({"profile": profiles} if any(profiles.values()) else {})}
+
+
+def _stop_all(ps: list) -> None:
+    for p in ps:
+        p.stop.set()
+    for p in ps:
+        p.thread.join(150)
+
+
+def _measured(c: Cluster, ps: list, args, profile_tag: str | None, settle_s: float = 0.0):
+    """Start the producers, let them ramp up, flag ``measuring`` for ``args.seconds`` under
+    :class:`_Measure`, wait ``settle_s`` (acks of measured records still arriving), stop
+    them. Returns ``_Measure.done()``'s (elapsed, cpu, profiles)."""
+    for p in ps:
+        p.thread.start()
+    time.sleep(args.ramp)
+    for p in ps:
+        p.measuring = True
+    m = _Measure(c, profile_tag)
+    time.sleep(args.seconds)
+    for p in ps:
+        p.measuring = False
+    done = m.done()
+    time.sleep(settle_s)
+    _stop_all(ps)
+    return done
+
+
 def throughput_phase(c: Cluster, topic: str, partitions: int, producers: int, value: bytes, args,
                      profile_tag: str | None) -> dict:
     ps = [SaturatingProducer(c.bootstrap, topic, partitions, value, i * 7919, args.idempotent)
@@ -272,15 +305,10 @@ def throughput_phase(c: Cluster, topic: str, partitions: int, producers: int, va
     time.sleep(args.seconds)
     d1 = sum(p.delivered() for p in ps)
     elapsed, cpu, profiles = m.done()
-    for p in ps:
-        p.stop.set()
-    for p in ps:
-        p.thread.join(150)
-    errors = [e for p in ps for e in p.errors]
+    _stop_all(ps)
     mb = (d1 - d0) * args.value_bytes / 1e6
     return {"seconds": round(elapsed, 2), "records": d1 - d0, "mb_per_s": round(mb / elapsed, 2),
-            **_cpu_fields(cpu, mb), "errors": len(errors), "first_errors": errors[:3],
-            **({"profile": profiles} if any(profiles.values()) else {})}
+            **_tail_fields(ps, cpu, mb, profiles)}
 
 
 def latency_phase(c: Cluster, topic: str, partitions: int, producers: int, value: bytes, args,
@@ -288,59 +316,29 @@ def latency_phase(c: Cluster, topic: str, partitions: int, producers: int, value
     rate = args.rate_mbs * 1e6 / args.value_bytes / producers
     ps = [FixedLoadProducer(c.bootstrap, topic, partitions, value, i * 7919, args.idempotent, rate)
           for i in range(producers)]
-    for p in ps:
-        p.thread.start()
-    time.sleep(args.ramp)
-    for p in ps:
-        p.measuring = True
-    m = _Measure(c, profile_tag)
-    time.sleep(args.seconds)
-    for p in ps:
-        p.measuring = False
-    elapsed, cpu, profiles = m.done()
-    time.sleep(min(5.0, args.seconds))  # let the measured records' acks arrive
-    for p in ps:
-        p.stop.set()
-    for p in ps:
-        p.thread.join(150)
+    # the settle lets the measured records' acks arrive
+    elapsed, cpu, profiles = _measured(c, ps, args, profile_tag, settle_s=min(5.0, args.seconds))
     lat = [x for p in ps for x in p.lat]
     sent = sum(p.sent_measuring for p in ps)
     delivered = sum(p.delivered for p in ps)
-    errors = [e for p in ps for e in p.errors]
     mb = sent * args.value_bytes / 1e6
     return {"seconds": round(elapsed, 2), "offered_mb_per_s": args.rate_mbs,
             "sent_mb_per_s": round(mb / elapsed, 2), "sent": sent, "acked": delivered,
             "p50_ms": round(pct(lat, 0.5) * 1000, 1), "p99_ms": round(pct(lat, 0.99) * 1000, 1),
-            **_cpu_fields(cpu, mb), "errors": len(errors), "first_errors": errors[:3],
-            **({"profile": profiles} if any(profiles.values()) else {})}
+            **_tail_fields(ps, cpu, mb, profiles)}
 
 
 def window_phase(c: Cluster, topic: str, partitions: int, producers: int, value: bytes, args,
                  profile_tag: str | None) -> dict:
     ps = [ClosedLoopProducer(c.bootstrap, topic, partitions, value, args.window, i * 7919, args.idempotent)
           for i in range(producers)]
-    for p in ps:
-        p.thread.start()
-    time.sleep(args.ramp)
-    for p in ps:
-        p.measuring = True
-    m = _Measure(c, profile_tag)
-    time.sleep(args.seconds)
-    for p in ps:
-        p.measuring = False
-    elapsed, cpu, profiles = m.done()
-    for p in ps:
-        p.stop.set()
-    for p in ps:
-        p.thread.join(150)
+    elapsed, cpu, profiles = _measured(c, ps, args, profile_tag)
     lat = [x for p in ps for x in p.lat]
     delivered = sum(p.delivered for p in ps)
-    errors = [e for p in ps for e in p.errors]
     mb = delivered * args.value_bytes / 1e6
     return {"seconds": round(elapsed, 2), "records": delivered, "mb_per_s": round(mb / elapsed, 2),
             "p50_ms": round(pct(lat, 0.5) * 1000, 1), "p99_ms": round(pct(lat, 0.99) * 1000, 1),
-            **_cpu_fields(cpu, mb), "errors": len(errors), "first_errors": errors[:3],
-            **({"profile": profiles} if any(profiles.values()) else {})}
+            **_tail_fields(ps, cpu, mb, profiles)}
 
 
 def print_scale_table(scale: dict) -> None:

@@ -7,13 +7,14 @@ tests share (:func:`wait_until`, :func:`until` on the metadata log)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import threading
 import time
 
 from kafka_runtime.client import KafkaClient
 from testkit.controller_client import MetadataReader, create_topic
-from kafka_common.ids import is_reserved
+from kafka_common.ids import UNASSIGNED, is_reserved
 from testkit.processes import BrokerProcess, ControllerProcess
 
 __all__ = ["Cluster", "FAST", "BackgroundProducer", "consume_all", "wait_until", "reader_for", "until",
@@ -57,6 +58,21 @@ def unfenced(image, ids_) -> bool:
     return all(b in image.brokers and not image.brokers[b].fenced for b in ids_)
 
 
+def wait_unfenced(ctrl: ControllerProcess, brokers, timeout_s: float = 30) -> None:
+    """Block until every broker of ``brokers`` is registered and unfenced in ``ctrl``'s
+    committed metadata (a broker that dies meanwhile fails it)."""
+    ids_ = tuple(b.node_id for b in brokers)
+
+    async def run():
+        client, reader = await reader_for(ctrl)
+        try:
+            await until(reader, lambda im: unfenced(im, ids_), timeout_s, f"brokers {ids_} unfenced", brokers)
+        finally:
+            await client.close()
+
+    asyncio.run(run())
+
+
 def check_real_dirs(image, brokers, topic):
     """Every replica's metadata dir is the directory.id of the dir holding its log on disk."""
     tid = image.topic_ids[topic]
@@ -85,6 +101,17 @@ FAST = {
     "log.dir.failure.timeout.ms": "60000",
     "default.replication.factor": "3",
 }
+
+
+async def create_and_settle(client, reader, brokers, topic, assignments):
+    """Create ``topic`` with explicit ``assignments`` through the controller and wait until
+    every replica has a directory, then check the dirs are the brokers' real ones."""
+    resp = await create_topic(client, topic, 0, 0, assignments=assignments)
+    assert resp.topics[0].error_code.value == 0, resp
+    await until(reader, lambda im: topic in im.topic_ids and all(
+        UNASSIGNED not in p.directories for p in im.partitions_of(im.topic_ids[topic]).values()),
+        20, f"{topic} replicas assigned", brokers)
+    check_real_dirs(reader.image, brokers, topic)
 
 
 class Cluster:
@@ -216,6 +243,34 @@ class Cluster:
         for b in reversed(self.brokers):
             b.kill()
         self.ctrl.kill()
+
+
+@contextlib.contextmanager
+def running_cluster(tmp_path, *, data_dir: str | None = None, data_dir_broker: int = 0, **kwargs):
+    """A formatted, started :class:`Cluster` (keyword arguments as its constructor's), killed
+    on exit whatever happens: the body of the module- and function-scoped cluster fixtures.
+    ``data_dir``: the first data dir of broker ``data_dir_broker`` (an index) there
+    (:meth:`Cluster.start_with_dir`)."""
+    c = Cluster(tmp_path, **kwargs)
+    try:
+        if data_dir is not None:
+            c.start_with_dir(data_dir, broker=data_dir_broker)
+        else:
+            c.prepare()
+            c.start()
+        yield c
+    finally:
+        c.kill()
+
+
+def produce_waiting(producer, topic: str, value: bytes, **kwargs) -> None:
+    """confluent-kafka ``producer.produce(...)``, polling while its local queue is full."""
+    while True:
+        try:
+            producer.produce(topic, value, **kwargs)
+            return
+        except BufferError:
+            producer.poll(0.01)
 
 
 class BackgroundProducer:

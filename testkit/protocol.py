@@ -44,6 +44,12 @@ def produce_request(version: int, topic: str, partition: int, records: bytes | N
             mod.PartitionProduceData(index=partition, records=records),)),))
 
 
+def init_producer_id_request(version: int = 4) -> Any:
+    """InitProducerId for an idempotent (non-transactional) producer: a new id, epoch 0."""
+    return wire.make(wire.request_class(22, version), transactional_id=None,
+                     transaction_timeout=timedelta(seconds=60), producer_id=-1, producer_epoch=-1)
+
+
 def fetch_request(version: int, topic: str | uuid.UUID, partition: int, offset: int, *, replica_id: int = -1,
                   max_wait_ms: int = 0, min_bytes: int = 1, max_bytes: int = 1 << 20,
                   current_leader_epoch: int = -1, last_fetched_epoch: int = -1) -> Any:
@@ -102,3 +108,15 @@ class RawConnection:
             await self.writer.wait_closed()
         except (ConnectionError, OSError):
             pass
+
+
+async def init_producer_id(port: int) -> tuple[int, int]:
+    """(producer id, epoch) the broker on ``port`` hands an idempotent producer; fails the
+    caller unless InitProducerId answers without error."""
+    c = await RawConnection.open(port)
+    try:
+        resp = await c.call(init_producer_id_request())
+    finally:
+        await c.close()
+    assert int(resp.error_code.value) == 0, resp
+    return resp.producer_id, resp.producer_epoch

@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import os
+import random
 import time
 
 from controller_impl.runtime.status import describe_quorum
+from kafka_common import ids
 from kafka_runtime.client import ClientError
+from testkit.controller_client import SimBroker
 from testkit.processes import ControllerProcess, free_port
 
 
@@ -66,3 +69,15 @@ class QuorumCluster:
 
     def port(self, node: int) -> int:
         return self.procs[node].port
+
+
+async def register_many(q: QuorumCluster, broker_ids, seed: int) -> None:
+    """Register a simulated broker (one dir) at the leader for each of ``broker_ids``: fills the
+    metadata log, e.g. until it rolls and is dropped below snapshots."""
+    rng = random.Random(seed)
+    leader = await q.leader()
+    for broker_id in broker_ids:
+        sim = SimBroker(broker_id, [ids.random_directory_id(rng)], cluster_id=q.cluster_id)
+        await sim.connect("127.0.0.1", q.port(leader))
+        assert (await sim.register()).error_code.value == 0
+        await sim.close()

@@ -26,6 +26,9 @@ Use from a test module::
 
 or stand-alone (benchmarks): ``fs = LoopFs(...); fs.setup(); try: … finally: fs.cleanup()``.
 Tests skip with :func:`skip_reason` only where the host lacks root or loop devices.
+
+Also here: ``small_tmpfs`` (a 512 KiB tmpfs fixture) and :func:`fill_up`, for a dir whose
+file system runs full (ENOSPC) rather than failing with EIO.
 """
 
 from __future__ import annotations
@@ -183,3 +186,37 @@ def loop_fs_factory(request):
 def loop_fs(loop_fs_factory):
     """One loop file system mounted under /tmp/jbodtest-*/mnt."""
     return loop_fs_factory()
+
+
+@pytest.fixture
+def loop_fs_64mb(loop_fs_factory):
+    """One 64 MiB loop file system (room for a broker dir under load); modules that want it
+    as their ``loop_fs`` import it under that name (pytest names a fixture by the attribute)."""
+    return loop_fs_factory(size_mb=64)
+
+
+@pytest.fixture
+def small_tmpfs(tmp_path):
+    """A 512 KiB tmpfs (e.g. for a metadata dir that fills up; needs root + mount, skipped
+    otherwise)."""
+    path = tmp_path / "tiny"
+    path.mkdir()
+    if os.geteuid() != 0:
+        pytest.skip("needs root to mount a tmpfs")
+    out = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=512k", "jbodtest-tmpfs", str(path)],
+                         capture_output=True, text=True)
+    if out.returncode != 0:
+        pytest.skip(f"cannot mount tmpfs here: {out.stderr.strip()}")
+    yield path
+    subprocess.run(["umount", "-l", str(path)], capture_output=True)
+
+
+def fill_up(path) -> None:
+    """Write the file ``path`` until its file system is full (ENOSPC), down to the last byte."""
+    with open(path, "wb", buffering=0) as f:
+        for size in (65536, 4096, 1):
+            try:
+                while True:
+                    f.write(b"\0" * size)
+            except OSError:
+                pass

@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from testkit.cluster import Cluster, wait_until  # noqa: E402
+from testkit.cluster import running_cluster, wait_until  # noqa: E402
 
 from kafka_common import topic_config as tc  # noqa: E402
 from kafka_common import wire  # noqa: E402
@@ -27,15 +27,10 @@ RETENTION_CHECK_MS = 300
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    c = Cluster(tmp_path_factory.mktemp("cfg"),
-                broker_extra={"log.retention.check.interval.ms": str(RETENTION_CHECK_MS),
-                              "log.retention.bytes": "-1"})
-    try:
-        c.prepare()
-        c.start()
+    with running_cluster(tmp_path_factory.mktemp("cfg"),
+                         broker_extra={"log.retention.check.interval.ms": str(RETENTION_CHECK_MS),
+                                       "log.retention.bytes": "-1"}) as c:
         yield c
-    finally:
-        c.kill()
 
 
 def admin(cluster):

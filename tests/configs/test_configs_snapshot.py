@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import random
 import sys
 
 import pytest
@@ -16,9 +15,8 @@ import pytest
 from testkit.cluster import wait_until  # noqa: E402
 from testkit.processes import BrokerProcess  # noqa: E402
 
-from testkit.quorum import QuorumCluster  # noqa: E402
-from testkit.controller_client import MetadataReader, SimBroker  # noqa: E402
-from kafka_common import ids  # noqa: E402
+from testkit.quorum import QuorumCluster, register_many  # noqa: E402
+from testkit.controller_client import MetadataReader  # noqa: E402
 from kafka_runtime.client import KafkaClient  # noqa: E402
 from kafka_runtime.events import read_events  # noqa: E402
 
@@ -53,15 +51,8 @@ def test_configs_in_snapshots_reach_a_broker_behind_the_log_start(tmp_path):
                             request_timeout=30)["snap"].result(30)
         b.kill()
 
-        async def fill():  # other brokers' registrations: the log rolls and is dropped below snapshots
-            rng = random.Random(4)
-            leader = await q.leader()
-            for broker_id in range(10, 60):
-                sim = SimBroker(broker_id, [ids.random_directory_id(rng)], cluster_id=q.cluster_id)
-                await sim.connect("127.0.0.1", q.port(leader))
-                assert (await sim.register()).error_code.value == 0
-                await sim.close()
-        asyncio.run(fill())
+        # other brokers' registrations: the log rolls and is dropped below snapshots
+        asyncio.run(register_many(q, range(10, 60), seed=4))
         snaps = [e for e in read_events(q.procs[1].events_path) if e["event"] == "snapshot_written"]
         assert snaps and snaps[-1]["log_start_offset"] > 0
 

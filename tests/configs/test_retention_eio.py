@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from loopdev import LoopFs, skip_reason as loop_skip_reason  # noqa: E402
+from loopdev import loop_fs_64mb as loop_fs, loop_fs_factory  # noqa: E402,F401  (fixtures)
 from testkit.cluster import Cluster, wait_until  # noqa: E402
 
 pytestmark = pytest.mark.integration
@@ -23,24 +23,11 @@ TOPIC = "ret-eio"
 
 
 @pytest.fixture
-def loop_fs(request):
-    reason = loop_skip_reason()
-    if reason:
-        pytest.skip(reason)
-    fs = LoopFs(size_mb=64)
-    request.addfinalizer(fs.cleanup)
-    fs.setup()
-    return fs
-
-
-@pytest.fixture
 def cluster(tmp_path, loop_fs, request):
     c = Cluster(tmp_path, broker_extra={"log.retention.check.interval.ms": "200"})
     request.addfinalizer(c.kill)  # before the loop fs is unmounted (finalizers run in reverse)
-    c.brokers[0].dir_override = {0: loop_fs.mnt}
     c.brokers[0].extra["log.dir.probe.interval.ms"] = "0"
-    c.prepare()
-    c.start()
+    c.start_with_dir(loop_fs.mnt)
     return c
 
 

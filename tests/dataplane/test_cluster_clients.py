@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from testkit.cluster import Cluster, wait_until
+from testkit.cluster import running_cluster, wait_until
 from broker_impl.api.log_dirs import DescribeLogDirsResponseV4
 from kafka_common import wire
 from tests.dataplane.clients import CONSUMERS, KCAT, KCAT_HEADERS, PRODUCERS, make_records
@@ -31,13 +31,8 @@ CASES = [("confluent", "gzip"), ("confluent", "snappy"), ("confluent", "lz4"), (
 def cluster(tmp_path_factory):
     # bound to 127.0.0.1, advertised as "localhost": clients and followers must use the
     # advertised endpoint the brokers registered
-    c = Cluster(tmp_path_factory.mktemp("dp"), advertise_host="localhost")
-    try:
-        c.prepare()
-        c.start()
+    with running_cluster(tmp_path_factory.mktemp("dp"), advertise_host="localhost") as c:
         yield c
-    finally:
-        c.kill()
 
 
 def create_topic_kafka_python(bootstrap: str, name: str, partitions: int, rf: int) -> None:

@@ -12,7 +12,7 @@ from kafka_common import batch_header as bh
 from kafka_common import wire
 from kafka_common.metadata import records as r
 from tests.dataplane.inprocess_broker import Broker
-from testkit.protocol import RawConnection, fetch_request, make_batch, produce_request
+from testkit.protocol import RawConnection, fetch_request, init_producer_id_request, make_batch, produce_request
 
 pytestmark = pytest.mark.integration
 
@@ -160,9 +160,7 @@ def test_idempotent_sequences(broker):
         await broker.create_topic("idem", 1)
         c = await RawConnection.open(broker.server.port)
         try:
-            init = await c.call(wire.make(wire.request_class(22, 4), transactional_id=None,
-                                          transaction_timeout=__import__("datetime").timedelta(seconds=60),
-                                          producer_id=-1, producer_epoch=-1))
+            init = await c.call(init_producer_id_request())
             assert init.error_code is ErrorCode.none and init.producer_id >= 0
             pid, epoch = init.producer_id, init.producer_epoch
 

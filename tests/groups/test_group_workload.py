@@ -15,7 +15,7 @@ import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
-from testkit.cluster import Cluster, wait_until  # noqa: E402
+from testkit.cluster import running_cluster, wait_until  # noqa: E402
 from harness.checkers.group_consumption import check_group_consumption, rebalance_ms  # noqa: E402
 from harness.group_workload import GroupConsumerWorkload  # noqa: E402
 from harness.ledger import load_history  # noqa: E402
@@ -28,13 +28,8 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture
 def cluster(tmp_path):
-    c = Cluster(tmp_path, broker_extra=GROUP_KEYS)
-    try:
-        c.prepare()
-        c.start()
+    with running_cluster(tmp_path, broker_extra=GROUP_KEYS) as c:
         yield c
-    finally:
-        c.kill()
 
 
 def test_group_members_consume_every_acked_record_across_a_coordinator_kill(cluster, tmp_path):

@@ -19,7 +19,7 @@ import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
-from testkit.cluster import Cluster, wait_until  # noqa: E402
+from testkit.cluster import running_cluster, wait_until  # noqa: E402
 from tests.dataplane.clients import KCAT  # noqa: E402
 
 pytestmark = pytest.mark.integration
@@ -30,13 +30,8 @@ GROUP_KEYS = {"offsets.topic.num.partitions": "5", "offsets.topic.replication.fa
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    c = Cluster(tmp_path_factory.mktemp("groups"), broker_extra=GROUP_KEYS)
-    try:
-        c.prepare()
-        c.start()
+    with running_cluster(tmp_path_factory.mktemp("groups"), broker_extra=GROUP_KEYS) as c:
         yield c
-    finally:
-        c.kill()
 
 
 def make_topic(cluster, name: str, partitions: int) -> None:
@@ -89,20 +84,25 @@ def drain(consumer, want: int, timeout_s: float = 40) -> list:
     return got
 
 
+def produce_and_consume(cluster, group: str, topic: str, prefix: str, n: int):
+    """Produce ``prefix0`` … ``prefix<n-1>`` over the 3 partitions; a new kafka-python member
+    of ``group`` must consume exactly those (nothing older). Returns it, still open."""
+    values = [f"{prefix}{i}".encode() for i in range(n)]
+    produce(cluster, topic, values, 3)
+    c = kp_consumer(cluster, group, topic)
+    got = drain(c, n)
+    assert sorted(m.value for m in got) == sorted(values)
+    return c
+
+
 def test_kafka_python_group_consumes_commits_and_resumes(cluster):
     topic, group = "kp-group", "kp-g"
     make_topic(cluster, topic, 3)
-    produce(cluster, topic, [f"a{i}".encode() for i in range(60)], 3)
-    c = kp_consumer(cluster, group, topic)
-    got = drain(c, 60)
-    assert sorted(m.value for m in got) == sorted(f"a{i}".encode() for i in range(60))
+    c = produce_and_consume(cluster, group, topic, "a", 60)
     c.commit()
     c.close()
     assert committed_kafka_python(cluster, group, topic, 3) == {0: 20, 1: 20, 2: 20}
-    produce(cluster, topic, [f"b{i}".encode() for i in range(30)], 3)
-    c = kp_consumer(cluster, group, topic)
-    got = drain(c, 30)
-    assert sorted(m.value for m in got) == sorted(f"b{i}".encode() for i in range(30))   # resumed, nothing old
+    c = produce_and_consume(cluster, group, topic, "b", 30)   # resumed, nothing old
     c.close()
 
 
@@ -285,10 +285,7 @@ def test_committed_offsets_survive_coordinator_kill(cluster):
     try:
         wait_until(lambda: coordinator_of(cluster, group) != old, 60, "a new coordinator")
         assert committed_kafka_python(cluster, group, topic, 3) == {0: 10, 1: 10, 2: 10}
-        produce(cluster, topic, [f"g{i}".encode() for i in range(9)], 3)
-        c = kp_consumer(cluster, group, topic)
-        got = drain(c, 9)
-        assert sorted(m.value for m in got) == sorted(f"g{i}".encode() for i in range(9))
+        c = produce_and_consume(cluster, group, topic, "g", 9)
         c.commit()
         c.close()
         assert committed_kafka_python(cluster, group, topic, 3) == {0: 13, 1: 13, 2: 13}

@@ -17,8 +17,8 @@ import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
-from loopdev import LoopFs, skip_reason as loop_skip_reason  # noqa: E402
-from testkit.cluster import Cluster, wait_until  # noqa: E402
+from loopdev import loop_fs_64mb as loop_fs, loop_fs_factory  # noqa: E402,F401  (fixtures)
+from testkit.cluster import running_cluster, wait_until  # noqa: E402
 from broker_impl.groups.state.records import partition_for  # noqa: E402
 from tests.groups.test_groups_clients import committed_kafka_python, drain, kp_consumer, produce  # noqa: E402
 
@@ -27,25 +27,12 @@ OFFSETS = "__consumer_offsets"
 
 
 @pytest.fixture
-def loop_fs(request):
-    reason = loop_skip_reason()
-    if reason:
-        pytest.skip(reason)
-    fs = LoopFs(size_mb=64)
-    request.addfinalizer(fs.cleanup)
-    fs.setup()
-    return fs
-
-
-@pytest.fixture
-def cluster(tmp_path, loop_fs, request):
-    c = Cluster(tmp_path, broker_extra={"offsets.topic.num.partitions": "3", "offsets.topic.replication.factor": "3",
-                                        "group.initial.rebalance.delay.ms": "0"})
-    request.addfinalizer(c.kill)  # before the loop fs is unmounted (finalizers run in reverse)
-    c.brokers[0].dir_override = {0: loop_fs.mnt}
-    c.prepare()
-    c.start()
-    return c
+def cluster(tmp_path, loop_fs):
+    # torn down before the loop fs is unmounted (it depends on loop_fs)
+    with running_cluster(tmp_path, data_dir=loop_fs.mnt,
+                         broker_extra={"offsets.topic.num.partitions": "3", "offsets.topic.replication.factor": "3",
+                                       "group.initial.rebalance.delay.ms": "0"}) as c:
+        yield c
 
 
 def test_coordinator_moves_when_its_offsets_dir_fails(cluster, loop_fs):

@@ -14,9 +14,7 @@ import os
 
 import pytest
 
-from testkit.cluster import check_real_dirs, reader_for, unfenced, until, wait_until
-from testkit.controller_client import create_topic
-from kafka_common.ids import UNASSIGNED
+from testkit.cluster import create_and_settle, reader_for, unfenced, until, wait_unfenced, wait_until
 
 pytestmark = pytest.mark.integration
 FAST = {"log.dir.probe.interval.ms": "100"}
@@ -33,15 +31,6 @@ def log_dir_of(broker, topic: str, partition: int) -> str:
     return path
 
 
-async def _create_and_settle(client, reader, brokers, topic, assignments):
-    resp = await create_topic(client, topic, 0, 0, assignments=assignments)
-    assert resp.topics[0].error_code.value == 0, resp
-    await until(reader, lambda im: topic in im.topic_ids and all(
-        UNASSIGNED not in p.directories for p in im.partitions_of(im.topic_ids[topic]).values()),
-        20, f"{topic} replicas assigned", brokers)
-    check_real_dirs(reader.image, brokers, topic)
-
-
 def test_dir_failure_is_reported_and_leadership_moves(make_cluster):
     ctrl, brokers = make_cluster(broker_extra=FAST)
     b1, b2 = brokers
@@ -51,7 +40,7 @@ def test_dir_failure_is_reported_and_leadership_moves(make_cluster):
         try:
             await until(reader, lambda im: unfenced(im, (1, 2)), 30, "brokers unfenced", brokers)
             # broker 1 leads p0..p2, one per dir (least-loaded placement)
-            await _create_and_settle(client, reader, brokers, "t", {p: [1, 2] for p in range(3)})
+            await create_and_settle(client, reader, brokers, "t", {p: [1, 2] for p in range(3)})
             victim = next(d for d in b1.dirs[1:] if any(n.startswith("t-") for n in os.listdir(d)))
             victim_id = b1.dir_ids()[victim]
             hit = [p for p in range(3) if log_dir_of(b1, "t", p) == victim]
@@ -81,14 +70,7 @@ def test_metadata_dir_failure_halts(make_cluster):
     ctrl, brokers = make_cluster(n_brokers=1, broker_extra=FAST)
     [b1] = brokers
 
-    async def run():
-        client, reader = await reader_for(ctrl)
-        try:
-            await until(reader, lambda im: unfenced(im, (1,)), 30, "broker unfenced", brokers)
-        finally:
-            await client.close()
-
-    asyncio.run(run())
+    wait_unfenced(ctrl, brokers)
     break_dir(b1.dirs[0])          # metadata.log.dir defaults to the first of log.dirs
     assert b1.wait_exit(20) == 1
     err = b1.stderr()
@@ -104,7 +86,7 @@ def test_failure_timeout_shuts_down_only_a_leader_D5(make_cluster):
         client, reader = await reader_for(ctrl)
         try:
             await until(reader, lambda im: unfenced(im, (1, 2)), 30, "brokers unfenced", brokers)
-            await _create_and_settle(client, reader, brokers, "t", {p: [1, 2] for p in range(3)})
+            await create_and_settle(client, reader, brokers, "t", {p: [1, 2] for p in range(3)})
         finally:
             await client.close()
 

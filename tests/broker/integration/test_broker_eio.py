@@ -35,7 +35,7 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))  # tests/
 
-from testkit.cluster import check_real_dirs, reader_for, unfenced, until, wait_until  # noqa: E402
+from testkit.cluster import create_and_settle, reader_for, unfenced, until, wait_unfenced, wait_until  # noqa: E402
 from testkit.controller_client import SimBroker, create_topic  # noqa: E402
 from kafka_common import ids, wire  # noqa: E402
 from kafka_common.ids import UNASSIGNED  # noqa: E402
@@ -53,15 +53,6 @@ EIO_ASSIGNMENTS = {**{p: [1, 2, 3] for p in range(3)}, **{p: [2, 1, 3] for p in 
 
 def b64(dir_id) -> str:
     return ids.to_base64(dir_id)
-
-
-async def create_and_settle(client, reader, brokers, topic, assignments):
-    resp = await create_topic(client, topic, 0, 0, assignments=assignments)
-    assert resp.topics[0].error_code.value == 0, resp
-    await until(reader, lambda im: topic in im.topic_ids and all(
-        UNASSIGNED not in p.directories for p in im.partitions_of(im.topic_ids[topic]).values()),
-        20, f"{topic} replicas assigned", brokers)
-    check_real_dirs(reader.image, brokers, topic)
 
 
 def replicas_in_dir(image, broker_id: int, dir_id) -> set[tuple[str, int]]:
@@ -220,14 +211,7 @@ def test_eio_on_the_metadata_dir_halts(loop_fs_factory, make_cluster, tmp_path):
     [b1] = brokers
     md_id = b1.dir_ids()[d0]
 
-    async def run():
-        client, reader = await reader_for(ctrl)
-        try:
-            await until(reader, lambda im: unfenced(im, (1,)), 30, "broker unfenced", brokers)
-        finally:
-            await client.close()
-
-    asyncio.run(run())
+    wait_unfenced(ctrl, brokers)
     inject_ns = fs.shutdown()
     assert b1.wait_exit(20) == 1, b1.stderr()
     err = b1.stderr()

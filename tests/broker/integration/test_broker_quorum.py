@@ -13,7 +13,7 @@ import pytest
 from testkit.cluster import check_real_dirs, unfenced, wait_until
 
 from testkit.processes import BrokerProcess
-from testkit.quorum import QuorumCluster
+from testkit.quorum import QuorumCluster, register_many
 from testkit.controller_client import MetadataReader, create_topic
 from kafka_common.ids import UNASSIGNED
 from kafka_runtime.client import ClientError, KafkaClient
@@ -133,9 +133,6 @@ def test_brokers_survive_the_active_controller_killed_during_a_dir_failure_repor
 
 
 def test_a_broker_behind_the_log_start_loads_the_snapshot(tmp_path):
-    import random
-    from testkit.controller_client import SimBroker
-    from kafka_common import ids
     q = QuorumCluster(str(tmp_path / "q"), 1, extra={"metadata.log.max.record.count.between.snapshots": "10",
                                                      "log.segment.bytes": "1024",
                                                      "broker.session.timeout.ms": "4000"})
@@ -143,15 +140,8 @@ def test_a_broker_behind_the_log_start_loads_the_snapshot(tmp_path):
     try:
         q.start()
 
-        async def fill():  # other brokers' registrations: the log rolls and is dropped below snapshots
-            rng = random.Random(3)
-            leader = await q.leader()
-            for broker_id in range(10, 50):
-                sim = SimBroker(broker_id, [ids.random_directory_id(rng)], cluster_id=q.cluster_id)
-                await sim.connect("127.0.0.1", q.port(leader))
-                assert (await sim.register()).error_code.value == 0
-                await sim.close()
-        asyncio.run(fill())
+        # other brokers' registrations: the log rolls and is dropped below snapshots
+        asyncio.run(register_many(q, range(10, 50), seed=3))
         starts = [e for e in read_events(q.procs[1].events_path) if e["event"] == "snapshot_written"]
         assert starts and starts[-1]["log_start_offset"] > 0
         b.format()

@@ -12,30 +12,18 @@ import time
 
 import pytest
 
-from loopdev import LoopFs, skip_reason as loop_skip_reason  # noqa: E402
-from testkit.cluster import BackgroundProducer, Cluster, consume_all, wait_until  # noqa: E402
+from loopdev import loop_fs_64mb as loop_fs, loop_fs_factory  # noqa: E402,F401  (fixtures)
+from testkit.cluster import BackgroundProducer, consume_all, running_cluster, wait_until  # noqa: E402
 
 pytestmark = pytest.mark.integration
 TOPIC = "validated"
 
 
 @pytest.fixture
-def loop_fs(request):
-    reason = loop_skip_reason()
-    if reason:
-        pytest.skip(reason)
-    fs = LoopFs(size_mb=64)
-    request.addfinalizer(fs.cleanup)
-    fs.setup()
-    return fs
-
-
-@pytest.fixture
-def cluster(tmp_path, loop_fs, request):
-    c = Cluster(tmp_path)
-    request.addfinalizer(c.kill)  # before the loop fs is unmounted (finalizers run in reverse)
-    c.start_with_dir(loop_fs.mnt)
-    return c
+def cluster(tmp_path, loop_fs):
+    # torn down before the loop fs is unmounted (it depends on loop_fs)
+    with running_cluster(tmp_path, data_dir=loop_fs.mnt) as c:
+        yield c
 
 
 def test_acks_all_survives_real_eio_on_a_leader_dir(cluster, loop_fs):
@@ -88,11 +76,9 @@ def test_acks_all_survives_real_eio_on_a_leader_dir(cluster, loop_fs):
 
 
 @pytest.fixture
-def follower_fs_cluster(tmp_path, loop_fs, request):
-    c = Cluster(tmp_path)
-    request.addfinalizer(c.kill)
-    c.start_with_dir(loop_fs.mnt, broker=1)
-    return c
+def follower_fs_cluster(tmp_path, loop_fs):
+    with running_cluster(tmp_path, data_dir=loop_fs.mnt, data_dir_broker=1) as c:
+        yield c
 
 
 def test_follower_dir_eio_leaves_isr_and_acks_all_goes_on(follower_fs_cluster, loop_fs):

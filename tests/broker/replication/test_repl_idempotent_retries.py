@@ -16,9 +16,9 @@ import time
 
 import pytest
 
-from testkit.cluster import Cluster, wait_until  # noqa: E402
+from testkit.cluster import running_cluster, wait_until  # noqa: E402
 
-from testkit.protocol import RawConnection, make_batch, produce_request  # noqa: E402
+from testkit.protocol import RawConnection, init_producer_id, make_batch, produce_request  # noqa: E402
 
 pytestmark = pytest.mark.integration
 NONE = 0
@@ -26,12 +26,9 @@ DEBUG = {"debug": "msg,eos,broker,protocol"} if os.environ.get("PP_DEBUG") else 
 
 
 @pytest.fixture
-def cluster(tmp_path, request):
-    c = Cluster(tmp_path)
-    request.addfinalizer(c.kill)
-    c.prepare()
-    c.start()
-    return c
+def cluster(tmp_path):
+    with running_cluster(tmp_path) as c:
+        yield c
 
 
 def _topic(cluster, name: str):
@@ -106,21 +103,6 @@ def test_librdkafka_retries_under_slow_acks_leave_every_value_once_with_its_offs
     assert without_offset == [], f"{len(without_offset)} acks without an offset, e.g. {without_offset[:5]}"
 
 
-async def _init_pid(port: int) -> tuple[int, int]:
-    import datetime
-
-    from kafka_common import wire
-    c = await RawConnection.open(port)
-    try:
-        resp = await c.call(wire.make(wire.request_class(22, 4), transactional_id=None,
-                                      transaction_timeout=datetime.timedelta(seconds=60),
-                                      producer_id=-1, producer_epoch=-1))
-    finally:
-        await c.close()
-    assert int(resp.error_code.value) == NONE, resp
-    return resp.producer_id, resp.producer_epoch
-
-
 def _batches(port: int, topic: str) -> list[tuple[int, int, int, int]]:
     """(base offset, producer id, base sequence, record count) of every batch up to the HW."""
     from kafka_common import batch_header as bh
@@ -156,7 +138,7 @@ def test_a_retry_while_the_first_copy_waits_for_acks_all_is_not_appended_again(c
     topic = f"defer-{first_connection}"
     leader = cluster.brokers[0]
     followers = cluster.brokers[1:]
-    pid, epoch = asyncio.run(_init_pid(leader.port))
+    pid, epoch = asyncio.run(init_producer_id(leader.port))
     warm = make_batch([b"w0", b"w1"], producer_id=pid, epoch=epoch, base_seq=0)
     batch = make_batch([b"r0", b"r1", b"r2"], producer_id=pid, epoch=epoch, base_seq=2)
     nxt = make_batch([b"n0"], producer_id=pid, epoch=epoch, base_seq=5)

@@ -27,7 +27,7 @@ import time
 import pytest
 
 from loopdev import LoopFs, skip_reason as loop_skip_reason  # noqa: E402
-from testkit.cluster import Cluster  # noqa: E402
+from testkit.cluster import Cluster, running_cluster  # noqa: E402
 from kafka_common.ids import UNASSIGNED  # noqa: E402
 
 pytestmark = pytest.mark.integration
@@ -106,13 +106,8 @@ def read_back(bootstrap: str, topic: str, n: int, expected: set[tuple[int, bytes
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    c = Cluster(tmp_path_factory.mktemp("many"), broker_extra=SLOW_POLL, session_timeout_ms=9000)
-    try:
-        c.prepare()
-        c.start()
+    with running_cluster(tmp_path_factory.mktemp("many"), broker_extra=SLOW_POLL, session_timeout_ms=9000) as c:
         yield c
-    finally:
-        c.kill()
 
 
 @pytest.mark.parametrize("n", [2, 10, 100])

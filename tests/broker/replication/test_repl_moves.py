@@ -19,7 +19,7 @@ import time
 
 import pytest
 
-from loopdev import LoopFs, skip_reason as loop_skip_reason  # noqa: E402
+from loopdev import loop_fs_64mb as loop_fs, loop_fs_factory  # noqa: E402,F401  (fixtures)
 from testkit.cluster import BackgroundProducer, Cluster, consume_all, wait_until  # noqa: E402
 from kafka_common import wire  # noqa: E402
 from kafka_common.ids import LOST  # noqa: E402
@@ -56,17 +56,6 @@ def holders(broker, topic: str, partition: int) -> list[str]:
 
 def count_events(broker, name: str, **match) -> int:
     return sum(1 for e in broker.events() if e["event"] == name and all(e.get(k) == v for k, v in match.items()))
-
-
-@pytest.fixture
-def loop_fs(request):
-    reason = loop_skip_reason()
-    if reason:
-        pytest.skip(reason)
-    fs = LoopFs(size_mb=64)
-    request.addfinalizer(fs.cleanup)
-    fs.setup()
-    return fs
 
 
 def make_cluster(tmp_path, request, loop_fs=None) -> Cluster:
@@ -128,6 +117,23 @@ def release_controller(cluster):
     os.kill(cluster.ctrl.proc.pid, signal.SIGCONT)
 
 
+def fail_mid_move(cluster, b1, topic: str, partition: int, target: str, loop_fs, reason: str) -> None:
+    """Move ``topic``-``partition`` of broker 1 to ``target``; with the controller held (the
+    promotion assignment sent, not answered) fail the loop fs; the move must be cancelled
+    for ``reason``. The controller is released however it ends."""
+    sent_before = count_events(b1, "assignment_sent")
+    hold_controller(cluster)
+    try:
+        assert alter_dir(b1, topic, partition, target) == 0
+        wait_until(lambda: count_events(b1, "assignment_sent") > sent_before, 10,
+                   "the promotion assignment sent (the controller does not answer yet)")
+        loop_fs.shutdown()
+        wait_until(lambda: count_events(b1, "dir_move_cancelled", topic=topic, reason=reason) == 1,
+                   10, "move cancelled")
+    finally:
+        release_controller(cluster)
+
+
 def test_target_dir_fails_mid_move_cancels_and_reverts(tmp_path, request, loop_fs):
     cluster = make_cluster(tmp_path, request, loop_fs)
     b1 = cluster.brokers[0]
@@ -141,17 +147,8 @@ def test_target_dir_fails_mid_move_cancels_and_reverts(tmp_path, request, loop_f
     prod.thread.start()
     try:
         wait_until(lambda: len(prod.acked) > 300, 20, "load running")
-        sent_before = count_events(b1, "assignment_sent")
-        hold_controller(cluster)
-        try:
-            assert alter_dir(b1, "tg", 0, loop_fs.mnt) == 0
-            wait_until(lambda: count_events(b1, "assignment_sent") > sent_before, 10,
-                       "the promotion assignment sent (the controller does not answer yet)")
-            loop_fs.shutdown()  # the target fails before the swap
-            wait_until(lambda: count_events(b1, "dir_move_cancelled", topic="tg", reason="target dir offline") == 1,
-                       10, "move cancelled")
-        finally:
-            release_controller(cluster)
+        # the target fails before the swap
+        fail_mid_move(cluster, b1, "tg", 0, loop_fs.mnt, loop_fs, "target dir offline")
         cluster.wait_image(lambda im: dir_of(im, "tg", 0, 1) == ids1[source], 30,
                            "the assignment reverted to the source dir")
         cluster.wait_image(lambda im: 1 in im.partition(im.topic_ids["tg"], 0).isr, 30, "broker 1 in the ISR")
@@ -183,16 +180,8 @@ def test_source_dir_fails_after_assignment_sent_assigns_lost(tmp_path, request, 
     prod.thread.start()
     try:
         wait_until(lambda: len(prod.acked) > 300, 20, "load running")
-        sent_before = count_events(b1, "assignment_sent")
-        hold_controller(cluster)
-        try:
-            assert alter_dir(b1, "src", victim, target) == 0
-            wait_until(lambda: count_events(b1, "assignment_sent") > sent_before, 10, "promotion assignment sent")
-            loop_fs.shutdown()  # the source fails after the assignment was sent, before the swap
-            wait_until(lambda: count_events(b1, "dir_move_cancelled", topic="src", reason="source dir offline") == 1,
-                       10, "move cancelled")
-        finally:
-            release_controller(cluster)
+        # the source fails after the assignment was sent, before the swap
+        fail_mid_move(cluster, b1, "src", victim, target, loop_fs, "source dir offline")
         after = cluster.wait_image(lambda im: dir_of(im, "src", victim, 1) == LOST, 30,
                                    "the controller recorded LOST for the replica (D6)")
         reg = after.partition(tid, victim)

@@ -13,27 +13,23 @@ gap of this known producer is refused, and the log holds every record exactly on
 from __future__ import annotations
 
 import asyncio
-import datetime
 
 import pytest
 
-from testkit.cluster import Cluster, wait_until  # noqa: E402
+from testkit.cluster import running_cluster, wait_until  # noqa: E402
 
-from kafka_common import batch_header as bh, wire  # noqa: E402
+from kafka_common import batch_header as bh  # noqa: E402
 from kafka_runtime.client import KafkaClient  # noqa: E402
-from testkit.protocol import fetch_request, make_batch, produce_request  # noqa: E402
+from testkit.protocol import fetch_request, init_producer_id, make_batch, produce_request  # noqa: E402
 
 pytestmark = pytest.mark.integration
 NONE, OUT_OF_ORDER_SEQUENCE_NUMBER = 0, 45
 
 
 @pytest.fixture
-def cluster(tmp_path, request):
-    c = Cluster(tmp_path)
-    request.addfinalizer(c.kill)
-    c.prepare()
-    c.start()
-    return c
+def cluster(tmp_path):
+    with running_cluster(tmp_path) as c:
+        yield c
 
 
 async def _client(broker) -> KafkaClient:
@@ -48,18 +44,6 @@ async def produce(broker, topic: str, records: bytes) -> tuple[int, int]:
         await c.close()
     pr = resp.responses[0].partition_responses[0]
     return int(pr.error_code.value), pr.base_offset
-
-
-async def init_producer_id(broker) -> tuple[int, int]:
-    c = await _client(broker)
-    try:
-        resp = await c.request(wire.make(wire.request_class(22, 4), transactional_id=None,
-                                         transaction_timeout=datetime.timedelta(seconds=60),
-                                         producer_id=-1, producer_epoch=-1))
-    finally:
-        await c.close()
-    assert int(resp.error_code.value) == NONE, resp
-    return resp.producer_id, resp.producer_epoch
 
 
 async def read_all(broker, topic: str) -> list[tuple[int, bytes]]:
@@ -81,7 +65,7 @@ def test_retried_batch_of_a_known_producer_is_not_appended_twice_after_failover(
     im = cluster.wait_image(lambda im: "idem" in im.topic_ids and im.partition(im.topic_ids["idem"], 0).isr
                             == (1, 2, 3) and im.partition(im.topic_ids["idem"], 0).leader == 1, 20, "ISR 1,2,3")
     epoch0 = im.partition(im.topic_ids["idem"], 0).leader_epoch
-    pid, pepoch = asyncio.run(init_producer_id(b1))
+    pid, pepoch = asyncio.run(init_producer_id(b1.port))
 
     def batch(seq: int, n: int) -> bytes:
         return make_batch([b"rec-%d" % (seq + i) for i in range(n)], producer_id=pid, epoch=pepoch, base_seq=seq)

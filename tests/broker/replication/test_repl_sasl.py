@@ -9,18 +9,15 @@ import time
 
 import pytest
 
-from testkit.cluster import Cluster  # noqa: E402
+from testkit.cluster import running_cluster  # noqa: E402
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
-def cluster(tmp_path, request):
-    c = Cluster(tmp_path, sasl=True)
-    request.addfinalizer(c.kill)
-    c.prepare()
-    c.start()
-    return c
+def cluster(tmp_path):
+    with running_cluster(tmp_path, sasl=True) as c:
+        yield c
 
 
 def test_rf3_acks_all_with_sasl_between_brokers(cluster):

@@ -10,7 +10,7 @@ import uuid
 import pytest
 
 from kafka_common import ids, meta_properties as mp
-from loopdev import LoopFs, skip_reason as loop_skip_reason
+from loopdev import loop_fs, loop_fs_factory  # noqa: F401  (fixtures: one loop fs, 32 MiB)
 from kafka_runtime import fsutil
 
 CLUSTER_ID = ids.to_base64(uuid.UUID(int=0x1234567890ABCDEF1234567890ABCDEF))
@@ -50,14 +50,3 @@ def log_dirs(tmp_path):
     for p in paths:
         format_dir(p)
     return paths
-
-
-@pytest.fixture
-def loop_fs(request):
-    reason = loop_skip_reason()
-    if reason:
-        pytest.skip(reason)
-    fs = LoopFs()
-    request.addfinalizer(fs.cleanup)
-    fs.setup()
-    return fs

@@ -6,6 +6,7 @@ import asyncio
 
 import pytest
 
+from loopdev import small_tmpfs  # noqa: F401  (fixture)
 from testkit.processes import ControllerProcess
 
 
@@ -34,3 +35,4 @@ def controller(make_controller):
 
 def run(coro, timeout_s: float = 60):
     return asyncio.run(asyncio.wait_for(coro, timeout_s))
+

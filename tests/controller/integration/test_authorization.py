@@ -21,20 +21,17 @@ from kafka_common.wire import ErrorCode
 from kafka_runtime.client import KafkaClient
 from kafka_runtime.events import read_events
 
-from testkit.cluster import Cluster  # noqa: E402
+from testkit.cluster import Cluster, running_cluster  # noqa: E402
 
 pytestmark = pytest.mark.integration
 DENIED = ErrorCode.cluster_authorization_failed
 
 
 @pytest.fixture
-def cluster(tmp_path, request):
-    c = Cluster(tmp_path, n_brokers=1, sasl=True, broker_extra={"default.replication.factor": "1",
-                                                                "min.insync.replicas": "1"})
-    request.addfinalizer(c.kill)
-    c.prepare()
-    c.start()
-    return c
+def cluster(tmp_path):
+    with running_cluster(tmp_path, n_brokers=1, sasl=True, broker_extra={"default.replication.factor": "1",
+                                                                         "min.insync.replicas": "1"}) as c:
+        yield c
 
 
 def _fetch(version: int):

@@ -16,6 +16,7 @@ import time
 import pytest
 
 from controller_impl.log import DIR_NAME
+from loopdev import fill_up
 from testkit.controller_client import MetadataReader, SimBroker, create_topic
 from testkit.processes import REPO, ControllerProcess
 from kafka_common import framing, ids, wire
@@ -30,6 +31,15 @@ RNG = random.Random(858)
 
 def run(coro, timeout_s: float = 60):
     return asyncio.run(asyncio.wait_for(coro, timeout_s))
+
+
+async def read_metadata(proc) -> MetadataReader:
+    """A reader caught up with the controller's committed metadata log (its connection closed)."""
+    admin = await KafkaClient.connect("127.0.0.1", proc.port)
+    reader = MetadataReader(admin)
+    await reader.catch_up()
+    await admin.close()
+    return reader
 
 
 def new_brokers(proc, n=2, dirs=3):
@@ -244,14 +254,7 @@ def test_kill9_mid_stream_then_restart_replays_every_acknowledged_change(control
     acked = run(body())
     assert len(acked) >= 41
     controller.start()
-
-    async def after():
-        admin = await KafkaClient.connect("127.0.0.1", controller.port)
-        reader = MetadataReader(admin)
-        await reader.catch_up()
-        await admin.close()
-        return reader
-    reader = run(after())
+    reader = run(read_metadata(controller))
     for name in acked:
         assert name in reader.image.topic_ids, f"acknowledged topic {name} lost"
     offsets = [o for o, _ in reader.records]
@@ -269,14 +272,7 @@ def test_restart_replays_to_the_same_image(controller):
     first = run(before())
     controller.kill()
     controller.start()
-
-    async def again():
-        admin = await KafkaClient.connect("127.0.0.1", controller.port)
-        reader = MetadataReader(admin)
-        await reader.catch_up()
-        await admin.close()
-        return reader
-    second = run(again())
+    second = run(read_metadata(controller))
     assert image_summary(second.image) == image_summary(first.image)
     # the same log, plus the epoch-start record the restarted leader wrote (Kafka's LeaderChange)
     assert second.records[:len(first.records)] == first.records
@@ -377,32 +373,12 @@ def test_protocol_errors_from_the_state_machine_over_the_wire(controller):
     run(body())
 
 
-@pytest.fixture
-def small_tmpfs(tmp_path):
-    """A 512 KiB tmpfs for the metadata dir (needs root + mount; skipped otherwise)."""
-    path = tmp_path / "tiny"
-    path.mkdir()
-    if os.geteuid() != 0:
-        pytest.skip("needs root to mount a tmpfs")
-    out = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=512k", "jbodtest-tmpfs", str(path)],
-                         capture_output=True, text=True)
-    if out.returncode != 0:
-        pytest.skip(f"cannot mount tmpfs here: {out.stderr.strip()}")
-    yield path
-    subprocess.run(["umount", "-l", str(path)], capture_output=True)
-
 
 def test_metadata_dir_full_halts_the_controller_without_acknowledging(make_controller, small_tmpfs):
     proc = make_controller(start=False, metadata_log_dir=str(small_tmpfs / "meta"))
     proc.start()
     # fill the filesystem so that the next append fails with ENOSPC
-    with open(small_tmpfs / "filler", "wb", buffering=0) as f:
-        for size in (65536, 4096, 1):
-            try:
-                while True:
-                    f.write(b"\0" * size)
-            except OSError:
-                pass
+    fill_up(small_tmpfs / "filler")
 
     async def body():
         # the log's last page may still have room: register until a write needs a new one
@@ -429,14 +405,7 @@ def test_metadata_dir_full_halts_the_controller_without_acknowledging(make_contr
     # room again: the controller restarts (any torn tail is cut) and nothing was committed
     os.unlink(small_tmpfs / "filler")
     proc.start()
-
-    async def check():
-        admin = await KafkaClient.connect("127.0.0.1", proc.port)
-        reader = MetadataReader(admin)
-        await reader.catch_up()
-        await admin.close()
-        return reader
-    assert sorted(run(check()).image.brokers) == sorted(acked)  # the acknowledged ones, not the refused one
+    assert sorted(run(read_metadata(proc)).image.brokers) == sorted(acked)  # the acknowledged ones, not the refused one
 
 
 def test_silent_broker_is_fenced_by_the_session_timer_and_loses_leaderships(make_controller):

@@ -14,6 +14,7 @@ import pytest
 
 from controller_impl.log import MetadataLog
 from controller_impl.runtime.status import describe_quorum
+from loopdev import fill_up
 from testkit.quorum import QuorumCluster
 from testkit.controller_client import MetadataReader, SimBroker
 from testkit.processes import REPO
@@ -250,20 +251,6 @@ def test_restart_loads_the_snapshot_then_the_tail(quorum):
     assert os.listdir(os.path.join(q.procs[1].metadata_dir, "__cluster_metadata-0"))
 
 
-@pytest.fixture
-def small_tmpfs(tmp_path):
-    """A 512 KiB tmpfs (needs root + mount; skipped otherwise)."""
-    path = tmp_path / "tiny"
-    path.mkdir()
-    if os.geteuid() != 0:
-        pytest.skip("needs root to mount a tmpfs")
-    out = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=512k", "jbodtest-tmpfs", str(path)],
-                         capture_output=True, text=True)
-    if out.returncode != 0:
-        pytest.skip(f"cannot mount tmpfs here: {out.stderr.strip()}")
-    yield path
-    subprocess.run(["umount", "-l", str(path)], capture_output=True)
-
 
 def test_a_controller_whose_metadata_dir_fails_halts_and_the_quorum_goes_on(tmp_path, small_tmpfs):
     q = QuorumCluster(str(tmp_path / "q"), 3, node_extra={1: {"metadata.log.dir": str(small_tmpfs / "meta")}})
@@ -272,13 +259,7 @@ def test_a_controller_whose_metadata_dir_fails_halts_and_the_quorum_goes_on(tmp_
 
         async def body():
             await q.leader()
-            with open(small_tmpfs / "filler", "wb", buffering=0) as f:  # node 1's disk is now full
-                for size in (65536, 4096, 1):
-                    try:
-                        while True:
-                            f.write(b"\0" * size)
-                    except OSError:
-                        pass
+            fill_up(small_tmpfs / "filler")  # node 1's disk is now full
             acked = []
             for broker_id in range(1, 80):
                 await register_at_leader(q, broker(q, broker_id), timeout_s=30)
