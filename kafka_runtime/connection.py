@@ -56,7 +56,6 @@ class _Close(Exception):
     """Close this connection (reason in the message)."""
 
 
-
 class Connection(asyncio.Protocol):
     """One client connection of a :class:`kafka_runtime.server.KafkaServer` (``server``)."""
 
