@@ -37,7 +37,6 @@ import logging
 import os
 import random
 import sys
-import time
 from typing import Any, Callable, Coroutine
 
 from broker_impl.runtime.controller_requests import ControllerLinks, ControllerRequests
@@ -57,6 +56,7 @@ from broker_impl.storage import (DirFailure, LogConfig, LogManager, StorageError
 from kafka_common import ids
 from kafka_common.config import ServerConfig
 from kafka_common.metadata.image import MetadataImage
+from kafka_runtime.clock import SystemClock
 from kafka_runtime.events import EventLog
 
 log = logging.getLogger(__name__)
