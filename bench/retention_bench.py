@@ -27,7 +27,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [ROOT, os.path.join(ROOT, "tests", "broker", "storage")]
 
 from broker_impl.storage.log_manager import LogManager  # noqa: E402
-from broker_impl.storage.partition_log import LogConfig  # noqa: E402
+from broker_impl.storage.log_config import LogConfig  # noqa: E402
 from broker_impl.storage.startup import load_log_dirs  # noqa: E402
 from conftest import NODE_ID, format_dir  # noqa: E402
 from storage_batches import _TS as BATCH_TIME, make_batch  # noqa: E402

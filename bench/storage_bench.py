@@ -26,7 +26,8 @@ sys.path[:0] = [ROOT, os.path.join(ROOT, "tests", "broker", "storage")]
 
 from kafka_common import batch_header as bh  # noqa: E402
 from broker_impl.storage.failure import DirFailureChannel  # noqa: E402
-from broker_impl.storage.partition_log import LogConfig, PartitionLog  # noqa: E402
+from broker_impl.storage.log_config import LogConfig  # noqa: E402
+from broker_impl.storage.partition_log import PartitionLog  # noqa: E402
 from storage_batches import make_batch  # noqa: E402
 
 

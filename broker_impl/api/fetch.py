@@ -35,22 +35,21 @@ trip. The long poll (fetch.min.bytes semantics) holds a purgatory ``Watch`` on i
 partitions: it answers as soon as the accumulated bytes reach ``min_bytes``, or on
 ``max_wait``; each wake-up (append, HW move, leadership or offline change) re-checks and
 re-reads only the partitions that changed, so a long poll over many idle partitions costs
-nothing when another partition gets an append.
+nothing when another partition gets an append. The per-partition checks and reads are in
+:mod:`broker_impl.api.fetch_read`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-import uuid
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
 from broker_impl.api import fetch_session
-from broker_impl.api.entities import NO_THROTTLE, build, ms, replica_error, response_type
-from broker_impl.state.fetch_position import Position, follower_position
+from broker_impl.api.entities import NO_THROTTLE, build, ms, response_type
+from broker_impl.api.fetch_read import FetchTarget, PartitionRead, fetch_targets, read_some, replica_id_of
 
 if TYPE_CHECKING:
     from broker_impl.api.context import ApiContext
@@ -59,184 +58,11 @@ API_KEY = 1
 MAX_WAIT_CAP_MS = 30_000
 
 
-@dataclass(slots=True)
-class _Target:
-    topic_key: Any                 # name (v<13) or topic id (v13+) as sent
-    topic_id: uuid.UUID | None
-    partition: int
-    fetch_offset: int
-    max_bytes: int
-    current_leader_epoch: int = -1
-    last_fetched_epoch: int = -1
-
-
-@dataclass(slots=True)
-class _Read:
-    error: ErrorCode
-    high_watermark: int = -1
-    log_start_offset: int = -1
-    records: bytes = b""
-    diverging: tuple[int, int] | None = None   # (epoch, end offset) the follower must truncate to
-
-
-def _replica_id(req: Any) -> int:
-    if req.__version__ >= 15:
-        return req.replica_state.replica_id
-    return req.replica_id
-
-
-def _targets(api: ApiContext, req: Any) -> list[_Target]:
-    by_id = req.__version__ >= 13
-    out = []
-    for topic in req.topics:
-        if by_id:
-            key = topic.topic_id
-            topic_id = key if key is not None and key in api.view.image.topics else None
-        else:
-            key = topic.topic
-            topic_id = api.view.image.topic_ids.get(key)
-        for p in topic.partitions:
-            out.append(_Target(key, topic_id, p.partition, p.fetch_offset, p.partition_max_bytes,
-                               getattr(p, "current_leader_epoch", -1), getattr(p, "last_fetched_epoch", -1)))
-    return out
-
-
-@dataclass(slots=True)
-class _Plan:
-    """A read that needs the replica's dir (decided on the loop, done on its worker)."""
-    index: int
-    replica: Any
-    target: _Target
-    upper: int
-    high_watermark: int
-    log_start_offset: int
-
-
-def _read_group(plans: list[_Plan], budget: int, first: bool) -> list[Any]:
-    """The blocking reads of one dir's partitions, in request order, on that dir's worker:
-    each one's bytes or the exception it raised. The first partition with data gets at
-    least one whole batch; after it, the response budget holds."""
-    out: list[Any] = []
-    for plan in plans:
-        t = plan.target
-        if budget <= 0 and not first:
-            out.append(None)   # skipped: the budget is spent
-            continue
-        try:
-            data = plan.replica.read(t.fetch_offset, max(1, min(t.max_bytes, budget)), plan.upper, first)
-        except Exception as exc:
-            out.append(exc)
-            continue
-        if data:
-            first = False
-            budget -= len(data)
-        out.append(data)
-    return out
-
-
-def _check_one(api: ApiContext, i: int, t: _Target, follower: bool, by_id: bool) -> "_Read | _Plan":
-    """Everything about one partition that needs no I/O (on the loop): its answer, or the
-    read to do."""
-    view = api.view
-    if t.topic_id is None:
-        return _Read(ErrorCode.unknown_topic_id if by_id else ErrorCode.unknown_topic_or_partition)
-    registration = view.image.partition(t.topic_id, t.partition)
-    if registration is None:
-        return _Read(ErrorCode.unknown_topic_or_partition)
-    if view.is_partition_offline(t.topic_id, t.partition):
-        return _Read(ErrorCode.kafka_storage_error)
-    replica = view.local_replica(t.topic_id, t.partition) if registration.leader == view.node_id else None
-    if replica is None:
-        return _Read(ErrorCode.not_leader_or_follower)
-    if t.current_leader_epoch >= 0 and t.current_leader_epoch != registration.leader_epoch:
-        return _Read(ErrorCode.fenced_leader_epoch if t.current_leader_epoch < registration.leader_epoch
-                     else ErrorCode.unknown_leader_epoch)
-    try:
-        # offsets and the epoch lookup take no lock and do no I/O (see view.py)
-        leo = replica.log_end_offset
-        start = replica.log_start_offset
-        hw = replica.high_watermark
-        if follower:
-            pos = follower_position(replica, t.fetch_offset, t.last_fetched_epoch)
-            if pos.position is Position.DIVERGING:
-                return _Read(ErrorCode.none, hw, start, b"", pos.diverging)
-            if not pos.valid:
-                return _Read(ErrorCode.offset_out_of_range, hw, start)
-        elif t.fetch_offset < start or t.fetch_offset > leo:
-            return _Read(ErrorCode.offset_out_of_range, hw, start)
-        upper = leo if follower else hw
-        if t.fetch_offset < upper:
-            return _Plan(i, replica, t, upper, hw, start)
-        return _Read(ErrorCode.none, hw, start, b"")
-    except Exception as exc:
-        mapped = replica_error(view, t.topic_id, t.partition, "read", exc)
-        if mapped is None:
-            raise
-        return _Read(mapped[0])
-
-
-async def _read_some(api: ApiContext, targets: list[_Target], indexes: list[int], reads: "list[_Read | None]",
-                     follower: bool, max_bytes: int, by_id: bool, strangers: set[int],
-                     skipped: "set[int] | None" = None) -> None:
-    """(Re-)read ``indexes`` into ``reads``: the checks on the loop, then the reads that
-    have data to get, one job per log dir (dirs in the order they first appear), within
-    the response budget the other partitions' answers left."""
-    view = api.view
-    chosen = set(indexes)
-    others = [r for j, r in enumerate(reads) if r is not None and j not in chosen]
-    budget = max_bytes - sum(len(r.records) for r in others)
-    have_data = any(r.records for r in others)
-    groups: dict[Any, list[_Plan]] = {}
-    for i in indexes:
-        if i in strangers:
-            reads[i] = _Read(ErrorCode.not_leader_or_follower)
-            continue
-        got = _check_one(api, i, targets[i], follower, by_id)
-        if isinstance(got, _Read):
-            reads[i] = got
-            continue
-        t = got.target
-        if budget > 0 or not have_data:
-            # the newest batches are kept in memory: no trip to the dir's worker
-            data = got.replica.read_tail(t.fetch_offset, max(1, min(t.max_bytes, budget)), got.upper, not have_data)
-            if data is not None:
-                reads[i] = _Read(ErrorCode.none, got.high_watermark, got.log_start_offset, data)
-                if data:
-                    have_data = True
-                    budget -= len(data)
-                continue
-        groups.setdefault(got.replica.log_dir, []).append(got)
-    for plans in groups.values():
-        if budget <= 0 and have_data:
-            for plan in plans:
-                reads[plan.index] = _Read(ErrorCode.none, plan.high_watermark, plan.log_start_offset)
-                if skipped is not None:
-                    skipped.add(plan.index)
-            continue
-        results = await view.replica_io(plans[0].replica, _read_group, plans, budget, not have_data)
-        for plan, res in zip(plans, results):
-            t = plan.target
-            if isinstance(res, Exception):
-                mapped = replica_error(view, t.topic_id, t.partition, "read", res)
-                if mapped is None:
-                    raise res
-                reads[plan.index] = _Read(mapped[0])
-                continue
-            if res is None:
-                if skipped is not None:
-                    skipped.add(plan.index)
-                res = b""
-            reads[plan.index] = _Read(ErrorCode.none, plan.high_watermark, plan.log_start_offset, res)
-            if res:
-                have_data = True
-                budget -= len(res)
-
-
-def _key(t: _Target) -> tuple[Any, int]:
+def _key(t: FetchTarget) -> tuple[Any, int]:
     return (t.topic_key, t.partition)
 
 
-def _record_progress(api: ApiContext, replica_id: int, targets: list[_Target], indexes: "range | list[int]",
+def _record_progress(api: ApiContext, replica_id: int, targets: list[FetchTarget], indexes: "range | list[int]",
                      strangers: set[int]) -> None:
     """A follower fetched these partitions at these offsets: ISR/HW bookkeeping (before
     reading, so the answer's HW counts it). A broker that is no replica of a partition
@@ -265,9 +91,9 @@ def _top_error(version: int, code: ErrorCode, session_id: int = 0) -> Any:
 async def handle_fetch(api: ApiContext, ctx: Any, req: Any) -> Any:
     version = req.__version__
     by_id = version >= 13
-    replica_id = _replica_id(req)
+    replica_id = replica_id_of(req)
     follower = replica_id >= 0
-    targets = _targets(api, req)
+    targets = fetch_targets(api, req)
     max_bytes = getattr(req, "max_bytes", 2**31 - 1)
     if follower and not getattr(ctx, "cluster_action_allowed", True):
         # replica fetches need CLUSTER_ACTION (only brokers' principals) when authorizing
@@ -325,7 +151,7 @@ async def handle_fetch(api: ApiContext, ctx: Any, req: Any) -> Any:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + wait_ms / 1000
     keys = [(t.topic_id, t.partition) if t.topic_id is not None else None for t in targets]
-    reads: list[_Read | None] = [None] * len(targets)
+    reads: list[PartitionRead | None] = [None] * len(targets)
     skipped: set[int] = set()
     min_bytes = max(req.min_bytes, 1)
     # watching from before the first read: an append while it reads is not missed (a
@@ -335,7 +161,7 @@ async def handle_fetch(api: ApiContext, ctx: Any, req: Any) -> Any:
     if session is not None:
         session.busy = True
     try:
-        await _read_some(api, targets, list(range(len(targets))), reads, follower, max_bytes, by_id, strangers,
+        await read_some(api, targets, list(range(len(targets))), reads, follower, max_bytes, by_id, strangers,
                          skipped)
         while wait_ms > 0:
             if (sum(len(r.records) for r in reads if r is not None) >= min_bytes
@@ -359,7 +185,7 @@ async def handle_fetch(api: ApiContext, ctx: Any, req: Any) -> Any:
                     i = len(targets) - 1
                 if i is not None:
                     again.append(i)
-            await _read_some(api, targets, again, reads, follower, max_bytes, by_id, strangers, skipped)
+            await read_some(api, targets, again, reads, follower, max_bytes, by_id, strangers, skipped)
     finally:
         if own_watch:
             watch.close()
@@ -384,7 +210,7 @@ async def handle_fetch(api: ApiContext, ctx: Any, req: Any) -> Any:
     return _response(version, out_t, out_r, session.id)
 
 
-def _response(version: int, targets: list[_Target], reads: list[_Read], session_id: int = 0) -> Any:
+def _response(version: int, targets: list[FetchTarget], reads: list[PartitionRead], session_id: int = 0) -> Any:
     part_cls = response_type(API_KEY, version, "PartitionData")
     topic_cls = response_type(API_KEY, version, "FetchableTopicResponse")
     resp_cls = response_type(API_KEY, version, "FetchResponse")

@@ -50,7 +50,7 @@ def next_epoch(epoch: int) -> int:
 
 @dataclass(slots=True)
 class CachedPartition:
-    target: Any                     # the fetch's _Target (fetch offset, epochs, max bytes)
+    target: Any                     # the fetch's FetchTarget (fetch offset, epochs, max bytes)
     last_hw: int = -2               # what the last answer said (-2: never answered)
     last_log_start: int = -2
 

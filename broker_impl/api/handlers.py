@@ -33,7 +33,8 @@ from typing import Any, Awaitable, Callable
 from broker_impl.api import admin, configs, delete_records, fetch, legacy_produce, log_dirs, metadata, produce
 from broker_impl.api.fetch_session import FetchSessionCache
 from broker_impl.groups import handlers as group_handlers
-from broker_impl.groups.coordinator import CoordinatorConfig, GroupCoordinator
+from broker_impl.groups.coordinator import GroupCoordinator
+from broker_impl.groups.coordinator_config import CoordinatorConfig
 from broker_impl.api.purgatory import Purgatory
 from broker_impl.api.view import BrokerView
 from broker_impl.state.producers import ProducerIdAllocator

@@ -14,7 +14,7 @@ acks=all waits (purgatory) until the high watermark passes the last appended off
 the request timeout (REQUEST_TIMED_OUT); if the ISR shrank below min.insync.replicas by
 then: NOT_ENOUGH_REPLICAS_AFTER_APPEND. The appends (queued, each
 partition's lock taken in request order) and that wait are returned as a
-:class:`kafka_runtime.server.DeferredResponse`: the listener goes on with the connection's
+:class:`kafka_runtime.request_context.DeferredResponse`: the listener goes on with the connection's
 next requests (librdkafka pipelines one Produce per partition batch) while this one appends
 and replicates, and the answers still leave in request order — a connection's acks=all
 throughput is not one request per append hop plus replication round trip. acks=0 returns ``None``: no
@@ -37,7 +37,7 @@ from kio.schema.errors import ErrorCode
 from broker_impl.api.configs import batch_too_large
 from broker_impl.api.entities import NO_THROTTLE, build, ms, replica_error, response_type
 from kafka_common import batch_header as bh
-from kafka_runtime.server import DeferredResponse
+from kafka_runtime.request_context import DeferredResponse
 
 if TYPE_CHECKING:
     from broker_impl.api.context import ApiContext

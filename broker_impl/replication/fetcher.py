@@ -39,7 +39,8 @@ long-poll for idle ones. Each round
    a second fetch would wait behind it) and the next round, reconnected, carries it;
 4. applies the answer: a partition without records, divergence or error only takes the
    leader's HW (``min(leader HW, local LEO)``, lock-free, on the loop); the others' storage
-   steps (:func:`broker_impl.replication.follow_round.storage_step`) run on their log dir's worker (``FetcherHost.run_io``), one
+   steps (:func:`broker_impl.replication.follow_round.storage_step`, applied by
+   :mod:`broker_impl.replication.follow_apply`) run on their log dir's worker (``FetcherHost.run_io``), one
    job per dir per round for all that dir's partitions, under each partition's
    ``partition_lock`` (a partition whose lock is held — a move's swap — gets a job of its
    own, so it cannot hold up the rest of its dir).
@@ -52,16 +53,14 @@ next fetch of a busy partition — the one that moves the leader's HW and comple
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import datetime
 import logging
 import uuid
 from typing import Any, Callable
 
-from broker_impl.replication.follow_round import (STEP_WAIT_MS, FollowState, needs_storage, plan_round,
-                                                  storage_step, storage_steps)
+from broker_impl.replication.follow_apply import BACKOFF_S, StorageSteps
+from broker_impl.replication.follow_round import STEP_WAIT_MS, FollowState, needs_storage, plan_round
 from broker_impl.state.effects import TopicPartition
-from broker_impl.storage.errors import KafkaStorageError, StorageError
 from kafka_common import ids, wire
 from kafka_common.wire import ErrorCode
 from kafka_runtime.client import ClientError, KafkaClient
@@ -69,9 +68,6 @@ from kafka_runtime.client import ClientError, KafkaClient
 log = logging.getLogger(__name__)
 FETCH = 1
 RESPONSE_MAX_BYTES = 10 * 1024 * 1024
-BACKOFF_S = 0.2
-
-
 INTERRUPT_POLL_MS = 100     # a joining partition drops a fetch in flight that may poll longer than this
 
 
@@ -85,7 +81,7 @@ class FetcherHost:
     def sasl(self) -> tuple[str, str] | None: ...
 
 
-class LeaderFetcher:
+class LeaderFetcher(StorageSteps):
     def __init__(self, mgr: "FetcherManager", leader_id: int) -> None:
         self.mgr = mgr
         self.leader_id = leader_id
@@ -300,87 +296,6 @@ class LeaderFetcher:
         for items in by_dir.values():
             self._start_steps(items, now)
         return got
-
-    def _start_steps(self, items: list[tuple[FollowState, Any, Any]], now: float) -> None:
-        """One job on the dir's worker for the partitions whose locks are free; a partition
-        whose lock is held (a move's swap) gets a job of its own."""
-        lock_of = getattr(self.mgr.host, "partition_lock", None)
-        free, busy = [], []
-        for item in items:
-            (free if lock_of is None or not lock_of(item[0].tp).locked() else busy).append(item)
-        for batch in ([free] if free else []) + [[item] for item in busy]:
-            task = asyncio.ensure_future(self._apply_batch(batch))
-            for st, _plog, _p in batch:
-                st.applying, st.applying_since = task, now
-
-    async def _apply_batch(self, items: list[tuple[FollowState, Any, Any]]) -> None:
-        try:
-            await self._apply_batch_async(items)
-        except Exception:  # a bug must not kill replication silently
-            log.exception("follower %s", [st.tp for st, _plog, _p in items])
-        finally:
-            for st, _plog, _p in items:
-                st.applying = None
-            self.changed.set()
-
-    async def _apply_batch_async(self, items: list[tuple[FollowState, Any, Any]]) -> None:
-        """The storage steps of one dir's partitions, in one job on that dir's worker, each
-        partition's lock held across it; outcomes settled on the loop."""
-        host = self.mgr.host
-        run_io = getattr(host, "run_io", None)
-        lock_of = getattr(host, "partition_lock", None)
-        async with contextlib.AsyncExitStack() as stack:
-            if lock_of is not None:
-                for st, _plog, _p in sorted(items, key=lambda it: (it[0].tp.topic, it[0].tp.partition)):
-                    await stack.enter_async_context(lock_of(st.tp))
-            live = [(st, plog, p) for st, plog, p in items if host.get_log(st.tp) is plog]  # not swapped meanwhile
-            if not live:
-                return
-            if run_io is None:
-                outcomes = storage_steps([(plog, p) for _st, plog, p in live])
-            else:
-                outcomes = await run_io(live[0][1], storage_steps, [(plog, p) for _st, plog, p in live])
-        for (st, _plog, p), outcome in zip(live, outcomes):
-            if self.partitions.get(st.tp) is st:
-                self._settle(st, p, outcome)
-
-    def _apply(self, st: FollowState, p: Any) -> bool:
-        """Apply one partition's answer synchronously (the storage step inline)."""
-        plog = self.mgr.host.get_log(st.tp)
-        if plog is None:
-            return False
-        try:
-            outcome = storage_step(plog, p)
-        except (StorageError, OSError) as exc:
-            outcome = exc
-        return self._settle(st, p, outcome)
-
-    def _settle(self, st: FollowState, p: Any, outcome: Any) -> bool:
-        """Bookkeeping on the loop after the storage step: ``outcome`` is its result or the
-        storage exception it raised."""
-        if isinstance(outcome, BaseException):
-            exc = outcome
-            if isinstance(exc, StorageError) and not isinstance(exc, KafkaStorageError):
-                # bad bytes: retry after a pause, keep the partition
-                log.warning("follower %s: %s", st.tp, exc)
-                st.backoff_until = asyncio.get_running_loop().time() + BACKOFF_S
-                self.mgr.errors[type(exc).__name__] = self.mgr.errors.get(type(exc).__name__, 0) + 1
-                return False
-            # our dir failed (already reported through the channel) or a raw OSError
-            log.warning("follower %s: %s", st.tp, exc)
-            self.partitions.pop(st.tp, None)
-            return False
-        kind, value = outcome
-        if kind == "truncated":
-            self.mgr.on_truncated(st.tp, value)
-            return True
-        if kind in ("diverged", "appended"):
-            return bool(value)
-        err = p.error_code
-        st.backoff_until = asyncio.get_running_loop().time() + BACKOFF_S
-        self.mgr.errors[err.name] = self.mgr.errors.get(err.name, 0) + 1
-        return False
-
 
 class FetcherManager:
     def __init__(self, host: FetcherHost, *, wait_max_ms: int, max_bytes: int,

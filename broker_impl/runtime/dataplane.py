@@ -28,7 +28,7 @@ import uuid
 from typing import Any
 
 from broker_impl.api.handlers import BrokerApi
-from broker_impl.groups.coordinator import ConfigError as GroupConfigError, CoordinatorConfig
+from broker_impl.groups.coordinator_config import ConfigError as GroupConfigError, CoordinatorConfig
 from broker_impl.replication.fetcher import FetcherManager
 from broker_impl.replication.mover import DirMover
 from broker_impl.runtime.controller_requests import ControllerRequests
@@ -38,7 +38,8 @@ from broker_impl.state import effects as fx
 from broker_impl.storage import StorageError
 from kafka_common.config import ServerConfig
 from kafka_runtime.limits import ListenerLimits
-from kafka_runtime.server import KafkaServer, SecurityConfig
+from kafka_runtime.request_context import SecurityConfig
+from kafka_runtime.server import KafkaServer
 
 log = logging.getLogger(__name__)
 

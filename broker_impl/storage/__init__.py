@@ -19,7 +19,8 @@ from broker_impl.storage.errors import (InconsistentTopicId, InvalidRecordBatch,
                                         OffsetOutOfRange, StorageError)
 from broker_impl.storage.failure import DirFailureChannel
 from broker_impl.storage.log_manager import DirFailure, LogManager, failure_callback_by_id
-from broker_impl.storage.partition_log import LogConfig, PartitionLog
+from broker_impl.storage.log_config import LogConfig
+from broker_impl.storage.partition_log import PartitionLog
 from broker_impl.storage.probe import probe
 from broker_impl.storage.startup import LogDirInfo, LogDirSet, load_log_dirs
 

@@ -54,10 +54,8 @@ before its core exists (queue them), or read ``lm.channel.offline_dirs()`` after
 
 from __future__ import annotations
 
-import fcntl
 import logging
 import os
-import shutil
 import threading
 import uuid
 from dataclasses import dataclass
@@ -66,16 +64,15 @@ from typing import Callable
 from kafka_common import ids
 from kafka_runtime import fsutil
 from broker_impl.storage import checkpoint as ckpt
-from broker_impl.storage.errors import InconsistentTopicId, KafkaStorageError, LogDirStartupError, LogNotFound
+from broker_impl.storage.errors import InconsistentTopicId, KafkaStorageError, LogNotFound
 from broker_impl.storage.failure import DirFailureChannel, OnFailure
-from broker_impl.storage.partition_log import LogConfig, PartitionLog, parse_partition_dir_name, partition_dir_name
-from broker_impl.storage.probe import probe
+from broker_impl.storage.log_config import LogConfig, partition_dir_name
+from broker_impl.storage.log_dir_loading import CLEAN_SHUTDOWN_FILE, Key, LogDirLoading
+from broker_impl.storage.log_maintenance import LogMaintenance
+from broker_impl.storage.partition_log import PartitionLog
 from broker_impl.storage.startup import LogDirSet
 
 log = logging.getLogger(__name__)
-CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
-LOCK_FILE = ".lock"
-Key = tuple[str, int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,7 +94,7 @@ def failure_callback_by_id(dir_set: LogDirSet, on_failure: Callable[[DirFailure]
     return report
 
 
-class LogManager:
+class LogManager(LogDirLoading, LogMaintenance):
     def __init__(self, dir_set: LogDirSet, config: LogConfig, *, on_failure: OnFailure | None,
                  now_ms: Callable[[], int]) -> None:
         self.dir_set = dir_set
@@ -116,99 +113,6 @@ class LogManager:
         for info in dir_set.dirs:
             if not info.online:
                 self.channel.mark_offline_at_start(info.path)
-
-    # ---- start-up ------------------------------------------------------------------------
-    @classmethod
-    def open(cls, dir_set: LogDirSet, config: LogConfig, *, on_failure: OnFailure | None,
-             now_ms: Callable[[], int]) -> "LogManager":
-        """Load (and recover) every partition log in the online data dirs. A dir whose load
-        hits an OSError goes offline through the failure channel; the others load."""
-        lm = cls(dir_set, config, on_failure=on_failure, now_ms=now_ms)
-        for path in lm.online_dirs():
-            try:
-                lm._lock_dir(path)
-                lm._load_dir(path)
-            except KafkaStorageError as exc:
-                log.error("log dir %s failed while loading logs: %s", path, exc)
-                lm._forget_dir(path)
-                fd = lm._lock_fds.pop(path, None)
-                if fd is not None:
-                    os.close(fd)
-        return lm
-
-    def _lock_dir(self, path: str) -> None:
-        """``<dir>/.lock`` held with flock for the process lifetime. Held by someone else →
-        fatal (two brokers on one dir); any other OSError (read-only or failed disk) → the dir
-        goes offline instead of crashing start-up (KAFKA-17310)."""
-        with self.channel.io(path, "lock"):
-            fd = os.open(os.path.join(path, LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o644)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                os.close(fd)
-                self.release_locks()
-                raise LogDirStartupError(f"Failed to acquire lock on file {LOCK_FILE} in {path}. A broker in "
-                                         f"another process or thread is using this directory.") from None
-            except OSError:
-                os.close(fd)
-                raise
-            self._lock_fds[path] = fd
-
-    def release_locks(self) -> None:
-        for path, fd in list(self._lock_fds.items()):
-            del self._lock_fds[path]
-            try:
-                os.close(fd)
-            except OSError:
-                pass
-
-    def _load_dir(self, path: str) -> None:
-        with self.channel.io(path, "load"):
-            clean = os.path.exists(os.path.join(path, CLEAN_SHUTDOWN_FILE))
-            recovery_points = self._read_checkpoint(path, ckpt.RECOVERY_CHECKPOINT)
-            hws = self._read_checkpoint(path, ckpt.HW_CHECKPOINT)
-            starts = self._read_checkpoint(path, ckpt.LOG_START_CHECKPOINT)
-            names = sorted(os.listdir(path))
-        for name in names:
-            parsed = parse_partition_dir_name(name)
-            if parsed is None:
-                continue
-            topic, partition, kind = parsed
-            if topic == ids.METADATA_TOPIC:
-                continue  # the metadata log (raft) is not a partition log of this manager
-            full = os.path.join(path, name)
-            with self.channel.io(path, "load"):
-                if not os.path.isdir(full):
-                    continue
-                if kind == "delete":
-                    shutil.rmtree(full)
-                    continue
-            if kind == "stray":
-                continue
-            key = (topic, partition)
-            plog = PartitionLog.load(path, name, self._config(topic), self.channel, self._now_ms,
-                                     recovery_point=recovery_points.get(key, 0),
-                                     high_watermark=hws.get(key, 0), clean_shutdown=clean,
-                                     log_start_offset=starts.get(key, 0))
-            target = self._futures if kind == "future" else self._logs
-            if key in target:
-                other = target[key]
-                plog.close()
-                raise KafkaStorageError(path, None, "load", f"duplicate log for {topic}-{partition}: "
-                                                            f"{other.path} and {plog.path}")
-            target[key] = plog
-        with self.channel.io(path, "load"):
-            if clean:
-                os.unlink(os.path.join(path, CLEAN_SHUTDOWN_FILE))
-                fsutil.fsync_dir(path)
-
-    def _read_checkpoint(self, path: str, name: str) -> dict[Key, int]:
-        try:
-            return ckpt.read_offsets(os.path.join(path, name))
-        except ckpt.CheckpointFormatError as exc:
-            log.warning("ignoring malformed checkpoint (full recovery / HW from the leader): %s", exc)
-            return {}
-
     # ---- dirs ----------------------------------------------------------------------------
     def online_dirs(self) -> list[str]:
         return [p for p in self._data_dirs if not self.channel.is_offline(p)]
@@ -447,114 +351,6 @@ class LogManager:
                     log.error("could not delete the old replica of %s-%s: %s", topic, partition, exc)
             return new
 
-    # ---- flush, checkpoints, probe -------------------------------------------------------
-    def flush_all(self) -> list[str]:
-        return self._each_log(lambda l: l.flush())
-
-    def maybe_flush_all(self, now_ms: int, *, only_dir: str | None = None) -> list[str]:
-        return self._each_log(lambda l: l.maybe_flush(now_ms), only_dir)
-
-    def _each_log(self, fn: Callable[[PartitionLog], object], only_dir: str | None = None) -> list[str]:
-        failed = []
-        for plog in [*self._logs.values(), *self._futures.values()]:
-            if only_dir is not None and plog.log_dir != only_dir:
-                continue
-            if plog.log_dir in failed or self.channel.is_offline(plog.log_dir):
-                continue
-            try:
-                fn(plog)
-            except KafkaStorageError:
-                failed.append(plog.log_dir)
-        return failed
-
-    def checkpoint_high_watermarks(self, *, only_dir: str | None = None) -> list[str]:
-        """Write ``replication-offset-checkpoint`` in every online dir (or only ``only_dir``,
-        as the broker's per-dir workers do), and ``log-start-offset-checkpoint`` with it;
-        returns dirs that failed."""
-        failed = self._checkpoint(ckpt.HW_CHECKPOINT, lambda l: l.high_watermark, futures=False, only_dir=only_dir)
-        if only_dir is not None and failed:
-            return failed
-        return sorted(set(failed) | set(self.checkpoint_log_start_offsets(only_dir=only_dir)))
-
-    def checkpoint_log_start_offsets(self, *, only_dir: str | None = None) -> list[str]:
-        """``log-start-offset-checkpoint`` (moved by retention and DeleteRecords)."""
-        return self._checkpoint(ckpt.LOG_START_CHECKPOINT, lambda l: l.log_start_offset, futures=False,
-                                only_dir=only_dir)
-
-    def _config(self, topic: str) -> LogConfig:
-        return self.config if self.config_for is None else self.config_for(topic)
-
-    def enforce_retention(self, wall_ms: int, *, only_dir: str, max_segments: int) -> tuple[int, list[str]]:
-        """One retention round over the logs of ``only_dir``: each log takes the current
-        config of its topic, then deletes segments by time/size; at most ``max_segments``
-        deletions in all (bounded work per round). Returns (deleted, failed dirs)."""
-        budget = [max_segments]
-
-        def one(plog: PartitionLog) -> None:
-            cfg = self._config(plog.topic)
-            if plog.config != cfg:
-                plog.config = cfg
-            if budget[0] > 0 and not self._is_future(plog):
-                budget[0] -= plog.enforce_retention(wall_ms, budget[0])
-        failed = self._each_log(one, only_dir)
-        if budget[0] < max_segments and not failed:
-            failed = self.checkpoint_log_start_offsets(only_dir=only_dir)
-        return max_segments - budget[0], failed
-
-    def refresh_configs(self) -> None:
-        """Give every log the current config of its topic (no I/O: a reference swap)."""
-        if self.config_for is None:
-            return
-        for plog in [*self._logs.values(), *self._futures.values()]:
-            cfg = self.config_for(plog.topic)
-            if plog.config != cfg:
-                plog.config = cfg
-
-    def _is_future(self, plog: PartitionLog) -> bool:
-        return self._futures.get((plog.topic, plog.partition)) is plog
-
-    def checkpoint_recovery_points(self, *, only_dir: str | None = None) -> list[str]:
-        return self._checkpoint(ckpt.RECOVERY_CHECKPOINT, lambda l: l.recovery_point, futures=True,
-                                only_dir=only_dir)
-
-    def _checkpoint(self, name: str, value: Callable[[PartitionLog], int], *, futures: bool,
-                    only_dir: str | None = None) -> list[str]:
-        failed = []
-        for path in self.online_dirs():
-            if only_dir is not None and path != only_dir:
-                continue
-            offsets = {(l.topic, l.partition): value(l) for l in self.logs_in(path, include_future=futures)}
-            try:
-                with self.channel.io(path, "checkpoint"):
-                    ckpt.write_offsets(os.path.join(path, name), offsets)
-            except KafkaStorageError:
-                failed.append(path)
-        return failed
-
-    def probe_dir(self, dir_path: str) -> None:
-        """Health probe of one dir through the failure channel (op ``probe``)."""
-        with self.channel.io(os.path.abspath(dir_path), "probe"):
-            probe(os.path.abspath(dir_path))
-
-    def probe_targets(self) -> list[str]:
-        """The online data dirs, then the metadata dir when it is not one of ``log.dirs``
-        (its own disk in the lab: nothing else here writes to it, so without the probe its
-        failure would go unnoticed; the failure channel reports it like any dir and the
-        core halts for the metadata dir)."""
-        paths = self.online_dirs()
-        meta = self.dir_set.metadata_dir
-        if not meta.is_data_dir and meta.online and not self.channel.is_offline(meta.path):
-            paths.append(meta.path)
-        return paths
-
-    def probe_all(self) -> list[str]:
-        failed = []
-        for path in self.probe_targets():
-            try:
-                self.probe_dir(path)
-            except KafkaStorageError:
-                failed.append(path)
-        return failed
 
     def close(self) -> None:
         """Clean shutdown: flush every log, write both checkpoints, then the clean-shutdown

@@ -40,13 +40,8 @@ bytes are not read). A producer whose last batch lies only in older bytes is the
 which the state treats leniently (accepted at any sequence), never as an error. Kafka instead
 snapshots the state at each roll; a header scan of the tail is our bounded equivalent.
 
-Retention (Kafka's ``deleteOldSegments``): only whole segments below the high watermark are
-deleted, oldest first, while the log is over ``retention_bytes`` or the segment's newest
-batch timestamp is older than ``retention_ms`` (wall clock, passed in); if that includes the
-active segment, a new one is rolled first. The log start offset then becomes the first kept
-segment's base. DeleteRecords moves the log start inside a segment (reads below it are
-OFFSET_OUT_OF_RANGE) and deletes the segments wholly below it. The log start offset is
-persisted by the log manager (``log-start-offset-checkpoint``) and given back to ``load``.
+Retention, the log start offset and truncation: :mod:`broker_impl.storage.log_trim`; the
+in-memory tail served by ``read_tail``: :mod:`broker_impl.storage.log_tail`.
 
 Segments roll by size (``log.segment.bytes``) and age (``log.roll.ms``, clock injected as
 ``now_ms``). A new segment is named by its base offset; the previous one is fsynced at roll
@@ -61,7 +56,6 @@ import os
 import shutil
 import threading
 import uuid
-from dataclasses import dataclass
 from typing import Callable
 
 from kafka_common import batch_header as bh
@@ -72,56 +66,21 @@ from broker_impl.storage.epoch_cache import LeaderEpochCache
 from broker_impl.storage.errors import (INVALID_PRODUCER_EPOCH, MESSAGE_TOO_LARGE, OUT_OF_ORDER_SEQUENCE_NUMBER,
                                         InvalidRecordBatch, OffsetOutOfRange, ProducerSequenceError)
 from broker_impl.storage.failure import DirFailureChannel
+from broker_impl.storage.log_config import LogConfig, parse_partition_dir_name, partition_dir_name
 from broker_impl.storage.log_recovery import RecoverySummary, recover_segments, scan_epochs
+from broker_impl.storage.log_tail import TailCache
+from broker_impl.storage.log_trim import LogTrimming
 from broker_impl.storage.segment import LogSegment
 
 log = logging.getLogger(__name__)
 NowMs = Callable[[], int]
 
 
-@dataclass(frozen=True, slots=True)
-class LogConfig:
-    segment_bytes: int = 1 << 30
-    roll_ms: int = 7 * 24 * 3600 * 1000
-    flush_interval_messages: int = 2**63 - 1
-    flush_interval_ms: int = 2**63 - 1
-    index_interval_bytes: int = 4096
-    retention_ms: int = 7 * 24 * 3600 * 1000   # -1: no time limit (topic retention.ms)
-    retention_bytes: int = -1                   # -1: no size limit (topic retention.bytes)
-    producer_state_scan_bytes: int = 32 << 20  # log tail read to rebuild the producer state
-    tail_cache_bytes: int = 64 << 10           # the newest appended bytes kept in memory (read_tail)
-
-    @classmethod
-    def from_server_config(cls, cfg) -> "LogConfig":
-        return cls(segment_bytes=cfg.log_segment_bytes, roll_ms=cfg.log_roll_ms,
-                   retention_ms=cfg.log_retention_ms, retention_bytes=cfg.log_retention_bytes,
-                   flush_interval_messages=cfg.log_flush_interval_messages,
-                   flush_interval_ms=cfg.log_flush_interval_ms)
-
-
-def partition_dir_name(topic: str, partition: int) -> str:
-    return f"{topic}-{partition}"
-
-
-def parse_partition_dir_name(name: str) -> tuple[str, int, str] | None:
-    """``topic-3`` → (topic, 3, ""); ``topic-3.<hex>-future`` → (topic, 3, "future");
-    also ``-delete`` and ``-stray``. None for anything else."""
-    kind = ""
-    for suffix in ("future", "delete", "stray"):
-        if name.endswith("-" + suffix) and "." in name:
-            name, kind = name[: name.rindex(".")], suffix
-            break
-    topic, dash, part = name.rpartition("-")
-    if not dash or not topic or not part.isdigit():
-        return None
-    return topic, int(part), kind
-
-
 def _no_persist(_entries: list[tuple[int, int]]) -> None:
     pass
 
 
-class PartitionLog:
+class PartitionLog(TailCache, LogTrimming):
     def __init__(self, *, log_dir: str, path: str, topic: str, partition: int, topic_id: uuid.UUID | None,
                  config: LogConfig, channel: DirFailureChannel, now_ms: NowMs) -> None:
         self.log_dir = log_dir
@@ -357,42 +316,6 @@ class PartitionLog:
         if self._unflushed_messages >= self.config.flush_interval_messages:
             self.flush()
 
-    def _remember_tail(self, data: bytes | bytearray | memoryview, headers: list[tuple[int, bh.BatchHeader]]) -> None:
-        cap = self.config.tail_cache_bytes
-        old = self._tail
-        if len(data) > cap:
-            self._tail = None
-            return
-        bases = tuple(h.base_offset for _, h in headers)
-        ends = tuple(h.next_offset for _, h in headers)
-        if old is not None and old[1][-1] == bases[0] and len(old[3]) + len(data) <= cap:
-            shift = len(old[3])
-            self._tail = (old[0] + bases, old[1] + ends, old[2] + tuple(shift + p for p, _ in headers),
-                          old[3] + bytes(data))
-        else:
-            self._tail = (bases, ends, tuple(p for p, _ in headers), bytes(data))
-
-    def read_tail(self, offset: int, max_bytes: int, upper_offset: int | None = None,
-                  min_one: bool = True) -> bytes | None:
-        """``read`` served from the newest appended batches kept in memory, without a lock or
-        I/O (for the event loop): the same bytes ``read`` would return, or ``None`` when
-        ``offset`` is not among them (read from the disk then)."""
-        t = self._tail
-        if t is None or self.closed or t[1][-1] != self.log_end_offset:
-            return None
-        bases, ends, positions, data = t
-        i = bisect.bisect_right(bases, offset) - 1
-        if i < 0 or offset >= ends[i]:
-            return None
-        start = end = positions[i]
-        for j in range(i, len(bases)):
-            if upper_offset is not None and bases[j] >= upper_offset:
-                break
-            stop = positions[j + 1] if j + 1 < len(bases) else len(data)
-            if stop - start > max_bytes and not (min_one and j == i):
-                break
-            end = stop
-        return data[start:end]
 
     def _roll(self, base_offset: int) -> LogSegment:
         old = self._segments[-1]
@@ -459,115 +382,6 @@ class PartitionLog:
                         pos += header.size_bytes
             return None
 
-    # ---- log start offset and retention ----------------------------------------------------
-    def increment_log_start_offset(self, offset: int) -> int:
-        """Move the log start up to ``offset`` (never down; at most the log end) and delete
-        the segments wholly below it; returns the log start offset."""
-        with self._lock:
-            self._channel.check(self.log_dir, "delete_records")
-            offset = min(offset, self.log_end_offset)
-            if offset <= self._log_start:
-                return self._log_start
-            self._log_start = offset
-            with self._channel.io(self.log_dir, "delete_segments"):
-                while len(self._segments) > 1 and self._segments[1].base_offset <= offset:
-                    self._drop_oldest_segment()
-            self._after_start_moved()
-            return self._log_start
-
-    def enforce_retention(self, wall_ms: int, max_segments: int = 1 << 30) -> int:
-        """Delete old segments by ``retention_ms`` / ``retention_bytes`` (at most
-        ``max_segments`` per call: bounded work); returns how many were deleted."""
-        cfg = self.config
-        if cfg.retention_ms < 0 and cfg.retention_bytes < 0:
-            return 0
-        with self._lock:
-            if self.closed:
-                return 0
-            self._channel.check(self.log_dir, "retention")
-            hw = self._hw
-            total = self.size_bytes
-            doomed = 0
-            with self._channel.io(self.log_dir, "retention"):
-                for seg in self._segments:
-                    if doomed >= max_segments or seg.size == 0 or seg.next_offset > hw:
-                        break
-                    by_size = cfg.retention_bytes >= 0 and total - seg.size >= cfg.retention_bytes
-                    by_time = cfg.retention_ms >= 0 and wall_ms - seg.largest_timestamp() > cfg.retention_ms
-                    if not (by_size or by_time):
-                        break
-                    doomed += 1
-                    total -= seg.size
-                if not doomed:
-                    return 0
-                if doomed == len(self._segments):
-                    self._roll(self.log_end_offset)  # the active segment goes too: a new one first
-                    self._tail = None
-                for _ in range(doomed):
-                    self._drop_oldest_segment()
-            self._log_start = max(self._log_start, self._segments[0].base_offset)
-            self._after_start_moved()
-            return doomed
-
-    def _drop_oldest_segment(self) -> None:
-        seg = self._segments.pop(0)
-        self._bases.pop(0)
-        self._dirty.discard(seg.base_offset)
-        seg.delete()
-
-    def _after_start_moved(self) -> None:
-        self.epoch_cache.truncate_from_start(self._log_start)
-        self._hw = min(max(self._hw, self._log_start), self.log_end_offset)
-        self.recovery_point = max(self.recovery_point, self._log_start)
-
-    # ---- truncation ----------------------------------------------------------------------
-    def truncate_to(self, offset: int) -> bool:
-        """Remove every offset ≥ ``offset`` (the batch containing it included, as Kafka does).
-        True if anything was removed."""
-        with self._lock:
-            if offset >= self.log_end_offset:
-                return False
-            if offset < self._log_start:
-                self.truncate_fully_and_start_at(offset)
-                return True
-            with self._channel.io(self.log_dir, "truncate"):
-                while len(self._segments) > 1 and self._segments[-1].base_offset >= offset:
-                    seg = self._segments.pop()
-                    self._bases.pop()
-                    self._dirty.discard(seg.base_offset)
-                    seg.delete()
-                self._segments[-1].truncate_to(offset)
-                self._dirty.add(self._segments[-1].base_offset)
-                self._rebuild_producer_state()  # batches at or above the truncation point are gone
-            self._after_truncation()
-            return True
-
-    def truncate_fully_and_start_at(self, offset: int) -> None:
-        """Delete every segment and start an empty log at ``offset`` (log start = offset)."""
-        with self._lock:
-            with self._channel.io(self.log_dir, "truncate"):
-                new = LogSegment.create(self.path, offset, index_interval_bytes=self.config.index_interval_bytes,
-                                        created_ms=self._now_ms())
-                for seg in self._segments:
-                    if seg.base_offset != offset:
-                        seg.delete()
-                    else:
-                        seg.close()
-                self._segments, self._bases = [], []
-                self._add_segment(new)
-                self._dirty = {offset}
-                fsutil.fsync_dir(self.path)
-            self._log_start = offset
-            self.epoch_cache.clear()
-            self.producer_state.clear()
-            self._after_truncation()
-
-    def _after_truncation(self) -> None:
-        self._tail = None
-        leo = self.log_end_offset
-        self.epoch_cache.truncate_from_end(leo)
-        self._hw = min(max(self._hw, self._log_start), leo)
-        self.recovery_point = min(self.recovery_point, leo)
 
     # ---- life cycle ----------------------------------------------------------------------
     def close(self) -> None:

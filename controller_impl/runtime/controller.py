@@ -47,7 +47,8 @@ from kafka_common.wire import ErrorCode
 from kafka_runtime.clock import SystemClock
 from kafka_runtime.events import EventLog
 from kafka_runtime.limits import ListenerLimits
-from kafka_runtime.server import KafkaServer, RequestContext, SecurityConfig
+from kafka_runtime.request_context import RequestContext, SecurityConfig
+from kafka_runtime.server import KafkaServer
 
 from controller_impl.log import MetadataLog
 from controller_impl.log.snapshots import SnapshotStore

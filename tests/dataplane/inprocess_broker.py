@@ -26,10 +26,10 @@ from kio.schema.errors import ErrorCode
 from broker_impl.api.entities import NO_THROTTLE, build, response_type
 from broker_impl.api.handlers import BrokerApi
 from broker_impl.api.storage_view import LogManagerView
-from broker_impl.groups.coordinator import CoordinatorConfig
+from broker_impl.groups.coordinator_config import CoordinatorConfig
 from broker_impl.groups.state.group import GroupConfig
 from broker_impl.storage.log_manager import LogManager
-from broker_impl.storage.partition_log import LogConfig
+from broker_impl.storage.log_config import LogConfig
 from broker_impl.storage.startup import load_log_dirs
 from controller_impl.state.controller import ControllerState
 from kafka_common import ids, wire

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, strategies as st
 
-from broker_impl.groups.coordinator import CoordinatorConfig
+from broker_impl.groups.coordinator_config import CoordinatorConfig
 from broker_impl.groups.state import records as R
 from broker_impl.groups.state.group import Member, OffsetEntry
 from kafka_common import batch_header as bh

@@ -24,7 +24,8 @@ from kafka_common.wire import ErrorCode
 from kafka_runtime.client import ClientError, KafkaClient
 from kafka_runtime.events import EventLog, read_events
 from kafka_runtime.limits import ListenerLimits, RateLimitedLog
-from kafka_runtime.server import KafkaServer, SecurityConfig
+from kafka_runtime.request_context import SecurityConfig
+from kafka_runtime.server import KafkaServer
 
 BASE = ("process.roles=controller\nnode.id=1\nlisteners=CONTROLLER://127.0.0.1:1\n"
         "metadata.log.dir=/tmp/x\n")

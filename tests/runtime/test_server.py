@@ -12,7 +12,8 @@ from kafka_common import framing, wire
 from kafka_common.wire import ErrorCode
 from kafka_runtime.client import ClientError, KafkaClient
 from kafka_runtime.events import EventLog, read_events
-from kafka_runtime.server import KafkaServer, SecurityConfig
+from kafka_runtime.request_context import SecurityConfig
+from kafka_runtime.server import KafkaServer
 
 pytestmark = pytest.mark.integration
 

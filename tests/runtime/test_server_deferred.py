@@ -12,7 +12,8 @@ import pytest
 from kafka_common import wire
 from kafka_common.wire import ErrorCode
 from kafka_runtime.client import KafkaClient
-from kafka_runtime.server import DeferredResponse, KafkaServer
+from kafka_runtime.request_context import DeferredResponse
+from kafka_runtime.server import KafkaServer
 
 pytestmark = pytest.mark.integration
 

@@ -13,7 +13,8 @@ import pytest
 
 from kafka_common import wire
 from kafka_common.wire import ErrorCode
-from kafka_runtime.server import KafkaServer, SecurityConfig
+from kafka_runtime.request_context import SecurityConfig
+from kafka_runtime.server import KafkaServer
 
 pytestmark = pytest.mark.integration
 confluent_kafka = pytest.importorskip("confluent_kafka", reason="confluent-kafka not installed")

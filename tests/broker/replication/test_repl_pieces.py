@@ -25,7 +25,8 @@ from broker_impl.replication.follow_round import FollowState  # noqa: E402
 from broker_impl.replication.mover import copy_step  # noqa: E402
 from broker_impl.state.effects import TopicPartition  # noqa: E402
 from broker_impl.storage.failure import DirFailureChannel  # noqa: E402
-from broker_impl.storage.partition_log import LogConfig, PartitionLog  # noqa: E402
+from broker_impl.storage.log_config import LogConfig  # noqa: E402
+from broker_impl.storage.partition_log import PartitionLog  # noqa: E402
 from kafka_common import batch_header as bh  # noqa: E402
 from kafka_common import wire  # noqa: E402
 from kafka_common.wire import ErrorCode  # noqa: E402

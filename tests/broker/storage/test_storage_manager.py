@@ -15,7 +15,7 @@ from kafka_common.clock import ManualClock
 from broker_impl.storage import checkpoint as ckpt
 from broker_impl.storage.errors import InconsistentTopicId, KafkaStorageError, LogDirStartupError, LogNotFound
 from broker_impl.storage.log_manager import CLEAN_SHUTDOWN_FILE, LogManager
-from broker_impl.storage.partition_log import LogConfig
+from broker_impl.storage.log_config import LogConfig
 from broker_impl.storage.probe import PROBE_FILE
 from broker_impl.storage.startup import load_log_dirs
 from conftest import NODE_ID

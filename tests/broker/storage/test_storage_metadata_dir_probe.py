@@ -12,7 +12,7 @@ import pytest
 
 from kafka_common.clock import ManualClock
 from broker_impl.storage.log_manager import LogManager
-from broker_impl.storage.partition_log import LogConfig
+from broker_impl.storage.log_config import LogConfig
 from broker_impl.storage.probe import PROBE_FILE
 from broker_impl.storage.startup import load_log_dirs
 from conftest import NODE_ID, format_dir

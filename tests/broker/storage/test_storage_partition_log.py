@@ -15,7 +15,8 @@ from kafka_common.clock import ManualClock
 from broker_impl.storage import checkpoint as ckpt
 from broker_impl.storage.errors import CORRUPT_MESSAGE, MESSAGE_TOO_LARGE, InvalidRecordBatch, OffsetOutOfRange
 from broker_impl.storage.failure import DirFailureChannel
-from broker_impl.storage.partition_log import LogConfig, PartitionLog
+from broker_impl.storage.log_config import LogConfig
+from broker_impl.storage.partition_log import PartitionLog
 from broker_impl.storage.segment import INDEX_ENTRY_BYTES
 from storage_batches import headers, make_batch
 

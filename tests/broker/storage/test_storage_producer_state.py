@@ -12,7 +12,8 @@ from kafka_common.clock import ManualClock
 from broker_impl.storage.errors import (INVALID_PRODUCER_EPOCH, OUT_OF_ORDER_SEQUENCE_NUMBER,
                                         ProducerSequenceError)
 from broker_impl.storage.failure import DirFailureChannel
-from broker_impl.storage.partition_log import LogConfig, PartitionLog
+from broker_impl.storage.log_config import LogConfig
+from broker_impl.storage.partition_log import PartitionLog
 from testkit.protocol import make_batch
 
 pytestmark = pytest.mark.integration

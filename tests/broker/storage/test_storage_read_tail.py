@@ -16,7 +16,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from storage_batches import make_batch  # noqa: E402
 
 from broker_impl.storage.failure import DirFailureChannel  # noqa: E402
-from broker_impl.storage.partition_log import LogConfig, PartitionLog  # noqa: E402
+from broker_impl.storage.log_config import LogConfig  # noqa: E402
+from broker_impl.storage.partition_log import PartitionLog  # noqa: E402
 
 pytestmark = pytest.mark.integration
 TID = uuid.UUID(int=0x77)

@@ -1,0 +1,102 @@
+"""A leader fetcher's storage steps: applying the leader's answer for the partitions that need
+the disk (records, divergence, out of range) on their log dir's worker, one job per dir per
+round, each partition's ``partition_lock`` held across it, then settling the outcome on the
+loop. Mixed into :class:`broker_impl.replication.fetcher.LeaderFetcher` (its ``mgr``,
+``partitions`` and ``changed``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any
+
+from broker_impl.replication.follow_round import FollowState, storage_step, storage_steps
+from broker_impl.storage.errors import KafkaStorageError, StorageError
+
+log = logging.getLogger(__name__)
+BACKOFF_S = 0.2
+
+
+class StorageSteps:
+    def _start_steps(self, items: list[tuple[FollowState, Any, Any]], now: float) -> None:
+        """One job on the dir's worker for the partitions whose locks are free; a partition
+        whose lock is held (a move's swap) gets a job of its own."""
+        lock_of = getattr(self.mgr.host, "partition_lock", None)
+        free, busy = [], []
+        for item in items:
+            (free if lock_of is None or not lock_of(item[0].tp).locked() else busy).append(item)
+        for batch in ([free] if free else []) + [[item] for item in busy]:
+            task = asyncio.ensure_future(self._apply_batch(batch))
+            for st, _plog, _p in batch:
+                st.applying, st.applying_since = task, now
+
+    async def _apply_batch(self, items: list[tuple[FollowState, Any, Any]]) -> None:
+        try:
+            await self._apply_batch_async(items)
+        except Exception:  # a bug must not kill replication silently
+            log.exception("follower %s", [st.tp for st, _plog, _p in items])
+        finally:
+            for st, _plog, _p in items:
+                st.applying = None
+            self.changed.set()
+
+    async def _apply_batch_async(self, items: list[tuple[FollowState, Any, Any]]) -> None:
+        """The storage steps of one dir's partitions, in one job on that dir's worker, each
+        partition's lock held across it; outcomes settled on the loop."""
+        host = self.mgr.host
+        run_io = getattr(host, "run_io", None)
+        lock_of = getattr(host, "partition_lock", None)
+        async with contextlib.AsyncExitStack() as stack:
+            if lock_of is not None:
+                for st, _plog, _p in sorted(items, key=lambda it: (it[0].tp.topic, it[0].tp.partition)):
+                    await stack.enter_async_context(lock_of(st.tp))
+            live = [(st, plog, p) for st, plog, p in items if host.get_log(st.tp) is plog]  # not swapped meanwhile
+            if not live:
+                return
+            if run_io is None:
+                outcomes = storage_steps([(plog, p) for _st, plog, p in live])
+            else:
+                outcomes = await run_io(live[0][1], storage_steps, [(plog, p) for _st, plog, p in live])
+        for (st, _plog, p), outcome in zip(live, outcomes):
+            if self.partitions.get(st.tp) is st:
+                self._settle(st, p, outcome)
+
+    def _apply(self, st: FollowState, p: Any) -> bool:
+        """Apply one partition's answer synchronously (the storage step inline)."""
+        plog = self.mgr.host.get_log(st.tp)
+        if plog is None:
+            return False
+        try:
+            outcome = storage_step(plog, p)
+        except (StorageError, OSError) as exc:
+            outcome = exc
+        return self._settle(st, p, outcome)
+
+    def _settle(self, st: FollowState, p: Any, outcome: Any) -> bool:
+        """Bookkeeping on the loop after the storage step: ``outcome`` is its result or the
+        storage exception it raised."""
+        if isinstance(outcome, BaseException):
+            exc = outcome
+            if isinstance(exc, StorageError) and not isinstance(exc, KafkaStorageError):
+                # bad bytes: retry after a pause, keep the partition
+                log.warning("follower %s: %s", st.tp, exc)
+                st.backoff_until = asyncio.get_running_loop().time() + BACKOFF_S
+                self.mgr.errors[type(exc).__name__] = self.mgr.errors.get(type(exc).__name__, 0) + 1
+                return False
+            # our dir failed (already reported through the channel) or a raw OSError
+            log.warning("follower %s: %s", st.tp, exc)
+            self.partitions.pop(st.tp, None)
+            return False
+        kind, value = outcome
+        if kind == "truncated":
+            self.mgr.on_truncated(st.tp, value)
+            return True
+        if kind in ("diverged", "appended"):
+            return bool(value)
+        err = p.error_code
+        st.backoff_until = asyncio.get_running_loop().time() + BACKOFF_S
+        self.mgr.errors[err.name] = self.mgr.errors.get(err.name, 0) + 1
+        return False
+

@@ -1,0 +1,43 @@
+"""A partition log's settings (``LogConfig``) and the names of partition dirs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class LogConfig:
+    segment_bytes: int = 1 << 30
+    roll_ms: int = 7 * 24 * 3600 * 1000
+    flush_interval_messages: int = 2**63 - 1
+    flush_interval_ms: int = 2**63 - 1
+    index_interval_bytes: int = 4096
+    retention_ms: int = 7 * 24 * 3600 * 1000   # -1: no time limit (topic retention.ms)
+    retention_bytes: int = -1                   # -1: no size limit (topic retention.bytes)
+    producer_state_scan_bytes: int = 32 << 20  # log tail read to rebuild the producer state
+    tail_cache_bytes: int = 64 << 10           # the newest appended bytes kept in memory (read_tail)
+
+    @classmethod
+    def from_server_config(cls, cfg) -> "LogConfig":
+        return cls(segment_bytes=cfg.log_segment_bytes, roll_ms=cfg.log_roll_ms,
+                   retention_ms=cfg.log_retention_ms, retention_bytes=cfg.log_retention_bytes,
+                   flush_interval_messages=cfg.log_flush_interval_messages,
+                   flush_interval_ms=cfg.log_flush_interval_ms)
+
+
+def partition_dir_name(topic: str, partition: int) -> str:
+    return f"{topic}-{partition}"
+
+
+def parse_partition_dir_name(name: str) -> tuple[str, int, str] | None:
+    """``topic-3`` → (topic, 3, ""); ``topic-3.<hex>-future`` → (topic, 3, "future");
+    also ``-delete`` and ``-stray``. None for anything else."""
+    kind = ""
+    for suffix in ("future", "delete", "stray"):
+        if name.endswith("-" + suffix) and "." in name:
+            name, kind = name[: name.rindex(".")], suffix
+            break
+    topic, dash, part = name.rpartition("-")
+    if not dash or not topic or not part.isdigit():
+        return None
+    return topic, int(part), kind

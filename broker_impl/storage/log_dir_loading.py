@@ -1,0 +1,125 @@
+"""Start-up of the log manager: lock each online data dir, read its checkpoints and load (and
+recover) its partition logs. Mixed into :class:`broker_impl.storage.log_manager.LogManager`.
+
+A dir that fails while it loads (lock, checkpoints, segments: op ``lock``/``load``) goes
+offline through the failure channel; a dir locked by another process is a fatal
+LogDirStartupError. ``.kafka_cleanshutdown`` is consumed here: present, the segments are
+trusted instead of recovered.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import shutil
+from typing import Callable
+
+from kafka_common import ids
+from kafka_runtime import fsutil
+from broker_impl.storage import checkpoint as ckpt
+from broker_impl.storage.errors import KafkaStorageError, LogDirStartupError
+from broker_impl.storage.failure import OnFailure
+from broker_impl.storage.log_config import LogConfig, parse_partition_dir_name
+from broker_impl.storage.partition_log import PartitionLog
+from broker_impl.storage.startup import LogDirSet
+
+log = logging.getLogger(__name__)
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+LOCK_FILE = ".lock"
+Key = tuple[str, int]
+
+
+class LogDirLoading:
+    # ---- start-up ------------------------------------------------------------------------
+    @classmethod
+    def open(cls, dir_set: LogDirSet, config: LogConfig, *, on_failure: OnFailure | None,
+             now_ms: Callable[[], int]) -> "LogDirLoading":
+        """Load (and recover) every partition log in the online data dirs. A dir whose load
+        hits an OSError goes offline through the failure channel; the others load."""
+        lm = cls(dir_set, config, on_failure=on_failure, now_ms=now_ms)
+        for path in lm.online_dirs():
+            try:
+                lm._lock_dir(path)
+                lm._load_dir(path)
+            except KafkaStorageError as exc:
+                log.error("log dir %s failed while loading logs: %s", path, exc)
+                lm._forget_dir(path)
+                fd = lm._lock_fds.pop(path, None)
+                if fd is not None:
+                    os.close(fd)
+        return lm
+
+    def _lock_dir(self, path: str) -> None:
+        """``<dir>/.lock`` held with flock for the process lifetime. Held by someone else →
+        fatal (two brokers on one dir); any other OSError (read-only or failed disk) → the dir
+        goes offline instead of crashing start-up (KAFKA-17310)."""
+        with self.channel.io(path, "lock"):
+            fd = os.open(os.path.join(path, LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                self.release_locks()
+                raise LogDirStartupError(f"Failed to acquire lock on file {LOCK_FILE} in {path}. A broker in "
+                                         f"another process or thread is using this directory.") from None
+            except OSError:
+                os.close(fd)
+                raise
+            self._lock_fds[path] = fd
+
+    def release_locks(self) -> None:
+        for path, fd in list(self._lock_fds.items()):
+            del self._lock_fds[path]
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+    def _load_dir(self, path: str) -> None:
+        with self.channel.io(path, "load"):
+            clean = os.path.exists(os.path.join(path, CLEAN_SHUTDOWN_FILE))
+            recovery_points = self._read_checkpoint(path, ckpt.RECOVERY_CHECKPOINT)
+            hws = self._read_checkpoint(path, ckpt.HW_CHECKPOINT)
+            starts = self._read_checkpoint(path, ckpt.LOG_START_CHECKPOINT)
+            names = sorted(os.listdir(path))
+        for name in names:
+            parsed = parse_partition_dir_name(name)
+            if parsed is None:
+                continue
+            topic, partition, kind = parsed
+            if topic == ids.METADATA_TOPIC:
+                continue  # the metadata log (raft) is not a partition log of this manager
+            full = os.path.join(path, name)
+            with self.channel.io(path, "load"):
+                if not os.path.isdir(full):
+                    continue
+                if kind == "delete":
+                    shutil.rmtree(full)
+                    continue
+            if kind == "stray":
+                continue
+            key = (topic, partition)
+            plog = PartitionLog.load(path, name, self._config(topic), self.channel, self._now_ms,
+                                     recovery_point=recovery_points.get(key, 0),
+                                     high_watermark=hws.get(key, 0), clean_shutdown=clean,
+                                     log_start_offset=starts.get(key, 0))
+            target = self._futures if kind == "future" else self._logs
+            if key in target:
+                other = target[key]
+                plog.close()
+                raise KafkaStorageError(path, None, "load", f"duplicate log for {topic}-{partition}: "
+                                                            f"{other.path} and {plog.path}")
+            target[key] = plog
+        with self.channel.io(path, "load"):
+            if clean:
+                os.unlink(os.path.join(path, CLEAN_SHUTDOWN_FILE))
+                fsutil.fsync_dir(path)
+
+    def _read_checkpoint(self, path: str, name: str) -> dict[Key, int]:
+        try:
+            return ckpt.read_offsets(os.path.join(path, name))
+        except ckpt.CheckpointFormatError as exc:
+            log.warning("ignoring malformed checkpoint (full recovery / HW from the leader): %s", exc)
+            return {}
+
