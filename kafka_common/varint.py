@@ -5,7 +5,7 @@ keep their own checks and use :func:`read_uvarint` only where any bytes are acce
 
 from __future__ import annotations
 
-__all__ = ["encode_uvarint", "encode_varint", "read_uvarint"]
+__all__ = ["encode_uvarint", "encode_varint", "read_uvarint", "read_varint"]
 
 
 def encode_uvarint(value: int) -> bytes:
@@ -36,3 +36,20 @@ def read_uvarint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
             return value, pos
         shift += 7
     return value, pos
+
+
+def read_varint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
+    """A signed zigzag varint and the position after it; ``ValueError`` when ``buf`` ends
+    inside it or it is longer than 64 bits (for decoding input)."""
+    value = shift = 0
+    while True:
+        if pos >= len(buf):
+            raise ValueError("varint truncated")
+        b = buf[pos]
+        pos += 1
+        value |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return (value >> 1) ^ -(value & 1), pos
+        shift += 7
+        if shift > 63:
+            raise ValueError("varint too long")

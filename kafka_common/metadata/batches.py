@@ -26,7 +26,7 @@ from kio.records.writers import write_batch
 from kio.static.primitive import TZAwareMicros
 
 from kafka_common.batch_header import BatchHeader, CorruptBatch, iter_batches
-from kafka_common.varint import encode_varint
+from kafka_common.varint import encode_varint, read_varint
 from kafka_common.metadata.records import decode_record, encode_record
 
 NO_PRODUCER_ID = -1
@@ -107,19 +107,6 @@ def encode_batch_kio(base_offset: int, records: Sequence[Any], *, leader_epoch: 
 _RECORDS_AT = 61  # a v2 batch's records follow its 61-byte header
 
 
-def _read_zz(data: bytes, pos: int) -> tuple[int, int]:
-    result = shift = 0
-    while True:
-        byte = data[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return (result >> 1) ^ -(result & 1), pos
-        shift += 7
-        if shift > 63:
-            raise ValueError("varint too long")
-
-
 def _fast_values(data: bytes, pos: int, header: BatchHeader) -> list[bytes] | None:
     """The record values of one uncompressed batch, parsed by hand (kio's reader costs
     ~15 µs a record); None if anything is unusual (headers, keys, gaps) — kio decides then."""
@@ -128,18 +115,18 @@ def _fast_values(data: bytes, pos: int, header: BatchHeader) -> list[bytes] | No
     values = []
     try:
         for i in range(header.record_count):
-            length, p = _read_zz(data, p)
+            length, p = read_varint(data, p)
             stop = p + length
             if data[p] != 0:             # attributes
                 return None
-            _, q = _read_zz(data, p + 1)   # timestamp delta
-            delta, q = _read_zz(data, q)
+            _, q = read_varint(data, p + 1)   # timestamp delta
+            delta, q = read_varint(data, q)
             if delta != i:
                 return None
-            key_len, q = _read_zz(data, q)
+            key_len, q = read_varint(data, q)
             if key_len != -1:
                 return None
-            value_len, q = _read_zz(data, q)
+            value_len, q = read_varint(data, q)
             if value_len < 0 or q + value_len + 1 != stop or data[stop - 1] != 0:  # no headers
                 return None
             values.append(data[q:q + value_len])

@@ -13,23 +13,14 @@ import struct
 import uuid
 from typing import Any
 
+from kafka_common.varint import encode_uvarint
+
 _I32 = struct.Struct(">i")
 _HEAD = struct.Struct(">i16s")
 _uuid_cache: dict[bytes, uuid.UUID] = {}
 
 
-def _uv(value: int) -> bytes:
-    if value < 0x80:
-        return bytes((value,))
-    out = bytearray()
-    while True:
-        byte = value & 0x7F
-        value >>= 7
-        if value:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
+_uv = encode_uvarint
 
 
 def _ints(values) -> bytes:

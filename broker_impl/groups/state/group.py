@@ -113,14 +113,9 @@ class Groups(Membership):
         g = self.get(group_id)
         if g is None:
             return E.UNKNOWN_MEMBER_ID
-        fenced = self._fenced(g, member_id, instance_id)
-        if fenced:
-            return fenced
-        m = g.members.get(member_id)
+        err, m = self._member_at(g, member_id, instance_id, generation)
         if m is None:
-            return E.UNKNOWN_MEMBER_ID
-        if generation != g.generation:
-            return E.ILLEGAL_GENERATION
+            return err
         self._touch(m, now_ms)
         if g.state is GroupState.PREPARING_REBALANCE:
             return E.REBALANCE_IN_PROGRESS

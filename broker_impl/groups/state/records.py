@@ -31,6 +31,7 @@ from typing import Iterator, Sequence, Union
 import crc32c
 
 from broker_impl.groups.state.group import Member, OffsetEntry
+from kafka_common.varint import encode_varint, read_varint
 
 OFFSETS_TOPIC = "__consumer_offsets"
 
@@ -212,32 +213,11 @@ def group_value(g: object) -> GroupValue:
 
 
 # ---------------------------------------------------------------------- batches
-def _zz(value: int) -> bytes:
-    value = (value << 1) ^ (value >> 63)
-    out = bytearray()
-    while True:
-        byte = value & 0x7F
-        value >>= 7
-        if value:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
-
-
 def _read_zz(data: bytes, pos: int) -> tuple[int, int]:
-    result = shift = 0
-    while True:
-        if pos >= len(data):
-            raise RecordFormatError("varint truncated")
-        byte = data[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return (result >> 1) ^ -(result & 1), pos
-        shift += 7
-        if shift > 63:
-            raise RecordFormatError("varint too long")
+    try:
+        return read_varint(data, pos)
+    except ValueError as exc:
+        raise RecordFormatError(str(exc)) from None
 
 
 _TAIL = struct.Struct(">hiqqqhii")
@@ -250,9 +230,9 @@ def encode_batch(records: Sequence[tuple[bytes, bytes | None]], timestamp_ms: in
         raise ValueError("a batch needs at least one record")
     parts = []
     for i, (key, value) in enumerate(records):
-        body = (b"\x00\x00" + _zz(i) + _zz(len(key)) + key
-                + (_zz(-1) if value is None else _zz(len(value)) + value) + b"\x00")
-        parts.append(_zz(len(body)) + body)
+        body = (b"\x00\x00" + encode_varint(i) + encode_varint(len(key)) + key
+                + (encode_varint(-1) if value is None else encode_varint(len(value)) + value) + b"\x00")
+        parts.append(encode_varint(len(body)) + body)
     tail = _TAIL.pack(0, len(records) - 1, timestamp_ms, timestamp_ms, -1, -1, -1, len(records)) + b"".join(parts)
     return _HEAD.pack(0, len(tail) + 9, 0, 2, crc32c.crc32c(tail)) + tail
 

@@ -50,6 +50,21 @@ class GroupStore:
             return E.FENCED_INSTANCE_ID
         return E.NONE
 
+    def _member_at(self, g: Group, member_id: str, instance_id: str | None,
+                   generation: int) -> tuple[int, Member | None]:
+        """(NONE, the member) when ``member_id`` (with ``instance_id``) is a member of ``g``
+        at ``generation``, else (the error, None): fenced instance, unknown member, or
+        ILLEGAL_GENERATION."""
+        fenced = self._fenced(g, member_id, instance_id)
+        if fenced:
+            return fenced, None
+        m = g.members.get(member_id)
+        if m is None:
+            return E.UNKNOWN_MEMBER_ID, None
+        if generation != g.generation:
+            return E.ILLEGAL_GENERATION, None
+        return E.NONE, m
+
     # ------------------------------------------------------------------ offsets
     def validate_commit(self, group_id: str, *, member_id: str, instance_id: str | None, generation: int,
                         now_ms: int) -> int:
@@ -62,14 +77,9 @@ class GroupStore:
             return E.ILLEGAL_GENERATION
         if generation < 0 and not member_id and g.state is GroupState.EMPTY:
             return E.NONE
-        fenced = self._fenced(g, member_id, instance_id)
-        if fenced:
-            return fenced
-        m = g.members.get(member_id)
+        err, m = self._member_at(g, member_id, instance_id, generation)
         if m is None:
-            return E.UNKNOWN_MEMBER_ID
-        if generation != g.generation:
-            return E.ILLEGAL_GENERATION
+            return err
         if g.state is GroupState.COMPLETING_REBALANCE:
             return E.REBALANCE_IN_PROGRESS
         self._touch(m, now_ms)
