@@ -126,11 +126,6 @@ def suite_scenario(variant: str):
         from infra.netfaults import netem_available
         if not netem_available()[0]:   # a host capability, not a broker feature: drop net delays
             data["faults"] = [f for f in data["faults"] if not (f["kind"] == "network" and f["action"] == "delay")]
-    if variant.startswith("move-replica"):
-        # the catalog fails the dir 300 ms after the move, but moving a partition of a 16 s workload
-        # finishes in ~170 ms (dir_move_done), so the fault would not be mid-move: fail it right
-        # after the broker accepted the move (same at_ms; the plan keeps the schedule's order)
-        data["faults"][1]["at_ms"] = data["faults"][0]["at_ms"]
     if base.id == "S10":
         # the catalog's 10 s faults would heal 1 s before a 16 s workload ends: the service
         # check could not see the slow dir's partitions recover after the heal
