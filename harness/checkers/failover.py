@@ -19,7 +19,10 @@ time *T*, with the metadata view replayed from the controller's events up to *T*
   on a dir that is online then.
 - replace-disk faults: the broker registers a directory id it never had (a fresh disk).
 - ``expect.moved_replica_survives`` (move-replica faults): True → *b* stays in the moved
-  partition's ISR to the end; False → it leaves the ISR within the bound.
+  partition's ISR — or, when the controller had already accepted the target as the replica's
+  dir, leaves it at the dir failure and is back within the bound (the broker reverts the
+  assignment); False → it leaves the ISR within the bound. A move whose swap finished before
+  the dir fault is ``unknown``: nothing mid-move was exercised.
 """
 
 from __future__ import annotations
@@ -132,25 +135,53 @@ def _judge_recovery(b: int, history: History) -> tuple:
     return (not missing), {"node_id": b, "not_back_in_isr": missing}
 
 
+def _move_event(history: History, b: int, key: tuple, name: str, after_ns: int, before_ns: int | None = None):
+    """The broker's first ``name`` event (dir_move_done, dir_move_accepted, …) for partition
+    ``key`` in [after_ns, before_ns]."""
+    for e in history.events(name, source="node", node_id=b):
+        if e.ts_ns < after_ns or (before_ns is not None and e.ts_ns > before_ns):
+            continue
+        if (str(e.get("topic")), int(e.get("partition", -1))) == key:
+            return e
+    return None
+
+
 def _judge_move(f: InjectedFault, history: History, timelines, bound_ms: int, survives: bool) -> tuple:
     b, key = f.node_id, (str(f.attrs.get("topic")), int(f.attrs.get("partition", -1)))
     states = timelines.get(key, [])
-    hit = first_after(states, f.ts_ns, _left(b))
     name = f"{key[0]}-{key[1]}"
-    if survives:
-        ok = hit is None
-        return ok, {"fault_id": f.fault_id, "partition": name,
-                    "problem": None if ok else f"broker {b} left the ISR ({hit.reason}) though the move should cancel"}
     later = [g.ts_ns for g in injected_faults(history) if g.kind == "disk" and g.node_id == b and g.ts_ns >= f.ts_ns]
     start = later[0] if later else f.ts_ns
+    deadline = start + bound_ms * MS
+    base = {"fault_id": f.fault_id, "partition": name}
+    done = _move_event(history, b, key, "dir_move_done", f.ts_ns, start) if later else None
+    if done is not None:
+        # the swap happened before the dir failed: the fault hit a finished move, so neither
+        # outcome of a failure mid-move was exercised (a pass here would be vacuous)
+        return UNKNOWN, {**base, "problem": f"the move finished {(start - done.ts_ns) / MS:.0f} ms before the "
+                                            "dir fault: nothing mid-move was tested"}
+    hit = first_after(states, f.ts_ns, _left(b))
+    if survives:
+        if hit is None:
+            return True, base
+        # the controller had the target as the replica's dir (assignment acked before the
+        # target failed): it takes b out of the ISR when the dir goes offline, and the
+        # broker's revert (AssignReplicasToDirs back to the source, behaviour §4.3) must
+        # bring b back within the bound
+        accepted = _move_event(history, b, key, "dir_move_accepted", f.ts_ns, hit.ts_ns)
+        back = first_after(states, hit.ts_ns + 1, lambda s: b in s.isr and s.leader != -1)
+        if accepted is not None and back is not None and back.ts_ns <= deadline:
+            return True, {**base, "reverted": True, "out_of_isr_ms": (back.ts_ns - hit.ts_ns) / MS}
+        why = "though the move should cancel" if accepted is None else \
+            f"and was not back within {bound_ms} ms of the fault after the reverted assignment"
+        return False, {**base, "problem": f"broker {b} left the ISR ({hit.reason}) {why}"}
     lost = any(s.replicas is not None and s.directories is not None and b in s.replicas
                and s.directories[s.replicas.index(b)] == LOST for s in states if s.ts_ns >= f.ts_ns)
-    if hit is not None and hit.ts_ns <= start + bound_ms * 1_000_000:
-        return True, {"fault_id": f.fault_id, "partition": name, "reason": hit.reason, "lost_dir_recorded": lost}
-    if hit is None and (history.end_ns or 0) < start + bound_ms * 1_000_000:
-        return UNKNOWN, {"fault_id": f.fault_id, "partition": name, "problem": "history ends before the bound"}
-    return False, {"fault_id": f.fault_id, "partition": name,
-                   "problem": f"broker {b} did not leave the ISR (LOST_DIR expected)"}
+    if hit is not None and hit.ts_ns <= deadline:
+        return True, {**base, "reason": hit.reason, "lost_dir_recorded": lost}
+    if hit is None and (history.end_ns or 0) < deadline:
+        return UNKNOWN, {**base, "problem": "history ends before the bound"}
+    return False, {**base, "problem": f"broker {b} did not leave the ISR (LOST_DIR expected)"}
 
 
 def _judge_replace(f: InjectedFault, history: History) -> tuple:

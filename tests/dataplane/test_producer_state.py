@@ -77,6 +77,20 @@ def test_epoch_bump_restarts_at_zero_and_old_epochs_are_fenced():
     assert s.entry(3).epoch == 2 and s.entry(3).last_seq == 0
 
 
+def test_values_appended_one_by_one_cannot_come_again_as_one_batch_in_the_same_epoch():
+    """The lab's S15 duplicates (scenarios/test_system.py DUPLICATES): 12 values of one producer
+    appended as 12 one-record batches, then the same 12 as ONE batch. In the same epoch that
+    batch matches no remembered batch and does not continue the sequence, so it is refused
+    (never appended twice); only a bumped epoch starting at 0 — a new producer to the broker —
+    appends it, which is what librdkafka sends after its drain-and-bump on a message timeout."""
+    s = ProducerState()
+    append(s, 7, 0, 0, 20, 0)
+    for i in range(12):
+        assert append(s, 7, 0, 20 + i, 1, 20 + i).outcome is Outcome.APPEND
+    assert append(s, 7, 0, 20, 12, 32).outcome is Outcome.OUT_OF_ORDER
+    assert append(s, 7, 1, 0, 12, 32).outcome is Outcome.APPEND
+
+
 def test_sequence_wraps_around_int32():
     assert next_sequence(MAX_SEQUENCE) == 0
     assert last_sequence(MAX_SEQUENCE - 1, 3) == 1

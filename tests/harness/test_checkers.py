@@ -248,6 +248,48 @@ def test_failover_moved_replica_lost_dir():
     assert check_failover(catalog.move_replica(fail="target"), h.build()).valid is False
 
 
+def _target_move(*, accepted: bool = False, done_before_fault: bool = False) -> H:
+    h = H().register_all(0).layout(1)
+    h.harness(5000, "fault_injected", 2, fault_id="f0", kind="move-replica", node_ref="follower:t1/0",
+              topic="t1", partition=0)
+    h.node(5020, 2, "broker", "dir_move_started", topic="t1", partition=0)
+    if accepted:
+        h.node(5250, 2, "broker", "dir_move_accepted", topic="t1", partition=0)
+    if done_before_fault:
+        h.node(5200, 2, "broker", "dir_move_done", topic="t1", partition=0)
+    h.disk_fault(5300, 2, 1, node_ref="follower:t1/0")
+    h.status(40_000, 2, True)
+    return h
+
+
+def test_failover_move_target_fails_cancel_and_revert():
+    """Target dir fails mid-move: b stays in the ISR — or, when the controller had already
+    accepted the target (assignment acked before the failure), leaves it at the dir failure
+    and is back within the bound once the broker reverted the assignment (behaviour §4.3)."""
+    s9 = catalog.move_replica(fail="target")
+    assert check_failover(s9, _target_move().build()).details["moves"][0]["valid"] is True
+    h = _target_move()
+    h.partition(5350, 0, 1, [1, 3], reason="log_dir_offline")
+    h.partition(5550, 0, 1, [1, 3, 2], reason="alter_partition")
+    move = check_failover(s9, h.build()).details["moves"][0]
+    assert move["valid"] is False and "should cancel" in move["problem"]     # not accepted: must not leave
+    h = _target_move(accepted=True)
+    h.partition(5350, 0, 1, [1, 3], reason="log_dir_offline")
+    assert check_failover(s9, h.build()).details["moves"][0]["valid"] is False   # never back
+    h.partition(5550, 0, 1, [1, 3, 2], reason="alter_partition")
+    move = check_failover(s9, h.build()).details["moves"][0]
+    assert move["valid"] is True and move["reverted"] is True and move["out_of_isr_ms"] == pytest.approx(200)
+
+
+def test_failover_move_finished_before_the_fault_is_unknown():
+    """A dir fault after the swap tests nothing mid-move: neither a pass nor a fail."""
+    for fail in ("source", "target"):
+        h = _target_move(done_before_fault=True)
+        h.partition(5350, 0, 1, [1, 3], reason="log_dir_offline")
+        move = check_failover(catalog.move_replica(fail=fail), h.build()).details["moves"][0]
+        assert move["valid"] == UNKNOWN and "nothing mid-move" in move["problem"]
+
+
 # ---------------------------------------------------------------- liveness
 
 def test_liveness_true_false_unknown():
