@@ -348,6 +348,17 @@ def test_timeout_accuracy_no_shutdown_when_not_leading():
     assert check_timeout_accuracy(S5, s4_history(None, end_ms=9000, broker=2).build()).valid == UNKNOWN
 
 
+def test_timeout_accuracy_ignores_delay_faults():
+    """A slow dir never goes offline by design: the soak's delay faults made its verdict
+    unknown ("timer start unknown") in every run of the campaign."""
+    h = s4_history(None, broker=2)
+    h.disk_fault(9000, 3, 1, mode="delay", fault_id="f9")
+    assert check_timeout_accuracy(S5, h.build()).valid is True
+    only_delay = H().register_all(0).layout(1).disk_fault(5500, 3, 1, mode="delay")
+    r = check_timeout_accuracy(S5, only_delay.status(30_000, 3, True).build())
+    assert r.valid == UNKNOWN and "delay faults are not failures" in r.summary
+
+
 # ---------------------------------------------------------------- fencing (D4)
 
 def s7_history(assign_first: bool, queued_until_ms: float | None = None) -> H:
