@@ -23,9 +23,9 @@ def test_suite_keeps_the_catalog_value_but_the_workload_length(variant: str) -> 
     assert s.workload.duration_ms == duration and s.workload.client == "confluent-kafka"
     assert duration <= max(base.workload.duration_ms, shortest)   # never longer than the catalog's own run
     assert all(f.at_ms < duration for f in s.faults)
-    if variant.startswith("move-replica"):
-        assert s.faults[1].at_ms == s.faults[0].at_ms and s.faults[1:] != base.faults[1:]
-    elif base.id == "S10":
+    if variant.startswith("move-replica"):   # the catalog itself fails the dir mid-move (same at_ms)
+        assert base.faults[1].at_ms == base.faults[0].at_ms
+    if base.id == "S10":
         assert [getattr(f, "duration_ms", None) for f in s.faults if getattr(f, "duration_ms", None)] == \
             [SLOW_FAULT_MS] * 2
         assert all(f.at_ms + SLOW_FAULT_MS + 5000 <= duration for f in s.faults if getattr(f, "duration_ms", None))
