@@ -53,8 +53,10 @@ next fetch of a busy partition — the one that moves the leader's HW and comple
 from __future__ import annotations
 
 import asyncio
+import collections
 import datetime
 import logging
+import math
 import uuid
 from typing import Any, Callable
 
@@ -69,6 +71,7 @@ log = logging.getLogger(__name__)
 FETCH = 1
 RESPONSE_MAX_BYTES = 10 * 1024 * 1024
 INTERRUPT_POLL_MS = 100     # a joining partition drops a fetch in flight that may poll longer than this
+JOIN_SETTLE_S = 1.0         # after a join, polls stay short this long: the joins that follow it do not interrupt
 
 
 class FetcherHost:
@@ -90,6 +93,7 @@ class LeaderFetcher(StorageSteps):
         self.changed = asyncio.Event()
         self._interrupt = asyncio.Event()
         self.polling_ms = 0  # max_wait of the fetch in flight (0: none)
+        self.joined_at = -math.inf  # loop time of the last join
         self.interrupts = 0
         self.session_resets = 0
         self.session_id, self.session_epoch = 0, 0
@@ -100,7 +104,11 @@ class LeaderFetcher(StorageSteps):
     def wake(self) -> None:
         """A partition joined: it must not wait for the long poll in flight to end. The leader
         answers a connection in order, so a second fetch would queue behind the first: the
-        connection is dropped instead and the next round (reconnected) carries every partition."""
+        connection is dropped instead and the next round (reconnected) carries every partition.
+        Partitions join in bursts (a new topic: one per log created, over seconds), so for
+        ``JOIN_SETTLE_S`` after a join the rounds poll at most ``INTERRUPT_POLL_MS``: the rest
+        of the burst waits for such a short poll instead of dropping one connection each."""
+        self.joined_at = asyncio.get_running_loop().time()
         self.changed.set()
         if self.polling_ms > INTERRUPT_POLL_MS:
             self._interrupt.set()
@@ -229,6 +237,8 @@ class LeaderFetcher(StorageSteps):
                                timeout=min(st.applying_since for st in young) + bound - now)
         now = loop.time()
         states, wait_ms = plan_round(list(self.partitions.values()), now, self.mgr.wait_max_ms)
+        if now - self.joined_at < JOIN_SETTLE_S:
+            wait_ms = min(wait_ms, INTERRUPT_POLL_MS)
         if not states:
             idle = [st.backoff_until for st in self.partitions.values() if st.applying is None]
             await self._sleep(min(idle) - now if idle else BACKOFF_S)  # an applied step wakes it
@@ -250,6 +260,7 @@ class LeaderFetcher(StorageSteps):
                 fetch.cancel()
         if not fetch.done() or fetch.cancelled():  # a partition joined during a long poll
             self.interrupts += 1
+            self.mgr.stats["interrupts"] += 1
             self.client = None
             self.reset_session()
             await client.close()
@@ -260,8 +271,10 @@ class LeaderFetcher(StorageSteps):
             self.reset_session()
             raise
         self.rounds += 1
+        self.mgr.stats["rounds"] += 1
         if resp.error_code in (ErrorCode.fetch_session_id_not_found, ErrorCode.invalid_fetch_session_epoch):
             self.session_resets += 1
+            self.mgr.stats["session_resets"] += 1
             self.reset_session()   # the leader lost or refused the session: a full fetch next
             return False
         if resp.error_code != ErrorCode.none:
@@ -308,6 +321,9 @@ class FetcherManager:
         self.fetchers: dict[int, LeaderFetcher] = {}
         self.leader_of: dict[TopicPartition, int] = {}
         self.errors: dict[str, int] = {}
+        # every fetcher's rounds, interrupts (a fetch in flight dropped for a joining partition)
+        # and session resets since the start: the broker's ``stopped`` event carries them
+        self.stats: collections.Counter = collections.Counter()
         self._on_truncated = on_truncated
 
     def on_truncated(self, tp: TopicPartition, offset: int) -> None:

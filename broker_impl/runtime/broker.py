@@ -267,5 +267,6 @@ class BrokerRuntime:
             if "close_logs" in late:
                 log.warning("closing the logs timed out after %.1f s (a hung log dir)", steps["close_logs"] / 1000)
                 self.events.emit("close_timed_out", timeout_s=round(steps["close_logs"] / 1000, 2))
-        self.events.emit("stopped", steps_ms=steps, left_behind=late)
+        fetch = dict(self.dataplane.fetchers.stats) if self.dataplane is not None else {}
+        self.events.emit("stopped", steps_ms=steps, left_behind=late, fetch=fetch)
         self.events.close()
