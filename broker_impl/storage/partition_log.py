@@ -107,6 +107,7 @@ class PartitionLog(TailCache, LogTrimming):
         # the newest appended batches, as written: (batch bases, batch ends, byte positions,
         # bytes), replaced as a whole (readers on the event loop take a snapshot)
         self._tail: tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...], bytes] | None = None
+        self._parent_unsynced = False  # a new log's dir entry, not yet synced in the log dir
 
     # ---- creation and loading ------------------------------------------------------------
     @classmethod
@@ -117,12 +118,19 @@ class PartitionLog(TailCache, LogTrimming):
                    config=config, channel=channel, now_ms=now_ms)
         with channel.io(log_dir, "create_log"):
             os.makedirs(path)  # the manager loads an existing dir instead of creating it
-            if topic_id is not None:
-                ckpt.write_partition_metadata(os.path.join(path, ckpt.PARTITION_METADATA), topic_id)
             plog._add_segment(LogSegment.create(path, 0, index_interval_bytes=config.index_interval_bytes,
                                                 created_ms=now_ms()))
-            fsutil.fsync_dir(path)
-            fsutil.fsync_dir(log_dir)
+            # one sync of the partition dir makes its entries (segment files, partition.metadata)
+            # durable: write_partition_metadata's atomic write ends with it
+            if topic_id is not None:
+                ckpt.write_partition_metadata(os.path.join(path, ckpt.PARTITION_METADATA), topic_id)
+            else:
+                fsutil.fsync_dir(path)
+        # The partition dir's own entry in the log dir is synced by the log's first flush or
+        # roll, before anything is durable in it (:meth:`_sync_parent`): an empty log lost in
+        # a crash is created again from the metadata. Creating a 300-partition topic costs
+        # each broker one fsync less per replica (Kafka syncs no dir at creation).
+        plog._parent_unsynced = True
         return plog
 
     @classmethod
@@ -325,6 +333,7 @@ class PartitionLog(TailCache, LogTrimming):
             try:
                 old.flush()
                 fsutil.fsync_dir(self.path)
+                self._sync_parent()
             except OSError:
                 new.close()
                 raise
@@ -341,10 +350,18 @@ class PartitionLog(TailCache, LogTrimming):
                 for seg in self._segments:
                     if seg.base_offset in self._dirty:
                         seg.flush()
+                self._sync_parent()
             self._dirty.clear()
             self._unflushed_messages = 0
             self._last_flush_ms = self._now_ms()
             self.recovery_point = self.log_end_offset
+
+    def _sync_parent(self) -> None:
+        """Sync the log dir once after this log was created, so that the partition dir
+        holding flushed data survives a crash (caller: inside an io block, lock held)."""
+        if self._parent_unsynced:
+            fsutil.fsync_dir(self.log_dir)
+            self._parent_unsynced = False
 
     def maybe_flush(self, now_ms: int) -> bool:
         """Time-based flush policy (log.flush.interval.ms); True if it flushed."""

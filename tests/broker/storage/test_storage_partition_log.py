@@ -217,6 +217,33 @@ def test_flush_policy_by_messages_and_time(env):
     assert log.recovery_point == 6
 
 
+def test_creation_syncs_the_partition_dir_and_the_first_flush_its_entry(env, monkeypatch):
+    """A new log costs one dir sync (the partition dir, through the atomic partition.metadata
+    write, after the segment files exist); the log dir's entry for it is synced by the first
+    flush or roll (before anything in it is durable), once."""
+    from kafka_runtime import fsutil
+    synced: list[str] = []
+    real = fsutil.fsync_dir
+    monkeypatch.setattr(fsutil, "fsync_dir", lambda path: (synced.append(os.path.abspath(path)), real(path)))
+    log = env.new(LogConfig(flush_interval_messages=2))
+    part, parent = os.path.abspath(log.path), os.path.abspath(env.dir)
+    assert synced == [part]
+    assert sorted(os.listdir(log.path)) == sorted(["00000000000000000000.log", "00000000000000000000.index",
+                                                   ckpt.PARTITION_METADATA])
+    log.append_as_leader(make_batch(1), 0)        # (the epoch checkpoint syncs the partition dir)
+    assert parent not in synced                   # nothing durable yet: the entry waits
+    log.append_as_leader(make_batch(1), 0)        # 2 messages: flush
+    assert log.recovery_point == 2 and synced.count(parent) == 1
+    log.append_as_leader(make_batch(2), 0)        # a second flush: the entry is synced already
+    assert log.recovery_point == 4 and synced.count(parent) == 1
+    roll = env.new(LogConfig(segment_bytes=100), partition=1)
+    roll.append_as_leader(make_batch(1), 0)
+    synced.clear()
+    roll.append_as_leader(make_batch(1), 0)       # rolls: the old segment flushed, then both dirs synced
+    assert len([f for f in os.listdir(roll.path) if f.endswith(".log")]) == 2
+    assert synced == [os.path.abspath(roll.path), parent]
+
+
 def _fill(env, cfg, batches, epoch=1):
     log = env.new(cfg)
     for _ in range(batches):
