@@ -94,12 +94,9 @@ class LeaderFetcher(StorageSteps):
         self._interrupt = asyncio.Event()
         self.polling_ms = 0  # max_wait of the fetch in flight (0: none)
         self.joined_at = -math.inf  # loop time of the last join
-        self.interrupts = 0
-        self.session_resets = 0
         self.session_id, self.session_epoch = 0, 0
         self.sent: dict[TopicPartition, tuple] = {}  # what the leader's session holds per partition
         self.task = asyncio.create_task(self._run(), name=f"fetcher-{leader_id}")
-        self.rounds = 0
 
     def wake(self) -> None:
         """A partition joined: it must not wait for the long poll in flight to end. The leader
@@ -259,7 +256,6 @@ class LeaderFetcher(StorageSteps):
             if not fetch.done():
                 fetch.cancel()
         if not fetch.done() or fetch.cancelled():  # a partition joined during a long poll
-            self.interrupts += 1
             self.mgr.stats["interrupts"] += 1
             self.client = None
             self.reset_session()
@@ -270,10 +266,8 @@ class LeaderFetcher(StorageSteps):
         except BaseException:
             self.reset_session()
             raise
-        self.rounds += 1
         self.mgr.stats["rounds"] += 1
         if resp.error_code in (ErrorCode.fetch_session_id_not_found, ErrorCode.invalid_fetch_session_epoch):
-            self.session_resets += 1
             self.mgr.stats["session_resets"] += 1
             self.reset_session()   # the leader lost or refused the session: a full fetch next
             return False
