@@ -33,6 +33,14 @@ def wait_until(pred, timeout_s: float, what: str, interval_s: float = 0.05):
         time.sleep(interval_s)
 
 
+def _listening(b: BrokerProcess) -> bool:
+    """``b`` has logged ``listener_started``; a broker that died waiting fails with its stderr."""
+    if any(e["event"] == "listener_started" for e in b.events()):
+        return True
+    assert b.alive(), f"broker {b.node_id} died before listening: {b.stderr()}"
+    return False
+
+
 async def reader_for(ctrl: ControllerProcess, sasl: tuple[str, str] | None = None
                      ) -> tuple[KafkaClient, MetadataReader]:
     client = await KafkaClient.connect("127.0.0.1", ctrl.port, client_id="test", sasl=sasl)
@@ -182,8 +190,7 @@ class Cluster:
                 await client.close()
         asyncio.run(run())
         for b in self.brokers:
-            wait_until(lambda b=b: any(e["event"] == "listener_started" for e in b.events()), 20,
-                       f"broker {b.node_id} listener")
+            wait_until(lambda b=b: _listening(b), 20, f"broker {b.node_id} listener")
 
     @property
     def bootstrap(self) -> str:

@@ -27,10 +27,42 @@ from kafka_runtime.events import read_events
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+def _ephemeral_range() -> tuple[int, int]:
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range", encoding="ascii") as f:
+            low, high = (int(v) for v in f.read().split())
+        return low, high
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
+_handed_out: set[int] = set()
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port on 127.0.0.1 that nothing listens on, for a child to listen on later.
+
+    Chosen below the kernel's ephemeral range: a port the kernel picked for ``bind(0)`` is
+    also one it may hand to any process's outgoing connection before the child binds it (a
+    broker once halted on ``address already in use`` that way, its port taken by another
+    node's client socket). Checked with ``SO_REUSEADDR`` as asyncio's server binds, and never
+    handed out twice by this process."""
+    low, _high = _ephemeral_range()
+    top = min(low, 65536) - 1
+    bottom = 10000 if top > 20000 else 1024
+    for _ in range(200):
+        port = random.randint(bottom, top)
+        if port in _handed_out:
+            continue
+        with socket.socket() as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _handed_out.add(port)
+        return port
+    raise RuntimeError(f"no free port in {bottom}-{top} on 127.0.0.1 after 200 tries")
 
 
 class ProcessHandle:
