@@ -10,7 +10,7 @@ them imports this module):
 ====================  =====================================================================
 :mod:`.core_loop`     feeds the pure core; executes its effects in order; the one storage-
                       error inlet
-:mod:`.storage_effects`  create/delete/rename logs, close a failed dir: one ordered worker
+:mod:`.storage_effects`  create/delete/rename logs, close a failed dir: a worker per dir
 :mod:`.controller_requests`  registration, heartbeats, AssignReplicasToDirs, AlterPartition,
                       forwarded CreateTopics over three controller connections
 :mod:`.metadata_follower`  the metadata long-poll, replay into the image, publish, readiness

@@ -13,8 +13,8 @@ Where each effect goes (:class:`EffectSinks`, wired by ``broker.py``):
 ==============================================  ==========================================
 EmitEvent                                       the node event log
 SendRegistration / SendHeartbeat / SendAssign.  ``controller`` (:mod:`.controller_requests`)
-storage effects (:data:`STORAGE_EFFECTS`)       ``storage`` (:mod:`.storage_effects`, one
-                                                ordered worker thread)
+storage effects (:data:`STORAGE_EFFECTS`)       ``storage`` (:mod:`.storage_effects`, a
+                                                worker per dir, in order per partition)
 partition-role effects (:data:`ROLE_EFFECTS`)   ``role`` (:mod:`.dataplane`, after the
                                                 storage effects of the same partition)
 Halt / Shutdown                                 ``halt`` / ``finish``

@@ -1,6 +1,14 @@
 """The core's storage effects (:class:`StorageEffects`): create/delete/rename logs, future
-logs, and closing a failed dir — on one worker thread, in effect order, so a hung disk
-stalls these but never the heartbeats or the failure report.
+logs, and closing a failed dir — off the event loop, so a hung disk stalls these but never
+the heartbeats or the failure report.
+
+Each dir has its own worker thread (``storage-<dir>``), so a slow or hung dir holds up only
+the effects in that dir: the logs of a new topic are created in the healthy dirs while one
+create hangs in a stuck one. The effects of one partition still run in the order the core
+emitted them (a partition's next effect is handed to its dir's worker when the previous one
+has finished, whichever dir that was). ``MarkDirOffline`` runs on a worker of its own and
+only takes the dir's logs out of the log manager; closing them (which waits for a log's
+lock, held by an append stuck in that dir) is left to the dir's worker.
 
 The effects name dirs by id; the log manager maps ids to paths (the storage edge).
 OSErrors inside reach the core through the failure channel like any other storage error.
@@ -10,6 +18,8 @@ from __future__ import annotations
 
 import concurrent.futures
 import logging
+import os
+import threading
 from typing import Any
 
 from broker_impl.runtime.dir_io import DirExecutor
@@ -18,19 +28,70 @@ from broker_impl.storage import KafkaStorageError, LogManager, StorageError
 from kafka_runtime.events import EventLog
 
 log = logging.getLogger(__name__)
+CONTROL = ""   # the worker of MarkDirOffline and of effects naming no known dir
 
 
 class StorageEffects:
     def __init__(self, lm: LogManager, events: EventLog) -> None:
         self.lm = lm
         self.events = events
-        self._worker = DirExecutor("storage-effects")  # a daemon thread: a hung dir cannot block exit
+        self._workers: dict[str, DirExecutor] = {}   # daemon threads: a hung dir cannot block exit
+        self._tails: dict[fx.TopicPartition, concurrent.futures.Future] = {}
+        self._lock = threading.Lock()                # _workers and _tails (the loop and the workers)
+        self._closed = False
 
     def submit(self, e: Any) -> concurrent.futures.Future:
-        return self._worker.submit(self._run, e)
+        """Queue ``e``; the future is done when it has run (its errors are logged and
+        reported as events, never raised)."""
+        done: concurrent.futures.Future = concurrent.futures.Future()
+        tp = getattr(e, "tp", None)
+        with self._lock:
+            prev = self._tails.get(tp) if tp is not None else None
+            if tp is not None:
+                self._tails[tp] = done
+        if tp is not None:
+            done.add_done_callback(lambda f, tp=tp: self._untail(tp, f))
+        if prev is None or prev.done():
+            self._start(e, done)
+        else:
+            prev.add_done_callback(lambda _f: self._start(e, done))
+        return done
+
+    def _untail(self, tp: fx.TopicPartition, fut: concurrent.futures.Future) -> None:
+        with self._lock:
+            if self._tails.get(tp) is fut:
+                del self._tails[tp]
+
+    def _start(self, e: Any, done: concurrent.futures.Future) -> None:
+        """Hand ``e`` to its dir's worker (any thread: the loop, or the worker that finished
+        the partition's previous effect)."""
+        worker = self._worker(self._dir_of(e))
+        inner = worker.submit(self._run, e)
+        inner.add_done_callback(lambda f: done.set_result(None) if not done.done() else None)
+
+    def _dir_of(self, e: Any) -> str:
+        if isinstance(e, fx.MarkDirOffline):
+            return CONTROL
+        dir_id = getattr(e, "dir_id", None)
+        path = self.lm.path_of(dir_id) if dir_id is not None else None
+        return os.path.abspath(path) if path is not None else CONTROL
+
+    def _worker(self, path: str) -> DirExecutor:
+        with self._lock:
+            worker = self._workers.get(path)
+            if worker is None:
+                name = "storage-" + (os.path.basename(path.rstrip("/")) or "control")
+                worker = self._workers[path] = DirExecutor(name)
+                if self._closed:
+                    worker.close()
+            return worker
 
     def close(self) -> None:
-        self._worker.close()
+        with self._lock:
+            self._closed = True
+            workers = list(self._workers.values())
+        for worker in workers:
+            worker.close()
 
     def _run(self, e: Any) -> None:
         lm = self.lm
@@ -41,7 +102,7 @@ class StorageEffects:
             elif isinstance(e, fx.DeleteLog):
                 lm.delete_log(e.tp.topic, e.tp.partition)
             elif isinstance(e, fx.MarkDirOffline):
-                lm.mark_dir_offline(e.dir_id)
+                self._mark_offline(e)
             elif isinstance(e, fx.RenameStray):
                 new = lm.rename_stray(e.tp.topic, e.tp.partition)
                 self.events.emit("stray_renamed", topic=e.tp.topic, partition=e.tp.partition, path=new)
@@ -56,3 +117,19 @@ class StorageEffects:
                                  partition=tp.partition if tp else None, error=str(exc))
         except Exception:  # a bug must not kill the worker silently
             log.exception("%s failed", type(e).__name__)
+
+    def _mark_offline(self, e: fx.MarkDirOffline) -> None:
+        path = self.lm.path_of(e.dir_id)
+        if path is None:
+            return
+        _gone, dropped = self.lm.forget_offline(path)
+        if dropped:
+            self._worker(os.path.abspath(path)).submit(_close_all, dropped)
+
+
+def _close_all(logs: list) -> None:
+    for plog in logs:
+        try:
+            plog.close()
+        except Exception:  # closing only releases handles; a failure there changes nothing
+            log.exception("closing %s", plog)

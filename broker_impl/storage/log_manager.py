@@ -47,6 +47,12 @@ Files per log dir: ``replication-offset-checkpoint``, ``recovery-point-offset-ch
 then trusted instead of recovered), ``.lock`` (flock held while open; a second broker on the
 same dir is a fatal LogDirStartupError, an unlockable read-only/failed dir goes offline).
 
+Locking: ``_lock`` guards the tables only and is never held across disk I/O, so a hung dir
+cannot stall creation or deletion in the others (the broker runs these per dir); operations
+on one partition are serialised by that partition's own lock. A log created while its dir
+went offline is closed, not installed (KafkaStorageError). The swap of a future log
+(:meth:`replace_current_with_future`) is the exception: rare, it keeps the table lock.
+
 Dirs that fail while ``open`` loads them (lock, checkpoints, segments: op ``lock``/``load``)
 are reported through ``on_failure`` during ``open``: the runtime must accept callbacks
 before its core exists (queue them), or read ``lm.channel.offline_dirs()`` afterwards.
@@ -104,7 +110,8 @@ class LogManager(LogDirLoading, LogMaintenance):
         self.config_for: Callable[[str], LogConfig] | None = None
         self.channel = DirFailureChannel(on_failure)
         self._now_ms = now_ms
-        self._lock = threading.RLock()
+        self._lock = threading.RLock()                       # the tables; no disk I/O under it
+        self._key_locks: dict[Key, threading.Lock] = {}     # one partition's create/delete
         self._data_dirs = [d.path for d in dir_set.data_dirs]
         self._logs: dict[Key, PartitionLog] = {}
         self._futures: dict[Key, PartitionLog] = {}
@@ -159,6 +166,16 @@ class LogManager(LogDirLoading, LogMaintenance):
     def mark_offline(self, dir_path: str) -> list[tuple[str, int, uuid.UUID | None]]:
         """Take ``dir_path`` offline (idempotent, no callback): close its logs (no flush), drop
         them and their checkpoints; returns the (topic, partition, topic_id) that were there."""
+        gone, dropped = self.forget_offline(dir_path)
+        for plog in dropped:
+            plog.close()
+        return gone
+
+    def forget_offline(self, dir_path: str) -> tuple[list[tuple[str, int, uuid.UUID | None]], list[PartitionLog]]:
+        """:meth:`mark_offline` without closing: the dir is offline and its logs are out of
+        the tables at once; returns (what :meth:`mark_offline` returns, the logs to close).
+        Closing waits for a log's lock, which an append stuck in a hung dir holds: the
+        caller closes them where waiting is harmless (the runtime: on the dir's own worker)."""
         dir_path = os.path.abspath(dir_path)
         with self._lock:
             if not self.channel.is_offline(dir_path):
@@ -169,19 +186,46 @@ class LogManager(LogDirLoading, LogMaintenance):
                     os.close(fd)
                 except OSError:
                     pass
-            return self._forget_dir(dir_path)
+            return self._drop_dir(dir_path)
 
     def _forget_dir(self, dir_path: str) -> list[tuple[str, int, uuid.UUID | None]]:
-        gone = []
-        for table in (self._logs, self._futures):
-            for key, plog in list(table.items()):
-                if plog.log_dir == dir_path:
-                    plog.close()
-                    del table[key]
-                    if table is self._logs:
-                        self._offline_partitions[key] = (dir_path, plog.topic_id)
-                        gone.append((key[0], key[1], plog.topic_id))
+        gone, dropped = self._drop_dir(dir_path)
+        for plog in dropped:
+            plog.close()
         return gone
+
+    def _drop_dir(self, dir_path: str) -> tuple[list[tuple[str, int, uuid.UUID | None]], list[PartitionLog]]:
+        gone, dropped = [], []
+        with self._lock:
+            for table in (self._logs, self._futures):
+                for key, plog in list(table.items()):
+                    if plog.log_dir == dir_path:
+                        dropped.append(plog)
+                        del table[key]
+                        if table is self._logs:
+                            self._offline_partitions[key] = (dir_path, plog.topic_id)
+                            gone.append((key[0], key[1], plog.topic_id))
+        return gone, dropped
+
+    def _key_lock(self, key: Key) -> threading.Lock:
+        with self._lock:
+            lock = self._key_locks.get(key)
+            if lock is None:
+                lock = self._key_locks[key] = threading.Lock()
+            return lock
+
+    def _install(self, table: dict[Key, PartitionLog], key: Key, plog: PartitionLog) -> None:
+        """Put a log created outside the table lock into ``table``, unless its dir went
+        offline meanwhile (then it is closed and the creation fails like any I/O there)."""
+        with self._lock:
+            if not self.channel.is_offline(plog.log_dir):
+                table[key] = plog
+                if table is self._logs:
+                    self._offline_partitions.pop(key, None)
+                return
+        plog.close()
+        raise KafkaStorageError(plog.log_dir, None, "create_log",
+                                f"{plog.topic}-{plog.partition}: {plog.log_dir} went offline during creation")
 
     # ---- logs ----------------------------------------------------------------------------
     def get_log(self, topic: str, partition: int) -> PartitionLog | None:
@@ -195,16 +239,16 @@ class LogManager(LogDirLoading, LogMaintenance):
 
     def logs_in(self, dir_path: str, *, include_future: bool = False) -> list[PartitionLog]:
         dir_path = os.path.abspath(dir_path)
-        logs = [l for l in self._logs.values() if l.log_dir == dir_path]
+        logs = [l for l in list(self._logs.values()) if l.log_dir == dir_path]  # a snapshot: other threads add
         if include_future:
-            logs += [l for l in self._futures.values() if l.log_dir == dir_path]
+            logs += [l for l in list(self._futures.values()) if l.log_dir == dir_path]
         return logs
 
     def existing_logs(self) -> list[tuple[str, int, uuid.UUID | None, str, bool]]:
         """Every loaded log as (topic, partition, topic_id, dir path, is_future) — what the
         replica manager needs at start (map the path with ``dir_id_of``)."""
         return [(l.topic, l.partition, l.topic_id, l.log_dir, fut)
-                for fut, table in ((False, self._logs), (True, self._futures)) for l in table.values()]
+                for fut, table in ((False, self._logs), (True, self._futures)) for l in list(table.values())]
 
     def offline_partition(self, topic: str, partition: int) -> tuple[str, uuid.UUID | None] | None:
         """(dir path, topic id) if the partition's log was in a dir that went offline."""
@@ -215,16 +259,18 @@ class LogManager(LogDirLoading, LogMaintenance):
         key = (topic, partition)
         if dir_id is not None:
             dir_path = self._path_of_id(dir_id)
-        with self._lock:
-            existing = self._logs.get(key)
+        with self._key_lock(key):
+            with self._lock:
+                existing = self._logs.get(key)
+                offline = self._offline_partitions.get(key)
+                if existing is None:
+                    candidates = [self._require_data_dir(dir_path)] if dir_path else self._ordered_candidates()
             if existing is not None:
                 self._check_topic_id(existing, topic_id)
                 return existing
-            offline = self._offline_partitions.get(key)
             if offline is not None and (topic_id is None or offline[1] is None or offline[1] == topic_id):
                 raise KafkaStorageError(offline[0], None, "create_log",
                                         f"{topic}-{partition} is in offline log dir {offline[0]}")
-            candidates = [self._require_data_dir(dir_path)] if dir_path else self._ordered_candidates()
             if not candidates:
                 raise KafkaStorageError(",".join(self._data_dirs), None, "create_log",
                                         f"no online log dir for {topic}-{partition}")
@@ -233,11 +279,10 @@ class LogManager(LogDirLoading, LogMaintenance):
                 try:
                     plog = self._create_or_attach(path, partition_dir_name(topic, partition), topic, partition,
                                                   topic_id)
+                    self._install(self._logs, key, plog)
                 except KafkaStorageError as exc:
                     errors.append(exc)
                     continue
-                self._logs[key] = plog
-                self._offline_partitions.pop(key, None)
                 return plog
             if len(errors) == 1:
                 raise errors[0]
@@ -279,16 +324,18 @@ class LogManager(LogDirLoading, LogMaintenance):
                                       f"metadata says {ids.to_base64(topic_id)}")
 
     def delete_log(self, topic: str, partition: int) -> None:
-        with self._lock:
-            plog = self._logs.pop((topic, partition), None)
+        with self._key_lock((topic, partition)):
+            with self._lock:
+                plog = self._logs.pop((topic, partition), None)
             if plog is None:
                 raise LogNotFound(f"no log for {topic}-{partition}")
             plog.delete()
 
     def rename_stray(self, topic: str, partition: int) -> str:
         """Close the log and rename its dir ``<topic>-<p>.<uuid hex>-stray``; returns the new path."""
-        with self._lock:
-            plog = self._logs.pop((topic, partition), None)
+        with self._key_lock((topic, partition)):
+            with self._lock:
+                plog = self._logs.pop((topic, partition), None)
             if plog is None:
                 raise LogNotFound(f"no log for {topic}-{partition}")
             plog.close()
@@ -305,29 +352,32 @@ class LogManager(LogDirLoading, LogMaintenance):
         if dir_id is not None:
             dir_path = self._path_of_id(dir_id)
         assert dir_path is not None, "create_future_log needs a dir"
-        with self._lock:
-            if key in self._futures:
-                return self._futures[key]
+        with self._key_lock(key):
+            with self._lock:
+                existing = self._futures.get(key)
+                current = self._logs.get(key)
+            if existing is not None:
+                return existing
             path = self._require_data_dir(dir_path)
-            current = self._logs.get(key)
             if current is not None and current.log_dir == path:
                 raise ValueError(f"{topic}-{partition} already lives in {path}")
             name = f"{partition_dir_name(topic, partition)}.{uuid.uuid4().hex}-future"
             plog = PartitionLog.create(path, topic, partition, topic_id, self._config(topic), self.channel, self._now_ms,
                                        dir_name=name)
-            self._futures[key] = plog
+            self._install(self._futures, key, plog)
             return plog
 
     def delete_future_log(self, topic: str, partition: int) -> None:
-        with self._lock:
-            plog = self._futures.pop((topic, partition), None)
+        with self._key_lock((topic, partition)):
+            with self._lock:
+                plog = self._futures.pop((topic, partition), None)
             if plog is not None:
                 plog.delete()
 
     def replace_current_with_future(self, topic: str, partition: int) -> PartitionLog:
         """Swap: the future log becomes ``<topic>-<p>`` in its dir, the old current is deleted."""
         key = (topic, partition)
-        with self._lock:
+        with self._key_lock(key), self._lock:
             future = self._futures.get(key)
             if future is None:
                 raise LogNotFound(f"no future log for {topic}-{partition}")

@@ -301,3 +301,59 @@ def test_hung_dir_does_not_freeze_heartbeats_or_other_dirs(slow_lab):
     print("hung-dir figures:", json.dumps({"d1_while_d2_hung": _summary([e - s for _c, s, e in out["d1"]]),
                                            "stop_with_d2_hung_s": round(time.monotonic() - t0, 1)}))
     assert "closing the logs timed out" in broker.stderr()
+
+
+def test_hung_dir_does_not_hold_up_log_creation_in_other_dirs(slow_lab):
+    """A new topic's logs are created in the healthy dirs while a create hangs in d2: each dir
+    has its own storage worker and no disk I/O runs under the log manager's table lock (with
+    one worker, every create queued after the hung one waited for it)."""
+    lab, ctrl, broker = slow_lab
+    asyncio.run(_setup_topic(ctrl, broker))
+    wait_until(lambda: any(e["event"] == "listener_started" for e in broker.events()), 20, "listener")
+    late, n = "late", 9
+    fault = lab.disk_fault("b1", "d2", "delay", delay_ms=600_000, probe=False)  # never completes here
+    fault.inject()
+
+    async def run() -> dict:
+        client, reader = await reader_for(ctrl)
+        try:
+            resp = await create_topic(client, late, 0, 0, assignments={p: [1] for p in range(n)})
+            assert resp.topics[0].error_code.value == 0, resp
+            await until(reader, lambda im: late in im.topic_ids, 20, "topic created", [broker])
+            ids_by_path = broker.dir_ids()
+            name_of = {ids_by_path[path]: os.path.basename(os.path.dirname(path)) for path in broker.dirs}
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + 15
+            while True:   # the broker assigns each replica a dir (AssignReplicasToDirs) as it creates it
+                await reader.catch_up()
+                parts = reader.image.partitions_of(reader.image.topic_ids[late])
+                placed = {pid: name_of.get(p.directory(1)) for pid, p in parts.items()}
+                healthy = [pid for pid, d in placed.items() if d in ("d1", "d3")]
+                if len(healthy) + sum(1 for d in placed.values() if d == "d2") == n or loop.time() > deadline:
+                    break
+                await reader.fetch_once(200)
+        finally:
+            await client.close()
+        conn = await RawConnection.open(broker.port)
+        codes: dict[int, int] = {}
+        try:
+            for pid in healthy:   # each must take a produce within the deadline (its log exists)
+                while True:
+                    resp = await asyncio.wait_for(conn.call(produce_request(
+                        9, late, pid, make_batch([b"after-the-hang"]), acks=1)), SESSION_MS / 1000)
+                    codes[pid] = int(resp.responses[0].partition_responses[0].error_code.value)
+                    if codes[pid] == 0 or loop.time() > deadline:
+                        break
+                    await asyncio.sleep(0.1)
+        finally:
+            await conn.close()
+        return {"placed": placed, "codes": codes}
+
+    out = asyncio.run(run())
+    print("hung-dir creation:", json.dumps(out))
+    placed = out["placed"]
+    assert sum(1 for d in placed.values() if d == "d2") >= 1, f"no replica of the new topic went to d2: {placed}"
+    assert sum(1 for d in placed.values() if d in ("d1", "d3")) >= 2, placed
+    assert all(code == 0 for code in out["codes"].values()), \
+        f"partitions in healthy dirs not writable while a create hangs in d2: {out}"
+    assert broker.alive(), broker.stderr()

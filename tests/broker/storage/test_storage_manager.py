@@ -227,3 +227,46 @@ def test_delete_log_removes_its_dir(log_dirs, failures):
     assert lm.get_or_create_log(T1, "d", 0).log_end_offset == 0  # may be created again
     assert failures.calls == []
     lm.close()
+
+
+def test_a_create_blocked_in_one_dir_does_not_hold_the_table_lock(log_dirs, failures, monkeypatch):
+    """Creation does its disk I/O outside the table lock: while a create in dir 0 is stuck,
+    a create in dir 1, a delete and taking dir 2 offline all finish; the stuck create, when
+    it lands in a dir that went offline meanwhile, is closed and fails instead of being installed."""
+    import threading
+    from broker_impl.storage import log_manager as lm_mod
+    lm = _open(log_dirs, failures)
+    lm.get_or_create_log(T1, "a", 9, log_dirs[1])
+    stuck, release = threading.Event(), threading.Event()
+    real_create = lm_mod.PartitionLog.create
+
+    def create(log_dir, *args, **kwargs):
+        if log_dir == log_dirs[0]:
+            stuck.set()
+            release.wait(10)
+        return real_create(log_dir, *args, **kwargs)
+    monkeypatch.setattr(lm_mod.PartitionLog, "create", staticmethod(create))
+    outcome: list = []
+
+    def blocked():
+        try:
+            outcome.append(lm.get_or_create_log(T1, "a", 0, log_dirs[0]))
+        except KafkaStorageError as exc:
+            outcome.append(exc)
+    t = threading.Thread(target=blocked)
+    t.start()
+    assert stuck.wait(5)
+    done = threading.Event()
+
+    def others():
+        lm.get_or_create_log(T1, "a", 1, log_dirs[1])
+        lm.delete_log("a", 9)
+        lm.mark_offline(log_dirs[2])
+        lm.mark_offline(log_dirs[0])
+        done.set()
+    threading.Thread(target=others, daemon=True).start()
+    assert done.wait(5), "the table lock was held across the stuck create's I/O"
+    release.set()
+    t.join(5)
+    assert isinstance(outcome[0], KafkaStorageError), outcome
+    assert lm.get_log("a", 0) is None and lm.get_log("a", 1) is not None and lm.get_log("a", 9) is None
