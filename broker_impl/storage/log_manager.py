@@ -49,9 +49,8 @@ same dir is a fatal LogDirStartupError, an unlockable read-only/failed dir goes 
 
 Locking: ``_lock`` guards the tables only and is never held across disk I/O, so a hung dir
 cannot stall creation or deletion in the others (the broker runs these per dir); operations
-on one partition are serialised by that partition's own lock. A log created while its dir
-went offline is closed, not installed (KafkaStorageError). The swap of a future log
-(:meth:`replace_current_with_future`) is the exception: rare, it keeps the table lock.
+on one partition are serialised by that partition's own lock. A log created (or swapped in)
+while its dir went offline is closed, not installed (KafkaStorageError).
 
 Dirs that fail while ``open`` loads them (lock, checkpoints, segments: op ``lock``/``load``)
 are reported through ``on_failure`` during ``open``: the runtime must accept callbacks
@@ -375,32 +374,49 @@ class LogManager(LogDirLoading, LogMaintenance):
                 plog.delete()
 
     def replace_current_with_future(self, topic: str, partition: int) -> PartitionLog:
-        """Swap: the future log becomes ``<topic>-<p>`` in its dir, the old current is deleted."""
+        """Swap: the future log becomes ``<topic>-<p>`` in its dir, the old current is deleted.
+        The disk work runs outside the table lock (readers see the old current until the
+        tables switch); a future dir that went offline meanwhile fails the swap."""
         key = (topic, partition)
-        with self._key_lock(key), self._lock:
-            future = self._futures.get(key)
+        with self._key_lock(key):
+            with self._lock:
+                future = self._futures.get(key)
+                current = self._logs.get(key)
             if future is None:
                 raise LogNotFound(f"no future log for {topic}-{partition}")
-            hw = self._logs[key].high_watermark if key in self._logs else future.high_watermark
-            future.flush()
-            future.close()
-            final = os.path.join(future.log_dir, partition_dir_name(topic, partition))
-            with self.channel.io(future.log_dir, "roll"):
-                os.rename(future.path, final)
-                fsutil.fsync_dir(future.log_dir)
-            del self._futures[key]
-            old = self._logs.pop(key, None)
-            new = PartitionLog.load(future.log_dir, os.path.basename(final), self._config(topic), self.channel,
-                                    self._now_ms, recovery_point=future.log_end_offset, high_watermark=hw,
-                                    clean_shutdown=True)
-            self._logs[key] = new
+            hw = current.high_watermark if current is not None else future.high_watermark
+            try:
+                future.flush()
+                future.close()
+                final = os.path.join(future.log_dir, partition_dir_name(topic, partition))
+                with self.channel.io(future.log_dir, "roll"):
+                    os.rename(future.path, final)
+                    fsutil.fsync_dir(future.log_dir)
+                new = PartitionLog.load(future.log_dir, os.path.basename(final), self._config(topic), self.channel,
+                                        self._now_ms, recovery_point=future.log_end_offset, high_watermark=hw,
+                                        clean_shutdown=True)
+            except BaseException:
+                with self._lock:    # closed (and maybe renamed): no longer a future to write to
+                    if self._futures.get(key) is future:
+                        del self._futures[key]
+                raise
+            with self._lock:
+                if self._futures.get(key) is future:
+                    del self._futures[key]
+                offline = self.channel.is_offline(new.log_dir)
+                old = None if offline else self._logs.pop(key, None)
+                if not offline:
+                    self._logs[key] = new
+            if offline:
+                new.close()
+                raise KafkaStorageError(new.log_dir, None, "roll",
+                                        f"{topic}-{partition}: {new.log_dir} went offline during the swap")
             if old is not None:
                 try:
                     old.delete()
                 except KafkaStorageError as exc:  # the old dir failed: the new copy is what counts
                     log.error("could not delete the old replica of %s-%s: %s", topic, partition, exc)
             return new
-
 
     def close(self) -> None:
         """Clean shutdown: flush every log, write both checkpoints, then the clean-shutdown

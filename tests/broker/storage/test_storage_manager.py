@@ -270,3 +270,44 @@ def test_a_create_blocked_in_one_dir_does_not_hold_the_table_lock(log_dirs, fail
     t.join(5)
     assert isinstance(outcome[0], KafkaStorageError), outcome
     assert lm.get_log("a", 0) is None and lm.get_log("a", 1) is not None and lm.get_log("a", 9) is None
+
+
+def test_a_swap_blocked_in_its_dir_does_not_hold_the_table_lock(log_dirs, failures, monkeypatch):
+    """The future log's swap does its disk work outside the table lock: while it is stuck,
+    readers see the old current and a create in another dir finishes; a swap whose dir went
+    offline meanwhile fails and leaves the current log in place."""
+    import threading
+    from broker_impl.storage import log_manager as lm_mod
+    lm = _open(log_dirs, failures)
+    cur = lm.get_or_create_log(T1, "m", 0, log_dirs[0])
+    cur.append_as_leader(make_batch(3), 2)
+    fut = lm.create_future_log(T1, "m", 0, log_dirs[1])
+    fut.append_as_follower(cur.read(0, 1 << 20))
+    stuck, release = threading.Event(), threading.Event()
+    real_load = lm_mod.PartitionLog.load
+
+    def load(log_dir, *args, **kwargs):
+        stuck.set()
+        release.wait(10)
+        return real_load(log_dir, *args, **kwargs)
+    monkeypatch.setattr(lm_mod.PartitionLog, "load", staticmethod(load))
+    outcome: list = []
+
+    def swap():
+        try:
+            outcome.append(lm.replace_current_with_future("m", 0))
+        except KafkaStorageError as exc:
+            outcome.append(exc)
+    t = threading.Thread(target=swap)
+    t.start()
+    assert stuck.wait(5)
+    created = threading.Event()
+    threading.Thread(target=lambda: (lm.get_or_create_log(T1, "x", 0, log_dirs[2]), created.set()),
+                     daemon=True).start()
+    assert created.wait(5), "the table lock was held across the swap's I/O"
+    assert lm.get_log("m", 0) is cur
+    lm.mark_offline(log_dirs[1])
+    release.set()
+    t.join(5)
+    assert isinstance(outcome[0], KafkaStorageError), outcome
+    assert lm.get_log("m", 0) is cur and lm.future_log("m", 0) is None
