@@ -229,46 +229,65 @@ def test_delete_log_removes_its_dir(log_dirs, failures):
     lm.close()
 
 
+class _Stuck:
+    """``PartitionLog.<name>`` patched to block (in dirs ``only``, or anywhere) until
+    ``release``; ``run(fn)`` calls ``fn`` on a thread, its result or KafkaStorageError in
+    ``outcome``, and returns once the call is stuck."""
+
+    def __init__(self, monkeypatch, name: str, only: tuple[str, ...] = ()) -> None:
+        import threading
+        from broker_impl.storage import log_manager as lm_mod
+        self.stuck, self.release, self.outcome = threading.Event(), threading.Event(), []
+        real = getattr(lm_mod.PartitionLog, name)
+
+        def blocking(log_dir, *args, **kwargs):
+            if not only or log_dir in only:
+                self.stuck.set()
+                self.release.wait(10)
+            return real(log_dir, *args, **kwargs)
+        monkeypatch.setattr(lm_mod.PartitionLog, name, staticmethod(blocking))
+
+    def run(self, fn) -> None:
+        import threading
+
+        def call():
+            try:
+                self.outcome.append(fn())
+            except KafkaStorageError as exc:
+                self.outcome.append(exc)
+        self.thread = threading.Thread(target=call)
+        self.thread.start()
+        assert self.stuck.wait(5)
+
+    def finish(self):
+        self.release.set()
+        self.thread.join(5)
+        return self.outcome[0]
+
+
+def _finishes(fn, timeout_s: float = 5.0) -> bool:
+    import threading
+    done = threading.Event()
+    threading.Thread(target=lambda: (fn(), done.set()), daemon=True).start()
+    return done.wait(timeout_s)
+
+
 def test_a_create_blocked_in_one_dir_does_not_hold_the_table_lock(log_dirs, failures, monkeypatch):
     """Creation does its disk I/O outside the table lock: while a create in dir 0 is stuck,
     a create in dir 1, a delete and taking dir 2 offline all finish; the stuck create, when
     it lands in a dir that went offline meanwhile, is closed and fails instead of being installed."""
-    import threading
-    from broker_impl.storage import log_manager as lm_mod
     lm = _open(log_dirs, failures)
     lm.get_or_create_log(T1, "a", 9, log_dirs[1])
-    stuck, release = threading.Event(), threading.Event()
-    real_create = lm_mod.PartitionLog.create
-
-    def create(log_dir, *args, **kwargs):
-        if log_dir == log_dirs[0]:
-            stuck.set()
-            release.wait(10)
-        return real_create(log_dir, *args, **kwargs)
-    monkeypatch.setattr(lm_mod.PartitionLog, "create", staticmethod(create))
-    outcome: list = []
-
-    def blocked():
-        try:
-            outcome.append(lm.get_or_create_log(T1, "a", 0, log_dirs[0]))
-        except KafkaStorageError as exc:
-            outcome.append(exc)
-    t = threading.Thread(target=blocked)
-    t.start()
-    assert stuck.wait(5)
-    done = threading.Event()
+    stuck = _Stuck(monkeypatch, "create", only=(log_dirs[0],))
+    stuck.run(lambda: lm.get_or_create_log(T1, "a", 0, log_dirs[0]))
 
     def others():
         lm.get_or_create_log(T1, "a", 1, log_dirs[1])
         lm.delete_log("a", 9)
         lm.mark_offline(log_dirs[2])
         lm.mark_offline(log_dirs[0])
-        done.set()
-    threading.Thread(target=others, daemon=True).start()
-    assert done.wait(5), "the table lock was held across the stuck create's I/O"
-    release.set()
-    t.join(5)
-    assert isinstance(outcome[0], KafkaStorageError), outcome
+    assert _finishes(others), "the table lock was held across the stuck create's I/O"
+    assert isinstance(stuck.finish(), KafkaStorageError), stuck.outcome
     assert lm.get_log("a", 0) is None and lm.get_log("a", 1) is not None and lm.get_log("a", 9) is None
 
 
@@ -276,38 +295,16 @@ def test_a_swap_blocked_in_its_dir_does_not_hold_the_table_lock(log_dirs, failur
     """The future log's swap does its disk work outside the table lock: while it is stuck,
     readers see the old current and a create in another dir finishes; a swap whose dir went
     offline meanwhile fails and leaves the current log in place."""
-    import threading
-    from broker_impl.storage import log_manager as lm_mod
     lm = _open(log_dirs, failures)
     cur = lm.get_or_create_log(T1, "m", 0, log_dirs[0])
     cur.append_as_leader(make_batch(3), 2)
     fut = lm.create_future_log(T1, "m", 0, log_dirs[1])
     fut.append_as_follower(cur.read(0, 1 << 20))
-    stuck, release = threading.Event(), threading.Event()
-    real_load = lm_mod.PartitionLog.load
-
-    def load(log_dir, *args, **kwargs):
-        stuck.set()
-        release.wait(10)
-        return real_load(log_dir, *args, **kwargs)
-    monkeypatch.setattr(lm_mod.PartitionLog, "load", staticmethod(load))
-    outcome: list = []
-
-    def swap():
-        try:
-            outcome.append(lm.replace_current_with_future("m", 0))
-        except KafkaStorageError as exc:
-            outcome.append(exc)
-    t = threading.Thread(target=swap)
-    t.start()
-    assert stuck.wait(5)
-    created = threading.Event()
-    threading.Thread(target=lambda: (lm.get_or_create_log(T1, "x", 0, log_dirs[2]), created.set()),
-                     daemon=True).start()
-    assert created.wait(5), "the table lock was held across the swap's I/O"
+    stuck = _Stuck(monkeypatch, "load")
+    stuck.run(lambda: lm.replace_current_with_future("m", 0))
+    assert _finishes(lambda: lm.get_or_create_log(T1, "x", 0, log_dirs[2])), \
+        "the table lock was held across the swap's I/O"
     assert lm.get_log("m", 0) is cur
     lm.mark_offline(log_dirs[1])
-    release.set()
-    t.join(5)
-    assert isinstance(outcome[0], KafkaStorageError), outcome
+    assert isinstance(stuck.finish(), KafkaStorageError), stuck.outcome
     assert lm.get_log("m", 0) is cur and lm.future_log("m", 0) is None
