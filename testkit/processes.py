@@ -27,13 +27,13 @@ from kafka_runtime.events import read_events
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def _ephemeral_range() -> tuple[int, int]:
+def ephemeral_low() -> int:
+    """The first port of the kernel's range for outgoing connections (``bind(0)`` too)."""
     try:
         with open("/proc/sys/net/ipv4/ip_local_port_range", encoding="ascii") as f:
-            low, high = (int(v) for v in f.read().split())
-        return low, high
-    except (OSError, ValueError):
-        return 32768, 60999
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
 
 
 _handed_out: set[int] = set()
@@ -44,11 +44,9 @@ def free_port() -> int:
 
     Chosen below the kernel's ephemeral range: a port the kernel picked for ``bind(0)`` is
     also one it may hand to any process's outgoing connection before the child binds it (a
-    broker once halted on ``address already in use`` that way, its port taken by another
-    node's client socket). Checked with ``SO_REUSEADDR`` as asyncio's server binds, and never
+    broker once halted on ``address already in use`` that way). Checked with ``SO_REUSEADDR`` as asyncio's server binds, and never
     handed out twice by this process."""
-    low, _high = _ephemeral_range()
-    top = min(low, 65536) - 1
+    top = min(ephemeral_low(), 65536) - 1
     bottom = 10000 if top > 20000 else 1024
     for _ in range(200):
         port = random.randint(bottom, top)

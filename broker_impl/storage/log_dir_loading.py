@@ -44,10 +44,7 @@ class LogDirLoading:
                 lm._load_dir(path)
             except KafkaStorageError as exc:
                 log.error("log dir %s failed while loading logs: %s", path, exc)
-                lm._forget_dir(path)
-                fd = lm._lock_fds.pop(path, None)
-                if fd is not None:
-                    os.close(fd)
+                lm.mark_offline(path)   # its logs dropped and closed, its .lock released
         return lm
 
     def _lock_dir(self, path: str) -> None:

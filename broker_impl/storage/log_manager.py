@@ -187,12 +187,6 @@ class LogManager(LogDirLoading, LogMaintenance):
                     pass
             return self._drop_dir(dir_path)
 
-    def _forget_dir(self, dir_path: str) -> list[tuple[str, int, uuid.UUID | None]]:
-        gone, dropped = self._drop_dir(dir_path)
-        for plog in dropped:
-            plog.close()
-        return gone
-
     def _drop_dir(self, dir_path: str) -> tuple[list[tuple[str, int, uuid.UUID | None]], list[PartitionLog]]:
         gone, dropped = [], []
         with self._lock:
@@ -213,18 +207,21 @@ class LogManager(LogDirLoading, LogMaintenance):
                 lock = self._key_locks[key] = threading.Lock()
             return lock
 
-    def _install(self, table: dict[Key, PartitionLog], key: Key, plog: PartitionLog) -> None:
-        """Put a log created outside the table lock into ``table``, unless its dir went
-        offline meanwhile (then it is closed and the creation fails like any I/O there)."""
+    def _install(self, table: dict[Key, PartitionLog], key: Key, plog: PartitionLog,
+                 op: str = "create_log") -> PartitionLog | None:
+        """Put a log made outside the table lock into ``table`` and return the one it replaces,
+        unless its dir went offline meanwhile (then it is closed and ``op`` fails like any
+        I/O there)."""
         with self._lock:
             if not self.channel.is_offline(plog.log_dir):
+                old = table.get(key)
                 table[key] = plog
                 if table is self._logs:
                     self._offline_partitions.pop(key, None)
-                return
+                return old
         plog.close()
-        raise KafkaStorageError(plog.log_dir, None, "create_log",
-                                f"{plog.topic}-{plog.partition}: {plog.log_dir} went offline during creation")
+        raise KafkaStorageError(plog.log_dir, None, op,
+                                f"{plog.topic}-{plog.partition}: {plog.log_dir} went offline during {op}")
 
     # ---- logs ----------------------------------------------------------------------------
     def get_log(self, topic: str, partition: int) -> PartitionLog | None:
@@ -395,22 +392,11 @@ class LogManager(LogDirLoading, LogMaintenance):
                 new = PartitionLog.load(future.log_dir, os.path.basename(final), self._config(topic), self.channel,
                                         self._now_ms, recovery_point=future.log_end_offset, high_watermark=hw,
                                         clean_shutdown=True)
-            except BaseException:
+            finally:
                 with self._lock:    # closed (and maybe renamed): no longer a future to write to
                     if self._futures.get(key) is future:
                         del self._futures[key]
-                raise
-            with self._lock:
-                if self._futures.get(key) is future:
-                    del self._futures[key]
-                offline = self.channel.is_offline(new.log_dir)
-                old = None if offline else self._logs.pop(key, None)
-                if not offline:
-                    self._logs[key] = new
-            if offline:
-                new.close()
-                raise KafkaStorageError(new.log_dir, None, "roll",
-                                        f"{topic}-{partition}: {new.log_dir} went offline during the swap")
+            old = self._install(self._logs, key, new, "roll")
             if old is not None:
                 try:
                     old.delete()

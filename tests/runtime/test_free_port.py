@@ -14,7 +14,7 @@ pytestmark = pytest.mark.unit
 
 
 def test_ports_are_below_the_ephemeral_range_and_distinct():
-    low, _ = processes._ephemeral_range()
+    low = processes.ephemeral_low()
     ports = [processes.free_port() for _ in range(300)]
     assert len(set(ports)) == len(ports)
     assert all(1024 <= p < low for p in ports)
