@@ -110,9 +110,14 @@ def summarise_stacks(path: str, top: int = 15) -> dict:
     own: dict[str, int] = {}
     by_pkg: dict[str, int] = {}
     total = 0
+    pending = ""   # a frame name with a newline in it (py-spy prints it as is) spans lines
     with open(path) as f:
         for line in f:
-            stack, _, count = line.rstrip("\n").rpartition(" ")
+            stack, _, count = (pending + line.rstrip("\n")).rpartition(" ")
+            if not count.isdigit():
+                pending += line.rstrip("\n") + " "
+                continue
+            pending = ""
             if not stack:
                 continue
             n = int(count)

@@ -6,7 +6,8 @@ confluent-kafka (librdkafka) clients.
                               [--producers 1,4,16] [--producers-at 1,100]
                               [--modes throughput,latency[,window]] [--seconds 8] [--ramp 2]
                               [--rate-mbs 10] [--value-bytes 1024] [--window 1000]
-                              [--profile-at 100,1000] [--failover-runs 1] [--out FILE]
+                              [--client librdkafka|kafka-python] [--profile-at 100,1000]
+                              [--failover-runs 1] [--out FILE]
 
 1. **scale**: one topic per partition count N (every partition led by broker 1, replicas
    [1, 2, 3], min.insync.replicas=2), P confluent-kafka producers (acks=all, idempotent,
@@ -25,6 +26,10 @@ confluent-kafka (librdkafka) clients.
      partition carries) paced by the clock, spread over the producers and partitions;
      p50/p99 of delivery latency (callback − produce call) of the records sent while
      measured, sent MB/s (below the offer when the client queue refuses), brokers' CPU s/MB.
+     ``--client kafka-python`` runs this phase through kafka-python instead (same acks,
+     idempotence, linger and in-flight cap), whose requests carry every ready partition of
+     the broker where librdkafka's carry one: the rows then show how the brokers scale with
+     partitions when the client does not serialise them into one request each.
    - ``window`` — the first method, kept for comparison: at most ``--window`` records
      outstanding per producer, so each batch holds ~window/N records and the figure falls
      with N by construction; MB/s and the p50/p99 of that saturated window.
@@ -184,6 +189,56 @@ class FixedLoadProducer:
         p.flush(10)
 
 
+class KafkaPythonLoadProducer(FixedLoadProducer):
+    """The same fixed offered load through kafka-python (``--client kafka-python``), whose
+    sender puts the ready batches of every partition led by a broker into ONE ProduceRequest
+    (as the Java producer does), where librdkafka 2.16 sends one request per partition
+    (librdkafka issue #1700). acks=all, idempotent unless ``--no-idempotence``, linger 5 ms,
+    batches up to 1 MiB, at most 5 requests in flight per connection — librdkafka's settings
+    (kafka-python's own batch size, 16 KiB, would cap one partition at 5 × 16 records per
+    round trip and measure the client at 10 MB/s), so a row differs
+    from the librdkafka row only in how the client packs partitions into requests."""
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int, value: bytes, offset: int,
+                 idempotent: bool, rate: float) -> None:
+        from kafka import KafkaProducer
+        self.p = KafkaProducer(bootstrap_servers=bootstrap, acks="all", enable_idempotence=idempotent,
+                               linger_ms=5, max_in_flight_requests_per_connection=5, batch_size=1 << 20,
+                               delivery_timeout_ms=120000, request_timeout_ms=30000)
+        self.topic, self.partitions, self.value, self.rate = topic, partitions, value, rate
+        self.next = offset
+        self.lat: list[float] = []
+        self.errors: list[str] = []
+        self.sent = 0
+        self.measuring = False
+        self.sent_measuring = 0
+        self.delivered = 0
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        p, topic, value, n = self.p, self.topic, self.value, self.partitions
+        t0 = time.perf_counter()
+        while not self.stop.is_set():
+            now = time.perf_counter()
+            due = int((now - t0) * self.rate)
+            m = self.measuring
+            while self.sent < due:
+                fut = p.send(topic, value, partition=self.next % n)
+                fut.add_callback(lambda _md, t=now, m=m: self._cb(None, None, t, m))
+                fut.add_errback(lambda exc, t=now, m=m: self._cb(exc, None, t, m))
+                self.next += 1
+                self.sent += 1
+                if m:
+                    self.sent_measuring += 1
+            time.sleep(0.001)
+        p.flush(60)
+        p.close(10)
+
+
+LOAD_PRODUCERS = {"librdkafka": FixedLoadProducer, "kafka-python": KafkaPythonLoadProducer}
+
+
 class ClosedLoopProducer:
     """The issue's first method, kept for comparison (``--modes window``): at most ``window``
     records outstanding per producer, so at N partitions each batch carries ~window/N records."""
@@ -314,7 +369,7 @@ def throughput_phase(c: Cluster, topic: str, partitions: int, producers: int, va
 def latency_phase(c: Cluster, topic: str, partitions: int, producers: int, value: bytes, args,
                   profile_tag: str | None) -> dict:
     rate = args.rate_mbs * 1e6 / args.value_bytes / producers
-    ps = [FixedLoadProducer(c.bootstrap, topic, partitions, value, i * 7919, args.idempotent, rate)
+    ps = [LOAD_PRODUCERS[args.client](c.bootstrap, topic, partitions, value, i * 7919, args.idempotent, rate)
           for i in range(producers)]
     # the settle lets the measured records' acks arrive
     elapsed, cpu, profiles = _measured(c, ps, args, profile_tag, settle_s=min(5.0, args.seconds))
@@ -347,7 +402,8 @@ def print_scale_table(scale: dict) -> None:
            for m in scale["modes"]}
     for mode in scale["modes"]:
         if mode == "latency":
-            print(f"latency at a fixed offered load of {scale['rate_mbs']} MB/s (p99 / 1-partition p99)")
+            print(f"latency at a fixed offered load of {scale['rate_mbs']} MB/s through {scale.get('client', 'librdkafka')}"
+                  " (p99 / 1-partition p99)")
             print("partitions producers  sent MB/s   p50 ms   p99 ms  p99 ratio  brokers CPU s/MB  leader CPU s/MB  errors")
         else:
             print(f"{mode}: aggregate acked MB/s (/ 1-partition figure)" + (
@@ -415,7 +471,7 @@ def run_scale(args, work: Path) -> dict:
     finally:
         c.kill()
     return {"rows": rows, "seconds_per_phase": args.seconds, "value_bytes": args.value_bytes,
-            "modes": args.modes, "rate_mbs": args.rate_mbs, "window": args.window}
+            "modes": args.modes, "rate_mbs": args.rate_mbs, "window": args.window, "client": args.client}
 
 
 # ---------------------------------------------------------------------------- failover
@@ -615,6 +671,9 @@ def main() -> int:
     ap.add_argument("--no-idempotence", dest="idempotent", action="store_false",
                     help="enable.idempotence=false (librdkafka then keeps up to 1M requests in flight per broker;"
                          " default: idempotent, at most 5)")
+    ap.add_argument("--client", choices=tuple(LOAD_PRODUCERS), default="librdkafka",
+                    help="the latency phase's producers: librdkafka (one partition per ProduceRequest) or"
+                         " kafka-python (every ready partition of a broker in one request)")
     ap.add_argument("--rate", type=int, default=300)
     ap.add_argument("--before-s", type=float, default=10.0)
     ap.add_argument("--after-s", type=float, default=20.0)
@@ -626,6 +685,8 @@ def main() -> int:
     args.profile_at = {int(x) for x in args.profile_at.split(",") if x}
     args.producers_at = {int(x) for x in args.producers_at.split(",") if x}
     args.modes = [m for m in args.modes.split(",") if m]
+    if args.client != "librdkafka" and set(args.modes) != {"latency"}:
+        ap.error("--client kafka-python applies to the latency phase only: pass --modes latency")
     for m in args.modes:
         if m not in PHASES:
             ap.error(f"--modes: unknown phase {m!r} (one of {', '.join(PHASES)})")
