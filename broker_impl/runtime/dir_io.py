@@ -38,6 +38,8 @@ import queue
 import threading
 from typing import Any, Callable
 
+from broker_impl.storage import flush_deferral
+
 log = logging.getLogger(__name__)
 
 
@@ -74,12 +76,19 @@ class _LoopSide:
             pass
 
 
+FLUSH_THREADS = 8   # a dir's flush threads: concurrent fsyncs share the fs's journal commits
+
+
 class DirExecutor:
-    """One daemon worker thread running a dir's jobs in submission order."""
+    """One daemon worker thread running a dir's jobs in submission order, and (started at
+    the first one) ``FLUSH_THREADS`` threads for the flushes by count those jobs leave
+    (:mod:`broker_impl.storage.flush_deferral`): a job is settled once its flushes are done."""
 
     def __init__(self, name: str) -> None:
         self.name = name
         self._jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self._flush_jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self._flushers: list[threading.Thread] = []
         self._closed = False
         self.submitted = 0
         self.busy_since: float | None = None  # time.monotonic() of the running job's start
@@ -109,20 +118,65 @@ class DirExecutor:
             if not fut.set_running_or_notify_cancel():
                 continue
             self.busy_since = time.monotonic()
-            try:
-                result = fn(*args)
-            except BaseException as exc:  # handed to the awaiting coroutine
-                fut.set_exception(exc)
+            ok, value = True, None
+            with flush_deferral.collecting() as due:
+                try:
+                    value = fn(*args)
+                except BaseException as exc:  # handed to the awaiting coroutine
+                    ok, value = False, exc
+            self.busy_since = None
+            if due:
+                self._flush_then_settle(fut, ok, value, due)
+            elif ok:
+                fut.set_result(value)
             else:
-                fut.set_result(result)
-            finally:
-                self.busy_since = None
+                fut.set_exception(value)
+
+    def _flush_then_settle(self, fut: Any, ok: bool, value: Any, due: list[Any]) -> None:
+        """Flush ``due`` on the flush threads (each log its own job, so they run together),
+        then settle ``fut``: with ``value``, or the first flush error (an append whose fsync
+        failed is not acked) — also when the job itself failed after noting a flush."""
+        state = {"left": len(due), "error": None}
+        lock = threading.Lock()
+
+        def flush_one(plog: Any) -> None:
+            try:
+                plog.flush_unless_closed()
+            except BaseException as exc:  # the storage layer reported it (dir offline)
+                with lock:
+                    state["error"] = state["error"] or exc
+            with lock:
+                state["left"] -= 1
+                if state["left"]:
+                    return
+            if ok and state["error"] is None:
+                fut.set_result(value)
+            else:
+                fut.set_exception(value if not ok else state["error"])
+
+        if not self._flushers:
+            self._flushers = [threading.Thread(target=self._flush_loop, name=f"dir-flush-{self.name}-{i}",
+                                               daemon=True) for i in range(FLUSH_THREADS)]
+            for t in self._flushers:
+                t.start()
+        for plog in due:
+            self._flush_jobs.put((flush_one, plog))
+
+    def _flush_loop(self) -> None:
+        while True:
+            job = self._flush_jobs.get()
+            if job is None:
+                return
+            fn, plog = job
+            fn(plog)
 
     def close(self) -> None:
         """No new jobs; the worker exits after the queued ones (a stuck one never does)."""
         if not self._closed:
             self._closed = True
             self._jobs.put(None)
+            for _ in self._flushers:
+                self._flush_jobs.put(None)   # after the flushes already queued
 
     def join(self, timeout_s: float) -> bool:
         self._thread.join(timeout_s)

@@ -61,10 +61,12 @@ from typing import Callable
 from kafka_common import batch_header as bh
 from kafka_runtime import fsutil
 from broker_impl.state.producers import Outcome, ProducerState, SequencedBatch
+from broker_impl.storage import flush_deferral
 from broker_impl.storage import checkpoint as ckpt
 from broker_impl.storage.epoch_cache import LeaderEpochCache
 from broker_impl.storage.errors import (INVALID_PRODUCER_EPOCH, MESSAGE_TOO_LARGE, OUT_OF_ORDER_SEQUENCE_NUMBER,
-                                        InvalidRecordBatch, OffsetOutOfRange, ProducerSequenceError)
+                                        InvalidRecordBatch, KafkaStorageError, OffsetOutOfRange,
+                                        ProducerSequenceError)
 from broker_impl.storage.failure import DirFailureChannel
 from broker_impl.storage.log_config import LogConfig, parse_partition_dir_name, partition_dir_name
 from broker_impl.storage.log_recovery import RecoverySummary, recover_segments, scan_epochs
@@ -322,7 +324,7 @@ class PartitionLog(TailCache, LogTrimming):
         self._dirty.add(seg.base_offset)
         self._unflushed_messages += sum(h.record_count for _, h in headers)
         if self._unflushed_messages >= self.config.flush_interval_messages:
-            self.flush()
+            flush_deferral.flush_due(self)   # now, or by the dir worker's flush threads
 
 
     def _roll(self, base_offset: int) -> LogSegment:
@@ -355,6 +357,18 @@ class PartitionLog(TailCache, LogTrimming):
             self._unflushed_messages = 0
             self._last_flush_ms = self._now_ms()
             self.recovery_point = self.log_end_offset
+
+    def flush_unless_closed(self) -> bool:
+        """A flush noted by :func:`flush_deferral.flush_due`: skipped if the log was closed
+        since (deleted, its dir offline, swapped out). True if it flushed."""
+        with self._lock:
+            if self.closed:
+                if self.is_offline:   # its append is not acked: the data never reached the disk
+                    raise KafkaStorageError(self.log_dir, None, "fsync",
+                                            f"{self.topic}-{self.partition}: {self.log_dir} went offline before the flush")
+                return False
+            self.flush()
+            return True
 
     def _sync_parent(self) -> None:
         """Sync the log dir once after this log was created, so that the partition dir

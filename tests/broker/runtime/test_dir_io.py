@@ -94,3 +94,77 @@ def test_partition_locks_are_per_partition(tmp_path):
             async with b:  # another partition is not held up
                 pass
     asyncio.run(run())
+
+
+class _Log:
+    """Stands for a PartitionLog in the flush-by-count path: ``flush_unless_closed`` waits
+    for ``gate`` (a barrier or an event), then counts or raises."""
+
+    def __init__(self, gate=None, error: BaseException | None = None) -> None:
+        self.gate, self.error, self.flushes = gate, error, 0
+
+    def flush_unless_closed(self) -> bool:
+        if isinstance(self.gate, threading.Barrier):
+            self.gate.wait(5)          # BrokenBarrierError unless every log flushes at once
+        elif self.gate is not None:
+            assert self.gate.wait(5)
+        if self.error is not None:
+            raise self.error
+        self.flushes += 1
+        return True
+
+
+def _noting(*logs, value="appended", raises: BaseException | None = None):
+    from broker_impl.storage import flush_deferral
+
+    def job():
+        for log in logs:
+            flush_deferral.flush_due(log)
+            flush_deferral.flush_due(log)      # noted once however often it is due
+        if raises is not None:
+            raise raises
+        return value
+    return job
+
+
+def test_a_flush_by_count_leaves_the_worker_free_and_the_job_settles_after_it(tmp_path):
+    """The job whose append is due a flush is answered only after the flush; the next job of
+    the dir runs (and is answered) while that fsync is still going on."""
+    io = DirIO([str(tmp_path / "d1")])
+    release = threading.Event()
+    log = _Log(release)
+    first = io.submit(str(tmp_path / "d1"), _noting(log, value="a1"))
+    second = io.submit(str(tmp_path / "d1"), lambda: "b")
+    assert second.result(5) == "b"
+    assert not first.done()             # its fsync has not finished: no answer yet
+    release.set()
+    assert first.result(5) == "a1" and log.flushes == 1
+
+    async def on_the_loop() -> str:
+        return await io.run(str(tmp_path / "d1"), _noting(_Log(), value="a2"))
+    assert asyncio.run(on_the_loop()) == "a2"
+    io.close()
+    assert io.join(5) == []
+
+
+def test_the_flushes_one_job_leaves_run_together(tmp_path):
+    """A follower's step appends to many partitions of the dir: their fsyncs run at once (so
+    the file system can commit them together), not one after another."""
+    io = DirIO([str(tmp_path / "d1")])
+    barrier = threading.Barrier(6)
+    logs = [_Log(barrier) for _ in range(6)]
+    assert io.submit(str(tmp_path / "d1"), _noting(*logs)).result(10) == "appended"
+    assert [log.flushes for log in logs] == [1] * 6
+    io.close()
+
+
+def test_a_failed_flush_fails_the_job_and_a_failed_job_still_flushes(tmp_path):
+    io = DirIO([str(tmp_path / "d1")])
+    eio = OSError(5, "Input/output error")
+    bad = io.submit(str(tmp_path / "d1"), _noting(_Log(), _Log(error=eio)))
+    assert bad.exception(5) is eio      # the append is not acked when its fsync failed
+    log = _Log()
+    boom = RuntimeError("after the append")
+    failed = io.submit(str(tmp_path / "d1"), _noting(log, raises=boom))
+    assert failed.exception(5) is boom and log.flushes == 1
+    io.close()

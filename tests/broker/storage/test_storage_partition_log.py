@@ -417,3 +417,25 @@ def test_offset_for_timestamp_scans_headers(env):
     ts = headers(log.read(0, 100))[0].max_timestamp
     assert log.offset_for_timestamp(ts) == 0
     assert log.offset_for_timestamp(ts + 1) is None
+
+
+def test_flush_by_count_inside_a_dir_job_is_left_to_the_worker(env):
+    """Within ``flush_deferral.collecting()`` (a dir worker's job) the append reaching the
+    count notes its log instead of fsyncing; ``flush_unless_closed`` is the worker's flush:
+    it flushes an open log, skips one closed since, and refuses one whose dir went offline."""
+    from broker_impl.storage import flush_deferral
+    from broker_impl.storage.errors import KafkaStorageError
+    log = env.new(LogConfig(flush_interval_messages=2))
+    with flush_deferral.collecting() as due:
+        log.append_as_leader(make_batch(2), 0)
+    assert due == [log] and log.recovery_point == 0     # not flushed inside the job
+    assert log.flush_unless_closed() and log.recovery_point == 2
+    log.append_as_leader(make_batch(2), 0)             # outside a job: inline, as before
+    assert log.recovery_point == 4
+    log.close()
+    assert log.flush_unless_closed() is False           # deleted / swapped out: nothing to do
+    other = env.new(LogConfig(flush_interval_messages=2), partition=1)
+    other.close()
+    env.channel.report(env.dir, 5, "append")
+    with pytest.raises(KafkaStorageError):
+        other.flush_unless_closed()                    # its append must not be acked
