@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import itertools
 import logging
 import os
 import queue
@@ -77,6 +78,7 @@ class _LoopSide:
 
 
 FLUSH_THREADS = 8   # a dir's flush threads: concurrent fsyncs share the fs's journal commits
+AWAITED, BACKGROUND, STOP = 0, 1, 2   # flush queue priorities: an answer waits for the first kind
 
 
 class DirExecutor:
@@ -87,7 +89,8 @@ class DirExecutor:
     def __init__(self, name: str) -> None:
         self.name = name
         self._jobs: queue.SimpleQueue = queue.SimpleQueue()
-        self._flush_jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self._flush_jobs: queue.PriorityQueue = queue.PriorityQueue()
+        self._flush_seq = itertools.count()
         self._flushers: list[threading.Thread] = []
         self._closed = False
         self.submitted = 0
@@ -119,14 +122,16 @@ class DirExecutor:
                 continue
             self.busy_since = time.monotonic()
             ok, value = True, None
-            with flush_deferral.collecting() as due:
+            with flush_deferral.collecting() as noted:
                 try:
                     value = fn(*args)
                 except BaseException as exc:  # handed to the awaiting coroutine
                     ok, value = False, exc
             self.busy_since = None
-            if due:
-                self._flush_then_settle(fut, ok, value, due)
+            for plog in noted.soon:
+                self._put_flush(BACKGROUND, self._flush_in_background, plog)
+            if noted.due:
+                self._flush_then_settle(fut, ok, value, noted.due)
             elif ok:
                 fut.set_result(value)
             else:
@@ -154,20 +159,31 @@ class DirExecutor:
             else:
                 fut.set_exception(value if not ok else state["error"])
 
+        for plog in due:
+            self._put_flush(AWAITED, flush_one, plog)
+
+    @staticmethod
+    def _flush_in_background(plog: Any) -> None:
+        try:
+            plog.flush_unless_closed()
+        except BaseException:  # noqa: BLE001 - reported through the failure channel; nobody awaits it
+            log.debug("background flush of %s failed", getattr(plog, "path", plog), exc_info=True)
+
+    def _put_flush(self, priority: int, fn: Callable[[Any], None], plog: Any) -> None:
+        """Queue a flush for the flush threads (started at the first one): awaited flushes
+        before background ones, each kind in order."""
         if not self._flushers:
             self._flushers = [threading.Thread(target=self._flush_loop, name=f"dir-flush-{self.name}-{i}",
                                                daemon=True) for i in range(FLUSH_THREADS)]
             for t in self._flushers:
                 t.start()
-        for plog in due:
-            self._flush_jobs.put((flush_one, plog))
+        self._flush_jobs.put((priority, next(self._flush_seq), fn, plog))
 
     def _flush_loop(self) -> None:
         while True:
-            job = self._flush_jobs.get()
-            if job is None:
+            _prio, _seq, fn, plog = self._flush_jobs.get()
+            if fn is None:
                 return
-            fn, plog = job
             fn(plog)
 
     def close(self) -> None:
@@ -176,7 +192,7 @@ class DirExecutor:
             self._closed = True
             self._jobs.put(None)
             for _ in self._flushers:
-                self._flush_jobs.put(None)   # after the flushes already queued
+                self._flush_jobs.put((STOP, next(self._flush_seq), None, None))   # after the queued flushes
 
     def join(self, timeout_s: float) -> bool:
         self._thread.join(timeout_s)
@@ -189,6 +205,7 @@ class DirIO:
     def __init__(self, dir_paths: list[str]) -> None:
         self.executors: dict[str, DirExecutor] = {}
         self.probers: dict[str, DirExecutor] = {}
+        self.upkeepers: dict[str, DirExecutor] = {}
         for path in dir_paths:
             self._executor(path)
         self._locks: dict[tuple[str, int], asyncio.Lock] = {}
@@ -205,6 +222,12 @@ class DirIO:
         """The health probe runs on a second worker of the dir: it measures the device on
         its own instead of queueing behind (and slowing) the dir's appends."""
         return self._executor(dir_path, self.probers, "-probe").submit(fn, *args)
+
+    def submit_upkeep(self, dir_path: str, fn: Callable[..., Any], *args: Any) -> concurrent.futures.Future:
+        """The dir's checkpoints and time-based flushes run on a third worker of the dir: on a
+        slow disk their fsyncs would hold up every append queued behind them (they need no
+        order with the appends: a checkpoint writes the values it reads)."""
+        return self._executor(dir_path, self.upkeepers, "-upkeep").submit(fn, *args)
 
     def submit(self, dir_path: str, fn: Callable[..., Any], *args: Any) -> concurrent.futures.Future:
         """Run ``fn(*args)`` on ``dir_path``'s worker; any thread may call this."""
@@ -233,7 +256,7 @@ class DirIO:
         return lock
 
     def close(self) -> None:
-        for ex in (*self.executors.values(), *self.probers.values()):
+        for ex in (*self.executors.values(), *self.probers.values(), *self.upkeepers.values()):
             ex.close()
 
     def join(self, timeout_s: float) -> list[str]:

@@ -1,5 +1,6 @@
 """Per-dir upkeep (:class:`Maintenance`): the health probe (on the dir's probe worker),
-HW / recovery-point checkpoints and time-based flushes (on its data worker).
+HW / recovery-point checkpoints and time-based flushes (on its upkeep worker, so that their
+fsyncs on a slow disk do not hold up the appends on its data worker).
 
 A slow dir's round takes long without delaying the other dirs' rounds (a dir whose previous
 round is still running is skipped), and nothing here runs on the loop. Failures take the
@@ -54,7 +55,7 @@ class Maintenance:
                 rp = now - stamps[2] >= RECOVERY_CHECKPOINT_INTERVAL_MS
                 stamps[1] = now if hw else stamps[1]
                 stamps[2] = now if rp else stamps[2]
-                running[path] = self.dir_io.submit(path, self.dir_round, path, False, hw, rp, now)
+                running[path] = self.dir_io.submit_upkeep(path, self.dir_round, path, False, hw, rp, now)
 
     def dir_round(self, path: str, probe: bool, hw: bool, rp: bool, now_ms: int | None) -> None:
         """One dir's round, on one of its workers; failures go through the failure channel."""

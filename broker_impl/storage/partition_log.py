@@ -110,6 +110,7 @@ class PartitionLog(TailCache, LogTrimming):
         # bytes), replaced as a whole (readers on the event loop take a snapshot)
         self._tail: tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...], bytes] | None = None
         self._parent_unsynced = False  # a new log's dir entry, not yet synced in the log dir
+        self._segment_entry_unsynced = False   # a rolled segment's entry, not yet synced in self.path
 
     # ---- creation and loading ------------------------------------------------------------
     @classmethod
@@ -328,20 +329,16 @@ class PartitionLog(TailCache, LogTrimming):
 
 
     def _roll(self, base_offset: int) -> LogSegment:
-        old = self._segments[-1]
+        """A new active segment. The old one's fsync and the sync of the new file's entry in
+        the partition dir are a flush (:meth:`flush`) that :func:`flush_deferral.flush_soon`
+        runs now, or in a dir job leaves to the dir's flush threads without the job's answer
+        waiting for it (Kafka flushes a rolled segment asynchronously too)."""
         with self._channel.io(self.log_dir, "roll"):
             new = LogSegment.create(self.path, base_offset, index_interval_bytes=self.config.index_interval_bytes,
                                     created_ms=self._now_ms())
-            try:
-                old.flush()
-                fsutil.fsync_dir(self.path)
-                self._sync_parent()
-            except OSError:
-                new.close()
-                raise
-        self._dirty.discard(old.base_offset)
+        self._segment_entry_unsynced = True
         self._add_segment(new)
-        self.recovery_point = max(self.recovery_point, old.next_offset)
+        flush_deferral.flush_soon(self)
         return new
 
     # ---- flush ---------------------------------------------------------------------------
@@ -352,6 +349,9 @@ class PartitionLog(TailCache, LogTrimming):
                 for seg in self._segments:
                     if seg.base_offset in self._dirty:
                         seg.flush()
+                if self._segment_entry_unsynced:     # a roll's new segment file
+                    fsutil.fsync_dir(self.path)
+                    self._segment_entry_unsynced = False
                 self._sync_parent()
             self._dirty.clear()
             self._unflushed_messages = 0
@@ -378,12 +378,19 @@ class PartitionLog(TailCache, LogTrimming):
             self._parent_unsynced = False
 
     def maybe_flush(self, now_ms: int) -> bool:
-        """Time-based flush policy (log.flush.interval.ms); True if it flushed."""
-        with self._lock:
+        """Time-based flush policy (log.flush.interval.ms); True if it flushed (or, in a dir job,
+        noted the flush for the dir's flush threads). A log whose lock is taken — most often by
+        a flush thread's fsync of it — waits for the next round instead of holding up the
+        caller's thread behind that fsync."""
+        if not self._lock.acquire(blocking=False):
+            return False   # an fsync of it (a flush thread) or another operation is under way: next round
+        try:
             if self._dirty and now_ms - self._last_flush_ms >= self.config.flush_interval_ms:
-                self.flush()
+                flush_deferral.flush_due(self)   # in the maintenance job: on the dir's flush threads
                 return True
             return False
+        finally:
+            self._lock.release()
 
     # ---- read ----------------------------------------------------------------------------
     def read(self, offset: int, max_bytes: int, upper_offset: int | None = None, min_one: bool = True) -> bytes:

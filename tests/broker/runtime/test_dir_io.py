@@ -168,3 +168,55 @@ def test_a_failed_flush_fails_the_job_and_a_failed_job_still_flushes(tmp_path):
     failed = io.submit(str(tmp_path / "d1"), _noting(log, raises=boom))
     assert failed.exception(5) is boom and log.flushes == 1
     io.close()
+
+
+def test_upkeep_runs_beside_a_busy_data_worker(tmp_path):
+    """Checkpoints and time-based flushes (``submit_upkeep``) do not queue behind the dir's
+    appends, nor the appends behind them."""
+    io = DirIO([str(tmp_path / "d1")])
+    release = threading.Event()
+    io.submit(str(tmp_path / "d1"), release.wait)       # the data worker is busy
+    assert io.submit_upkeep(str(tmp_path / "d1"), lambda: threading.current_thread().name).result(5) \
+        == "dir-io-d1-upkeep"
+    release.set()
+    io.close()
+    assert io.join(5) == []
+
+
+def test_a_roll_flush_runs_in_the_background_after_the_awaited_ones(tmp_path):
+    """A roll's flush (``flush_soon``) does not hold up its job's answer, and the flush
+    threads take the flushes answers wait for first."""
+    from broker_impl.runtime import dir_io
+    from broker_impl.storage import flush_deferral
+    io = DirIO([str(tmp_path / "d1")])
+    release = threading.Event()
+    rolled = _Log(release)
+
+    def roll_job():
+        flush_deferral.flush_soon(rolled)
+        return "rolled"
+    assert io.submit(str(tmp_path / "d1"), roll_job).result(5) == "rolled"   # not waiting for it
+    assert rolled.flushes == 0
+    release.set()
+    until = time.monotonic() + 5
+    while rolled.flushes == 0 and time.monotonic() < until:
+        time.sleep(0.01)
+    assert rolled.flushes == 1
+    ex = dir_io.DirExecutor("order")
+    order: list[str] = []
+    gate = threading.Event()
+    for _ in range(dir_io.FLUSH_THREADS):            # every flush thread busy
+        ex._put_flush(dir_io.AWAITED, lambda _p: gate.wait(5), None)
+    until = time.monotonic() + 5
+    while ex._flush_jobs.qsize() and time.monotonic() < until:
+        time.sleep(0.01)                             # each thread took its blocking flush
+    ex._put_flush(dir_io.BACKGROUND, lambda _p: order.append("background"), None)
+    ex._put_flush(dir_io.AWAITED, lambda _p: order.append("awaited"), None)
+    assert [job[0] for job in sorted(ex._flush_jobs.queue)] == [dir_io.AWAITED, dir_io.BACKGROUND]
+    gate.set()
+    until = time.monotonic() + 5
+    while len(order) < 2 and time.monotonic() < until:
+        time.sleep(0.01)
+    assert sorted(order) == ["awaited", "background"]
+    ex.close()
+    io.close()

@@ -426,9 +426,9 @@ def test_flush_by_count_inside_a_dir_job_is_left_to_the_worker(env):
     from broker_impl.storage import flush_deferral
     from broker_impl.storage.errors import KafkaStorageError
     log = env.new(LogConfig(flush_interval_messages=2))
-    with flush_deferral.collecting() as due:
+    with flush_deferral.collecting() as noted:
         log.append_as_leader(make_batch(2), 0)
-    assert due == [log] and log.recovery_point == 0     # not flushed inside the job
+    assert noted.due == [log] and log.recovery_point == 0     # not flushed inside the job
     assert log.flush_unless_closed() and log.recovery_point == 2
     log.append_as_leader(make_batch(2), 0)             # outside a job: inline, as before
     assert log.recovery_point == 4
@@ -439,3 +439,52 @@ def test_flush_by_count_inside_a_dir_job_is_left_to_the_worker(env):
     env.channel.report(env.dir, 5, "append")
     with pytest.raises(KafkaStorageError):
         other.flush_unless_closed()                    # its append must not be acked
+
+
+def test_a_roll_inside_a_dir_job_leaves_its_fsyncs_to_a_background_flush(env, monkeypatch):
+    """A roll in a dir job neither fsyncs the old segment nor syncs the partition dir inline:
+    it notes the log for a flush nobody waits for (``soon``), and that flush does both (the new
+    segment's entry included). An append due its count flush as well is awaited instead."""
+    from broker_impl.storage import flush_deferral
+    from kafka_runtime import fsutil
+    synced: list[str] = []
+    real = fsutil.fsync_dir
+    monkeypatch.setattr(fsutil, "fsync_dir", lambda path: (synced.append(os.path.abspath(path)), real(path)))
+    log = env.new(LogConfig(segment_bytes=100))
+    log.append_as_leader(make_batch(1), 0)
+    log.flush()
+    synced.clear()
+    with flush_deferral.collecting() as noted:
+        log.append_as_leader(make_batch(1), 0)          # rolls
+    assert log.segment_count == 2 and (noted.due, noted.soon) == ([], [log])
+    assert synced == [] and log.recovery_point == 1      # nothing synced inside the job
+    assert log.flush_unless_closed()
+    assert synced == [os.path.abspath(log.path)] and log.recovery_point == 2
+    counted = env.new(LogConfig(segment_bytes=100, flush_interval_messages=1), partition=1)
+    counted.append_as_leader(make_batch(1), 0)
+    with flush_deferral.collecting() as noted:
+        counted.append_as_leader(make_batch(1), 0)      # rolls, and reaches its count
+    assert (noted.due, noted.soon) == ([counted], [])
+
+
+def test_a_time_based_flush_does_not_wait_for_a_busy_log(env):
+    """``maybe_flush`` passes over a log whose lock another thread holds (a flush thread's
+    fsync), instead of parking the dir's upkeep behind it; the next round flushes it."""
+    log = env.new(LogConfig(flush_interval_ms=1000))
+    log.append_as_leader(make_batch(1), 0)
+    later = env.clock.monotonic_ms() + 1000
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with log._lock:
+            held.set()
+            release.wait(5)
+    t = threading.Thread(target=hold)
+    t.start()
+    assert held.wait(5)
+    try:
+        assert log.maybe_flush(later) is False and log.recovery_point == 0
+    finally:
+        release.set()
+        t.join(5)
+    assert log.maybe_flush(later) is True and log.recovery_point == 1
