@@ -11,6 +11,8 @@ faults after 6 s instead of 10 s.
 
 Checks that cannot pass because a broker feature is still missing are ``xfail(strict=True)``
 with the missing feature named (:data:`MISSING`), so they flip to failures once it lands.
+Checks that pass in some runs and not in others on these 2 cores are ``xfail(strict=False)``
+with the measured margin (:data:`MARGINAL`).
 
 Needs root, dockerd and loop devices (``scripts/bootstrap.sh`` + ``jbodlab setup``).
 Results go to ``$JBODLAB_SYSTEM_RESULTS`` (default: a temp dir, printed).
@@ -63,19 +65,20 @@ SUITE = [
 SOAK_DURATION_MS = 40000
 
 # (variant, check) -> the missing broker feature; (variant, "schedule") for test_schedule_carried_out.
-# S15 on 2 cores (CPU per process role sampled every 2 s through a campaign run): the three
-# brokers take 75-88 % of a core, the lab's Python FUSE daemon 40-55 % (every block I/O of the
-# 12 loop devices: log.flush.interval.messages=5 on 300 partitions is ~200 fsyncs/s per broker),
-# the harness with its 4 producers ~20 %, plus the kernel's loop and ext4 work: the machine is
-# saturated before the fault. Without the flush by count (Kafka's default) the FUSE share halves,
-# the baseline p50 drops from 1.8-3.8 s (5 campaign runs) to 236 ms and all 1000/s are acked, but partitions outside
-# the failed dir still pass 2x their baseline during the failover (brokers 110-120 %).
-PER_REQUEST_CPU = ("300 partitions at 1000 records/s saturate the lab's 2 cores before any fault: brokers' "
-                   "per-request CPU (librdkafka sends one ProduceRequest per partition batch) plus the lab's FUSE "
-                   "daemon serving an fsync per 5 records of every partition; on a quiet machine produce p50 is "
-                   "300-400 ms in every second before the fault (bound 500 ms for the baseline), 1.8-3.8 s "
-                   "when loaded; at 300/s every check is true (issue 10)")
-MISSING: dict[tuple[str, str], str] = {(MANY, "service"): PER_REQUEST_CPU}
+MISSING: dict[tuple[str, str], str] = {}
+# (variant, check) -> a check that passes in some runs and not in others on these 2 cores, with
+# the measured margin: a non-strict xfail (it may pass; when it fails, the reason says by how much).
+# S15 (300 partitions, 1000 records/s, the failed dir holds all 100 leaders of broker 1, which
+# move to broker 2 at once): since the flushes by count left the dir workers (concurrent fsyncs,
+# roll flushes in the background) the lab is no longer saturated before the fault (produce p50
+# 16-40 ms between the 3 s roll bursts, FUSE daemon 16 % of a core instead of 40-55 %); what is
+# left is the failover second: the partitions broker 2 led all along reach a 3 s window p50 of
+# 150-340 ms against bounds of 130-180 ms (their baseline + 100 ms) for ~2 s after the move,
+# in 1 of 2 runs on a quiet machine (4 runs in all at this code: 1 true).
+FAILOVER_MARGIN = ("300 partitions at 1000 records/s: 100 leaders move to one broker at once; the partitions it "
+                   "already led reach a window p50 of 150-340 ms for ~2 s after the move, against bounds of "
+                   "130-180 ms (baseline + 100 ms); true in 1 of 2 quiet runs, false under load (issue 10)")
+MARGINAL: dict[tuple[str, str], str] = {(MANY, "service"): FAILOVER_MARGIN}
 # (variant) -> a known cause whose ONLY signature is duplicates: the durability test is an xfail
 # when the check fails with duplicates and nothing else (:func:`only_duplicates`: a lost,
 # mismatched, reordered or phantom record still fails it), and passes when the check passes.
@@ -184,7 +187,8 @@ def _cases():
         checks = by_name(v).checks if v != "soak" else ("durability", "failover", "liveness", "timeout_accuracy",
                                                         "fencing", "metadata_invariants", "service")
         for c in checks:
-            marks = [pytest.mark.xfail(reason=MISSING[(v, c)], strict=True)] if (v, c) in MISSING else []
+            marks = ([pytest.mark.xfail(reason=MISSING[(v, c)], strict=True)] if (v, c) in MISSING else
+                     [pytest.mark.xfail(reason=MARGINAL[(v, c)], strict=False)] if (v, c) in MARGINAL else [])
             out.append(pytest.param(v, c, id=f"{by_name(v).id} {v}/{c}", marks=marks))
     return out
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from scenarios.catalog import by_name
-from scenarios.test_system import (AFTER_LAST_FAULT_MS, MANY_DURATION_MS, MISSING, SLOW_FAULT_MS, SUITE,
-                                   SUITE_DURATION_MS, suite_scenario)
+from scenarios.test_system import (AFTER_LAST_FAULT_MS, MANY_DURATION_MS, MARGINAL, MISSING, SLOW_FAULT_MS,
+                                   SUITE, SUITE_DURATION_MS, suite_scenario)
 
 pytestmark = pytest.mark.unit
 
@@ -46,7 +46,8 @@ def test_known_duplicates_only_where_a_leader_leads_several_partitions() -> None
 
 
 def test_every_xfail_names_a_known_check() -> None:
-    for (variant, check), reason in MISSING.items():
+    assert not set(MISSING) & set(MARGINAL)
+    for (variant, check), reason in (*MISSING.items(), *MARGINAL.items()):
         assert variant in SUITE and len(reason) > 40
         assert check == "schedule" or check in by_name(variant).checks
 
