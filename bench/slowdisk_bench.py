@@ -1,0 +1,168 @@
+"""Slow-disk benchmark (not a test): what a dir's fsyncs cost on a lab disk whose every block
+I/O is delayed, and what the broker's dir I/O makes of them.
+
+    jbodlab bench slowdisk [-- --delays 0,50] [--partitions 16] [--rounds 3] [--out FILE]
+
+A lab FUSE disk (``infra.disks``: ext4 on a loop device whose backing file the lab's FUSE
+daemon serves; a ``delay`` mode sleeps every block I/O) and, for each ``--delays`` value:
+
+- **raw fsync**: ``--partitions`` files, 1 KiB appended to each then ``fsync``: one after
+  another (one thread) vs all at once (a thread each). ext4's journal commits concurrent
+  fsyncs together, so "at once" costs about one commit.
+- **dir I/O**: ``--partitions`` real ``PartitionLog`` s with ``log.flush.interval.messages=1``
+  on that disk, one acks-style append job per partition submitted to the broker's
+  ``DirIO`` (``broker_impl.runtime.dir_io``) at once; figure: the time until every job is
+  answered (each answer comes after its fsync). With the fsyncs inline on the dir's one
+  worker this is the "one after another" figure; with the flushes on the dir's flush threads
+  (``broker_impl.storage.flush_deferral``) it approaches the "at once" one.
+
+Each figure is the median of ``--rounds``. Prints a table and writes
+``results/bench/slowdisk.json``. Needs root, loop devices and FUSE (says so and exits 0
+otherwise).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path[:0] = [ROOT, os.path.join(ROOT, "tests", "broker", "storage")]
+
+from storage_batches import make_batch  # noqa: E402
+
+
+def _skip_reason() -> str | None:
+    if os.geteuid() != 0:
+        return "needs root (loop devices, FUSE, mounts)"
+    from infra import capability
+    caps = capability.probe()
+    if not caps.loop:
+        return "no loop devices on this host"
+    if not caps.fuse:
+        return caps.fuse_reason
+    return None
+
+
+def raw_fsync(root: Path, n: int) -> tuple[float, float]:
+    """Seconds for n append+fsync: one after another, then all at once."""
+    fds = [os.open(str(root / f"raw{i}"), os.O_WRONLY | os.O_CREAT | os.O_APPEND) for i in range(n)]
+    try:
+        def one(fd: int) -> None:
+            os.write(fd, b"y" * 1024)
+            os.fsync(fd)
+        t = time.perf_counter()
+        for fd in fds:
+            one(fd)
+        serial = time.perf_counter() - t
+        threads = [threading.Thread(target=one, args=(fd,)) for fd in fds]
+        t = time.perf_counter()
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        return serial, time.perf_counter() - t
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+def dir_io_appends(logs: list, dir_path: str) -> float:
+    """Seconds until one append job per log, submitted at once to the dir's worker, is answered."""
+    from broker_impl.runtime.dir_io import DirIO
+    io = DirIO([dir_path])
+    try:
+        batch = make_batch(1)
+        t = time.perf_counter()
+        futs = [io.submit(dir_path, log.append_as_leader, batch, 0) for log in logs]
+        for f in futs:
+            f.result(600)
+        return time.perf_counter() - t
+    finally:
+        io.close()
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--delays", default="0,50", help="ms of delay per block I/O, one figure set each")
+    ap.add_argument("--partitions", type=int, default=16)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--out", default=os.path.join(ROOT, "results", "bench", "slowdisk.json"))
+    args = ap.parse_args()
+    reason = _skip_reason()
+    if reason:
+        print(f"bench slowdisk: skipped: {reason}")
+        return 0
+    from broker_impl.storage.failure import DirFailureChannel
+    from broker_impl.storage.log_config import LogConfig
+    from broker_impl.storage.partition_log import PartitionLog
+    from infra.disks import FuseBackend, create_disk, destroy_disk
+    from infra.faultmodes import FaultMode
+    from infra.fuse_daemon import FuseDaemon
+
+    lab = Path(tempfile.mkdtemp(prefix="jbodtest-bench-slowdisk-"))
+    daemon = FuseDaemon(lab)
+    disk = None
+    rows = []
+    try:
+        daemon.start()
+        backend = FuseBackend(daemon)
+        disk = create_disk(backend, lab_id="slowdisk", lab_dir=lab, node="b1", dirname="d1", size_mb=512,
+                           fstype="ext4")
+        root = Path(disk.data_path)
+        channel = DirFailureChannel(lambda *a: None)
+        cfg = LogConfig(flush_interval_messages=1)
+        logs = [PartitionLog.create(str(root), "bench", p, uuid.uuid4(), cfg, channel, lambda: int(time.time() * 1000))
+                for p in range(args.partitions)]
+        for log in logs:
+            log.append_as_leader(make_batch(1), 0)     # the first flush syncs the log dir's entry
+        raw_fsync(root, args.partitions)               # the raw files exist before the delay
+        for delay in [float(x) for x in args.delays.split(",") if x]:
+            backend.set_mode(disk, FaultMode("delay", delay_ms=delay) if delay else FaultMode("ok"))
+            serial, together, dirio = [], [], []
+            for _ in range(args.rounds):
+                s, c = raw_fsync(root, args.partitions)
+                serial.append(s)
+                together.append(c)
+                dirio.append(dir_io_appends(logs, str(root)))
+            row = {"delay_ms": delay, "partitions": args.partitions,
+                   "raw_fsync_one_after_another_ms": round(statistics.median(serial) * 1000, 1),
+                   "raw_fsync_at_once_ms": round(statistics.median(together) * 1000, 1),
+                   "dir_io_appends_answered_ms": round(statistics.median(dirio) * 1000, 1)}
+            rows.append(row)
+            print(f"  {json.dumps(row)}", flush=True)
+        backend.set_mode(disk, FaultMode("ok"))
+        for log in logs:
+            log.close()
+    finally:
+        if disk is not None:
+            destroy_disk(FuseBackend(daemon), disk)
+        daemon.stop()
+        shutil.rmtree(lab, ignore_errors=True)
+    print(f"{args.partitions} partitions, 1 KiB append + fsync each (median of {args.rounds})")
+    print("delay ms  fsync one after another ms  fsync at once ms  dir I/O appends answered ms")
+    for r in rows:
+        print(f"{r['delay_ms']:>8} {r['raw_fsync_one_after_another_ms']:>27} {r['raw_fsync_at_once_ms']:>17} "
+              f"{r['dir_io_appends_answered_ms']:>28}")
+    result = {"host": {"machine": platform.machine(), "cpus": os.cpu_count(), "python": platform.python_version(),
+                       "loadavg_at_start": os.getloadavg()},
+              "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "args": vars(args), "rows": rows}
+    os.makedirs(os.path.dirname(args.out), exist_ok=True)
+    with open(args.out, "w") as f:
+        json.dump(result, f, indent=2)
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
