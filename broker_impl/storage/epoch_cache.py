@@ -6,7 +6,9 @@ OffsetForLeaderEpoch (:meth:`end_offset_for`) so a follower that became out of s
 leader change truncates to the right offset, and it is truncated together with the log.
 
 The file I/O is passed in as ``persist(entries)`` so that the partition log can route its
-OSErrors through the failure channel.
+OSErrors through the failure channel. Truncations persist at once; an assignment calls
+``assigned()`` (default: persist at once), which the partition log turns into "write it with
+the next flush" (KAFKA-15046: no fsync of this file in front of the appends).
 """
 
 from __future__ import annotations
@@ -18,11 +20,15 @@ UNDEFINED_OFFSET = -1
 
 
 class LeaderEpochCache:
-    def __init__(self, entries: list[tuple[int, int]], persist: Callable[[list[tuple[int, int]]], None]) -> None:
+    def __init__(self, entries: list[tuple[int, int]], persist: Callable[[list[tuple[int, int]]], None],
+                 assigned: Callable[[], None] | None = None) -> None:
         self._entries: list[tuple[int, int]] = []
         for epoch, start in entries:
             self._add(epoch, start)
         self._persist = persist
+        # an assignment only adds an entry for offsets at or after the log's end: given
+        # ``assigned``, the owner writes it with its next flush instead (see PartitionLog)
+        self._assigned = assigned if assigned is not None else (lambda: self._persist(self.entries))
 
     @property
     def entries(self) -> list[tuple[int, int]]:
@@ -46,14 +52,14 @@ class LeaderEpochCache:
     def assign(self, epoch: int, start_offset: int) -> None:
         """Record that ``epoch`` starts at ``start_offset`` (persisted if it changed anything)."""
         if self._add(epoch, start_offset):
-            self._persist(self.entries)
+            self._assigned()
 
     def assign_many(self, pairs: list[tuple[int, int]]) -> None:
         changed = False
         for epoch, start in pairs:
             changed |= self._add(epoch, start)
         if changed:
-            self._persist(self.entries)
+            self._assigned()
 
     def truncate_from_end(self, end_offset: int) -> None:
         """The log now ends at ``end_offset`` (exclusive): drop epochs starting at or after it."""

@@ -82,6 +82,9 @@ def _no_persist(_entries: list[tuple[int, int]]) -> None:
     pass
 
 
+FLUSH_NEVER = 2**63 - 1   # log.flush.interval.messages' default: no flush by count
+
+
 class PartitionLog(TailCache, LogTrimming):
     def __init__(self, *, log_dir: str, path: str, topic: str, partition: int, topic_id: uuid.UUID | None,
                  config: LogConfig, channel: DirFailureChannel, now_ms: NowMs) -> None:
@@ -102,7 +105,8 @@ class PartitionLog(TailCache, LogTrimming):
         self._unflushed_messages = 0
         self._dirty: set[int] = set()  # base offsets of segments with unflushed writes
         self._last_flush_ms = now_ms()
-        self.epoch_cache = LeaderEpochCache([], self._persist_epochs)
+        self.epoch_cache = LeaderEpochCache([], self._persist_epochs, self._epochs_assigned)
+        self._epochs_unpersisted = False   # assigned since the file was last written (the next flush writes it)
         self.recovery = RecoverySummary()
         self.producer_state = ProducerState()
         self.closed = False
@@ -168,10 +172,12 @@ class PartitionLog(TailCache, LogTrimming):
                 log.warning("%s: rebuilding the leader-epoch cache from the batches", exc)
                 epochs = []
                 recovered_epochs = scan_epochs(plog._segments)
-            plog.epoch_cache = LeaderEpochCache(epochs, plog._persist_epochs)
+            plog.epoch_cache = LeaderEpochCache(epochs, plog._persist_epochs, plog._epochs_assigned)
             plog.epoch_cache.assign_many(recovered_epochs)
             plog.epoch_cache.truncate_from_end(plog.log_end_offset)
             plog.epoch_cache.truncate_from_start(plog._log_start)
+            if plog._epochs_unpersisted:   # the recovery point is the log end now: so must the file be
+                plog._persist_epochs(plog.epoch_cache.entries)
             plog._rebuild_producer_state()
         plog._hw = min(max(high_watermark, plog._log_start), plog.log_end_offset)
         return plog
@@ -198,6 +204,16 @@ class PartitionLog(TailCache, LogTrimming):
     def _persist_epochs(self, entries: list[tuple[int, int]]) -> None:
         with self._channel.io(self.log_dir, "epoch_checkpoint"):
             ckpt.write_epochs(os.path.join(self.path, ckpt.EPOCH_CHECKPOINT), entries)
+        self._epochs_unpersisted = False
+
+    def _epochs_assigned(self) -> None:
+        """A new epoch entry (a leader's epoch start, a follower's batches of a new epoch): it
+        covers offsets at or after the log end, none of them flushed yet, so the file is written
+        by the flush that makes them durable, before the recovery point passes them (after an
+        unclean stop, recovery rebuilds the entries of the batches past the recovery point).
+        Kafka's KAFKA-15046: an fsync of this file per new leader in front of the appends was
+        a produce-latency spike — here ~100 of them on a broker taking over 100 leaders."""
+        self._epochs_unpersisted = True
 
     # ---- offsets -------------------------------------------------------------------------
     @property
@@ -330,15 +346,20 @@ class PartitionLog(TailCache, LogTrimming):
 
     def _roll(self, base_offset: int) -> LogSegment:
         """A new active segment. The old one's fsync and the sync of the new file's entry in
-        the partition dir are a flush (:meth:`flush`) that :func:`flush_deferral.flush_soon`
-        runs now, or in a dir job leaves to the dir's flush threads without the job's answer
-        waiting for it (Kafka flushes a rolled segment asynchronously too)."""
+        the partition dir are a flush (:meth:`flush`): with a flush by count configured, the
+        next one of those; otherwise :func:`flush_deferral.flush_soon` runs it now, or in a dir
+        job leaves it to the dir's flush threads without the job's answer waiting for it (Kafka
+        flushes a rolled segment asynchronously too)."""
         with self._channel.io(self.log_dir, "roll"):
             new = LogSegment.create(self.path, base_offset, index_interval_bytes=self.config.index_interval_bytes,
                                     created_ms=self._now_ms())
         self._segment_entry_unsynced = True
         self._add_segment(new)
-        flush_deferral.flush_soon(self)
+        if self.config.flush_interval_messages >= FLUSH_NEVER:
+            flush_deferral.flush_soon(self)
+        # else: the old segment stays dirty and the next flush by count (a few messages away)
+        # syncs it and the new file's entry — a roll burst (every partition of a topic created
+        # at once rolls in the same second) adds no fsyncs of its own in front of those flushes
         return new
 
     # ---- flush ---------------------------------------------------------------------------
@@ -353,6 +374,8 @@ class PartitionLog(TailCache, LogTrimming):
                     fsutil.fsync_dir(self.path)
                     self._segment_entry_unsynced = False
                 self._sync_parent()
+            if self._epochs_unpersisted:                 # before the recovery point moves past them
+                self._persist_epochs(self.epoch_cache.entries)
             self._dirty.clear()
             self._unflushed_messages = 0
             self._last_flush_ms = self._now_ms()

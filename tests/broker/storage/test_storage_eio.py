@@ -98,6 +98,8 @@ def test_each_operation_reports_its_op(dirs, loop_fs, failures, op):
         log.append_as_leader(BATCH, 1)  # a second segment, so truncation deletes a file
     if op == "load":
         lm.close()
+    if op == "epoch_checkpoint":
+        log.flush()     # only the new epoch entry is left for the flush to write (KAFKA-15046)
     loop_fs.shutdown()
     calls = {
         "append": lambda: log.append_as_leader(BATCH, 1),
@@ -108,7 +110,7 @@ def test_each_operation_reports_its_op(dirs, loop_fs, failures, op):
         "create_log": lambda: lm.get_or_create_log(TID, "new", 0, bad),
         "probe": lambda: lm.probe_dir(bad),
         "load": lambda: LogManager.open(dir_set, cfg, on_failure=failures, now_ms=lambda: 0),
-        "epoch_checkpoint": lambda: log.assign_epoch_start_offset(5, log.log_end_offset),
+        "epoch_checkpoint": lambda: (log.assign_epoch_start_offset(5, log.log_end_offset), log.flush()),
         "truncate": lambda: log.truncate_to(1),
     }
     if op in ("checkpoint", "load"):

@@ -52,6 +52,10 @@ def test_leader_append_assigns_offsets_and_epoch_in_place(env):
     assert log.epoch_cache.entries == [(4, 0)]
     log.append_as_leader(make_batch(1), leader_epoch=6)
     assert log.epoch_cache.entries == [(4, 0), (6, 10)]
+    # the file follows with the flush that makes those offsets durable (KAFKA-15046: no fsync
+    # of it in front of the appends); a truncation writes it at once
+    assert not os.path.exists(os.path.join(log.path, ckpt.EPOCH_CHECKPOINT))
+    log.flush()
     assert ckpt.read_epochs(os.path.join(log.path, ckpt.EPOCH_CHECKPOINT)) == [(4, 0), (6, 10)]
     assert log.end_offset_for_epoch(4) == (4, 10)
     assert log.end_offset_for_epoch(5) == (4, 10)
@@ -230,8 +234,8 @@ def test_creation_syncs_the_partition_dir_and_the_first_flush_its_entry(env, mon
     assert synced == [part]
     assert sorted(os.listdir(log.path)) == sorted(["00000000000000000000.log", "00000000000000000000.index",
                                                    ckpt.PARTITION_METADATA])
-    log.append_as_leader(make_batch(1), 0)        # (the epoch checkpoint syncs the partition dir)
-    assert parent not in synced                   # nothing durable yet: the entry waits
+    log.append_as_leader(make_batch(1), 0)        # epoch 0 starts: its checkpoint waits for the flush
+    assert synced == [part]                       # nothing durable yet: the entry waits
     log.append_as_leader(make_batch(1), 0)        # 2 messages: flush
     assert log.recovery_point == 2 and synced.count(parent) == 1
     log.append_as_leader(make_batch(2), 0)        # a second flush: the entry is synced already
@@ -239,9 +243,10 @@ def test_creation_syncs_the_partition_dir_and_the_first_flush_its_entry(env, mon
     roll = env.new(LogConfig(segment_bytes=100), partition=1)
     roll.append_as_leader(make_batch(1), 0)
     synced.clear()
-    roll.append_as_leader(make_batch(1), 0)       # rolls: the old segment flushed, then both dirs synced
+    roll.append_as_leader(make_batch(1), 0)       # rolls: the old segment flushed, then both dirs synced,
     assert len([f for f in os.listdir(roll.path) if f.endswith(".log")]) == 2
-    assert synced == [os.path.abspath(roll.path), parent]
+    # then the epoch checkpoint written (its atomic write syncs the partition dir again)
+    assert synced == [os.path.abspath(roll.path), parent, os.path.abspath(roll.path)]
 
 
 def _fill(env, cfg, batches, epoch=1):
@@ -488,3 +493,44 @@ def test_a_time_based_flush_does_not_wait_for_a_busy_log(env):
         release.set()
         t.join(5)
     assert log.maybe_flush(later) is True and log.recovery_point == 1
+
+
+def test_new_epoch_entries_reach_the_file_before_the_recovery_point_passes_them(env):
+    """An epoch assignment is written by the next flush, before that flush moves the recovery
+    point; a load that recovers batches writes what it rebuilt at once (its recovery point is
+    the log end); a truncation writes at once."""
+    path = lambda log: os.path.join(log.path, ckpt.EPOCH_CHECKPOINT)  # noqa: E731
+    log = env.new(LogConfig(flush_interval_messages=3))
+    log.append_as_leader(make_batch(1), 1)
+    log.append_as_leader(make_batch(1), 2)
+    assert not os.path.exists(path(log)) and log.recovery_point == 0
+    log.append_as_leader(make_batch(1), 2)        # the count: flush
+    assert log.recovery_point == 3 and ckpt.read_epochs(path(log)) == [(1, 0), (2, 1)]
+    log.append_as_leader(make_batch(1), 3)        # epoch 3, not flushed: an unclean stop now
+    log.close()
+    again = env.reload(LogConfig(flush_interval_messages=3), recovery_point=3)
+    assert again.epoch_cache.entries == [(1, 0), (2, 1), (3, 3)]     # rebuilt from the batch
+    assert ckpt.read_epochs(path(again)) == [(1, 0), (2, 1), (3, 3)]  # and written at the load
+    again.append_as_leader(make_batch(1), 4)
+    again.truncate_to(4)
+    assert ckpt.read_epochs(path(again)) == [(1, 0), (2, 1), (3, 3)]
+    again.close()
+
+
+def test_with_a_flush_by_count_a_roll_leaves_its_fsyncs_to_the_next_one(env, monkeypatch):
+    """No fsync of its own at a roll when a flush by count is configured: the next count flush
+    syncs the old segment's tail, the new segment and the new file's dir entry."""
+    from broker_impl.storage import flush_deferral
+    from kafka_runtime import fsutil
+    synced: list[str] = []
+    real = fsutil.fsync_dir
+    monkeypatch.setattr(fsutil, "fsync_dir", lambda path: (synced.append(os.path.abspath(path)), real(path)))
+    log = env.new(LogConfig(segment_bytes=100, flush_interval_messages=3))
+    log.append_as_leader(make_batch(1), 0)
+    synced.clear()
+    with flush_deferral.collecting() as noted:
+        log.append_as_leader(make_batch(1), 0)          # rolls, 2 of 3 messages
+    assert log.segment_count == 2 and (noted.due, noted.soon) == ([], [])
+    assert synced == [] and log.recovery_point == 0
+    log.append_as_leader(make_batch(1), 0)              # 3: the count flush (inline here)
+    assert log.recovery_point == 3 and os.path.abspath(log.path) in synced
