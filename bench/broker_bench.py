@@ -42,6 +42,7 @@ from pathlib import Path
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [ROOT, os.path.join(ROOT, "tests")]
 
+from bench_io import write_result  # noqa: E402
 from loopdev import LoopFs, skip_reason as loop_skip_reason  # noqa: E402
 
 from testkit.cluster import Cluster, produce_waiting, wait_until  # noqa: E402
@@ -290,10 +291,7 @@ def main() -> int:
                 print(f"    {row['share']:6.1%} {row['frame']}")
         else:
             print(f"{key}: {json.dumps(value)}")
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    with open(args.out, "w") as f:
-        json.dump(result, f, indent=2)
-    print(f"wrote {args.out}")
+    write_result(args.out, result)
     return 0
 
 

@@ -147,7 +147,7 @@ class FixedLoadProducer:
 
     def __init__(self, bootstrap: str, topic: str, partitions: int, value: bytes, offset: int,
                  idempotent: bool, rate: float) -> None:
-        self.p = _producer(bootstrap, idempotent)
+        self.p = self._make_producer(bootstrap, idempotent)
         self.topic, self.partitions, self.value, self.rate = topic, partitions, value, rate
         self.next = offset
         self.lat: list[float] = []
@@ -159,6 +159,10 @@ class FixedLoadProducer:
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
 
+    @staticmethod
+    def _make_producer(bootstrap: str, idempotent: bool):
+        return _producer(bootstrap, idempotent)
+
     def _cb(self, err, msg, t: float, measured: bool) -> None:
         if err:
             self.errors.append(str(err))
@@ -167,26 +171,37 @@ class FixedLoadProducer:
             self.lat.append(time.perf_counter() - t)
 
     def _run(self) -> None:
-        p, topic, value, n = self.p, self.topic, self.value, self.partitions
         t0 = time.perf_counter()
         while not self.stop.is_set():
             now = time.perf_counter()
             due = int((now - t0) * self.rate)
             m = self.measuring
             while self.sent < due:
-                try:
-                    p.produce(topic, value, partition=self.next % n,
-                              on_delivery=lambda err, msg, t=now, m=m: self._cb(err, msg, t, m))
-                except BufferError:
+                if not self._send(self.next % self.partitions, now, m):
                     break
                 self.next += 1
                 self.sent += 1
                 if m:
                     self.sent_measuring += 1
-            p.poll(0.001)
-        p.flush(60)
-        p.purge(in_queue=True, in_flight=False)
-        p.flush(10)
+            self._pause()
+        self._finish()
+
+    def _send(self, partition: int, t: float, measured: bool) -> bool:
+        """Hand one record to the client; False when its queue is full."""
+        try:
+            self.p.produce(self.topic, self.value, partition=partition,
+                           on_delivery=lambda err, msg: self._cb(err, msg, t, measured))
+        except BufferError:
+            return False
+        return True
+
+    def _pause(self) -> None:
+        self.p.poll(0.001)
+
+    def _finish(self) -> None:
+        self.p.flush(60)
+        self.p.purge(in_queue=True, in_flight=False)
+        self.p.flush(10)
 
 
 class KafkaPythonLoadProducer(FixedLoadProducer):
@@ -199,41 +214,25 @@ class KafkaPythonLoadProducer(FixedLoadProducer):
     round trip and measure the client at 10 MB/s), so a row differs
     from the librdkafka row only in how the client packs partitions into requests."""
 
-    def __init__(self, bootstrap: str, topic: str, partitions: int, value: bytes, offset: int,
-                 idempotent: bool, rate: float) -> None:
+    @staticmethod
+    def _make_producer(bootstrap: str, idempotent: bool):
         from kafka import KafkaProducer
-        self.p = KafkaProducer(bootstrap_servers=bootstrap, acks="all", enable_idempotence=idempotent,
-                               linger_ms=5, max_in_flight_requests_per_connection=5, batch_size=1 << 20,
-                               delivery_timeout_ms=120000, request_timeout_ms=30000)
-        self.topic, self.partitions, self.value, self.rate = topic, partitions, value, rate
-        self.next = offset
-        self.lat: list[float] = []
-        self.errors: list[str] = []
-        self.sent = 0
-        self.measuring = False
-        self.sent_measuring = 0
-        self.delivered = 0
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
+        return KafkaProducer(bootstrap_servers=bootstrap, acks="all", enable_idempotence=idempotent,
+                             linger_ms=5, max_in_flight_requests_per_connection=5, batch_size=1 << 20,
+                             delivery_timeout_ms=120000, request_timeout_ms=30000)
 
-    def _run(self) -> None:
-        p, topic, value, n = self.p, self.topic, self.value, self.partitions
-        t0 = time.perf_counter()
-        while not self.stop.is_set():
-            now = time.perf_counter()
-            due = int((now - t0) * self.rate)
-            m = self.measuring
-            while self.sent < due:
-                fut = p.send(topic, value, partition=self.next % n)
-                fut.add_callback(lambda _md, t=now, m=m: self._cb(None, None, t, m))
-                fut.add_errback(lambda exc, t=now, m=m: self._cb(exc, None, t, m))
-                self.next += 1
-                self.sent += 1
-                if m:
-                    self.sent_measuring += 1
-            time.sleep(0.001)
-        p.flush(60)
-        p.close(10)
+    def _send(self, partition: int, t: float, measured: bool) -> bool:
+        fut = self.p.send(self.topic, self.value, partition=partition)
+        fut.add_callback(lambda _md: self._cb(None, None, t, measured))
+        fut.add_errback(lambda exc: self._cb(exc, None, t, measured))
+        return True
+
+    def _pause(self) -> None:
+        time.sleep(0.001)
+
+    def _finish(self) -> None:
+        self.p.flush(60)
+        self.p.close(10)
 
 
 LOAD_PRODUCERS = {"librdkafka": FixedLoadProducer, "kafka-python": KafkaPythonLoadProducer}

@@ -37,21 +37,11 @@ import uuid
 from pathlib import Path
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path[:0] = [ROOT, os.path.join(ROOT, "tests", "broker", "storage")]
+sys.path[:0] = [ROOT, os.path.join(ROOT, "bench"), os.path.join(ROOT, "tests"), os.path.join(ROOT, "tests", "broker", "storage")]
 
+from bench_io import write_result  # noqa: E402
+from loopdev import lab_disk_skip_reason  # noqa: E402
 from storage_batches import make_batch  # noqa: E402
-
-
-def _skip_reason() -> str | None:
-    if os.geteuid() != 0:
-        return "needs root (loop devices, FUSE, mounts)"
-    from infra import capability
-    caps = capability.probe()
-    if not caps.loop:
-        return "no loop devices on this host"
-    if not caps.fuse:
-        return caps.fuse_reason
-    return None
 
 
 def raw_fsync(root: Path, n: int) -> tuple[float, float]:
@@ -99,7 +89,7 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--out", default=os.path.join(ROOT, "results", "bench", "slowdisk.json"))
     args = ap.parse_args()
-    reason = _skip_reason()
+    reason = lab_disk_skip_reason()
     if reason:
         print(f"bench slowdisk: skipped: {reason}")
         return 0
@@ -157,10 +147,7 @@ def main() -> int:
     result = {"host": {"machine": platform.machine(), "cpus": os.cpu_count(), "python": platform.python_version(),
                        "loadavg_at_start": os.getloadavg()},
               "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "args": vars(args), "rows": rows}
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    with open(args.out, "w") as f:
-        json.dump(result, f, indent=2)
-    print(f"wrote {args.out}")
+    write_result(args.out, result)
     return 0
 
 

@@ -74,6 +74,19 @@ def skip_reason() -> str | None:
     return None
 
 
+def lab_disk_skip_reason() -> str | None:
+    """Why this host cannot make the lab's FUSE-served disks (root, loop devices, FUSE), or None."""
+    if os.geteuid() != 0:
+        return "needs root (loop devices, FUSE, mounts)"
+    from infra import capability
+    caps = capability.probe()
+    if not caps.loop:
+        return "no loop devices on this host"
+    if not caps.fuse:
+        return caps.fuse_reason
+    return None
+
+
 class LoopFs:
     """A small ext4 file system on a loop device (image: sparse file under /tmp/jbodtest-*)."""
 

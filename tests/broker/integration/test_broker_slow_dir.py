@@ -52,16 +52,7 @@ TOPIC = "iso"
 PARTITIONS = 6
 
 
-def _skip_reason() -> str | None:
-    if os.geteuid() != 0:
-        return "needs root (loop devices, FUSE, mounts)"
-    from infra import capability
-    caps = capability.probe()
-    if not caps.loop:
-        return "no loop devices on this host"
-    if not caps.fuse:
-        return caps.fuse_reason
-    return None
+from loopdev import lab_disk_skip_reason as _skip_reason  # noqa: E402
 
 
 class LabBroker(BrokerProcess):
