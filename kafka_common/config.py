@@ -157,6 +157,7 @@ _DEFS: dict[str, tuple[str, Callable[[str, str], Any], str | None]] = {
     "auto.create.topics.enable": ("auto_create_topics_enable", _bool, "true"),
     "log.segment.bytes": ("log_segment_bytes", _int(1024), "1073741824"),
     "log.roll.ms": ("log_roll_ms", _int(1), "604800000"),
+    "log.roll.jitter.ms": ("log_roll_jitter_ms", _int(0), "0"),
     # defaults of the topic configs (kafka_common.topic_config): retention, size limit
     "log.retention.ms": ("log_retention_ms", _int(-1), "604800000"),
     "log.retention.bytes": ("log_retention_bytes", _int(-1), "-1"),
@@ -223,6 +224,7 @@ class ServerConfig:
     auto_create_topics_enable: bool
     log_segment_bytes: int
     log_roll_ms: int
+    log_roll_jitter_ms: int
     log_retention_ms: int
     log_retention_bytes: int
     log_retention_check_interval_ms: int

@@ -104,6 +104,9 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in (
            "The segment file size of the log.", lo=1024),
     _topic("segment.ms", LONG, "604800000", "log.roll.ms",
            "The time after which a new segment is rolled even if the current one is not full.", lo=1),
+    _topic("segment.jitter.ms", LONG, "0", "log.roll.jitter.ms",
+           "The largest random amount subtracted from segment.ms for each segment, so the "
+           "partitions of a topic created at once do not all roll together.", lo=0),
     _topic("max.message.bytes", INT, "1048588", "message.max.bytes",
            "The largest record batch size this topic accepts (MESSAGE_TOO_LARGE above).", lo=0),
 )}

@@ -4,7 +4,7 @@ Every ``log.retention.check.interval.ms`` each online data dir gets one retentio
 its own I/O worker (``broker_impl.runtime.dir_io``: serialised with that dir's appends,
 never on the event loop; a dir whose previous round still runs is skipped). A round gives
 every log of the dir the current config of its topic (segment.bytes, segment.ms,
-retention.ms, retention.bytes: :func:`topic_log_config`, from the image's ConfigRecords and
+segment.jitter.ms, retention.ms, retention.bytes: :func:`topic_log_config`, from the image's ConfigRecords and
 server.properties), then deletes at most :data:`MAX_SEGMENTS_PER_ROUND` segments by time
 and size (``LogManager.enforce_retention``) and checkpoints the moved log start offsets.
 Leaders and followers do this alike, each on its own log. A disk error while deleting goes
@@ -38,6 +38,7 @@ def topic_log_config(base: LogConfig, node_id: int, image, static: tc.StaticBrok
         def value(name: str) -> int:
             return int(tc.topic_value(topic, name, node_id, configs, static))  # type: ignore[arg-type]
         cfg = dataclasses.replace(base, segment_bytes=value("segment.bytes"), roll_ms=value("segment.ms"),
+                                  roll_jitter_ms=value("segment.jitter.ms"),
                                   retention_ms=value("retention.ms"), retention_bytes=value("retention.bytes"))
         return base if cfg == base else cfg
     return config_for

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 class LogConfig:
     segment_bytes: int = 1 << 30
     roll_ms: int = 7 * 24 * 3600 * 1000
+    roll_jitter_ms: int = 0                     # a segment rolls after roll_ms minus its jitter
     flush_interval_messages: int = 2**63 - 1
     flush_interval_ms: int = 2**63 - 1
     index_interval_bytes: int = 4096
@@ -20,6 +21,7 @@ class LogConfig:
     @classmethod
     def from_server_config(cls, cfg) -> "LogConfig":
         return cls(segment_bytes=cfg.log_segment_bytes, roll_ms=cfg.log_roll_ms,
+                   roll_jitter_ms=cfg.log_roll_jitter_ms,
                    retention_ms=cfg.log_retention_ms, retention_bytes=cfg.log_retention_bytes,
                    flush_interval_messages=cfg.log_flush_interval_messages,
                    flush_interval_ms=cfg.log_flush_interval_ms)

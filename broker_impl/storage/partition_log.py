@@ -44,8 +44,8 @@ Retention, the log start offset and truncation: :mod:`broker_impl.storage.log_tr
 in-memory tail served by ``read_tail``: :mod:`broker_impl.storage.log_tail`.
 
 Segments roll by size (``log.segment.bytes``) and age (``log.roll.ms``, clock injected as
-``now_ms``). A new segment is named by its base offset; the previous one is fsynced at roll
-and the recovery point moves to its end.
+``now_ms``; less each segment's jitter, :func:`roll_jitter_ms`). A new segment is named by its
+base offset; the previous one is fsynced at roll and the recovery point moves to its end.
 """
 
 from __future__ import annotations
@@ -56,6 +56,7 @@ import os
 import shutil
 import threading
 import uuid
+import zlib
 from typing import Callable
 
 from kafka_common import batch_header as bh
@@ -76,6 +77,18 @@ from broker_impl.storage.segment import LogSegment
 
 log = logging.getLogger(__name__)
 NowMs = Callable[[], int]
+
+
+def roll_jitter_ms(topic: str, partition: int, base_offset: int, roll_ms: int, jitter_ms: int) -> int:
+    """How much earlier than ``roll_ms`` the segment at ``base_offset`` rolls: in
+    [0, min(jitter_ms, roll_ms)), as Kafka's ``segment.jitter.ms``. Kafka draws it at random per
+    segment; here it is a hash of the segment's name, the same across restarts and replicas,
+    and different from partition to partition and from one segment of a partition to the next,
+    so partitions created together drift apart instead of rolling in one burst."""
+    bound = min(jitter_ms, roll_ms)
+    if bound <= 0:
+        return 0
+    return zlib.crc32(f"{topic}-{partition}@{base_offset}".encode()) % bound
 
 
 def _no_persist(_entries: list[tuple[int, int]]) -> None:
@@ -329,7 +342,7 @@ class PartitionLog(TailCache, LogTrimming):
         seg = self._segments[-1]
         now = self._now_ms()
         if seg.size > 0 and (seg.size + len(data) > self.config.segment_bytes
-                             or now - seg.created_ms >= self.config.roll_ms
+                             or self._aged(seg, now)
                              or not seg.can_hold(last_offset)):
             seg = self._roll(headers[0][1].base_offset)
             self._tail = None   # read() does not cross segments: neither does read_tail()
@@ -343,6 +356,12 @@ class PartitionLog(TailCache, LogTrimming):
         if self._unflushed_messages >= self.config.flush_interval_messages:
             flush_deferral.flush_due(self)   # now, or by the dir worker's flush threads
 
+    def _aged(self, seg: LogSegment, now: int) -> bool:
+        age, cfg = now - seg.created_ms, self.config
+        if age >= cfg.roll_ms:
+            return True
+        return cfg.roll_jitter_ms > 0 and age >= cfg.roll_ms - roll_jitter_ms(
+            self.topic, self.partition, seg.base_offset, cfg.roll_ms, cfg.roll_jitter_ms)
 
     def _roll(self, base_offset: int) -> LogSegment:
         """A new active segment. The old one's fsync and the sync of the new file's entry in

@@ -111,6 +111,27 @@ def test_server_config_keys_for_topic_defaults():
     assert tc.resolve_topic("t", "segment.bytes", 1, {}, static).source == tc.DEFAULT_CONFIG
 
 
+def test_roll_jitter_reaches_the_log_config_from_the_server_and_the_topic():
+    from types import SimpleNamespace
+    from broker_impl.runtime.retention import topic_log_config
+    from broker_impl.storage.log_config import LogConfig
+    base = "process.roles=broker\nnode.id=1\nlisteners=PLAINTEXT://:9092\nlog.dirs=/tmp/x\n" \
+           "controller.quorum.voters=1@h:9093\n"
+    assert parse_config(base).log_roll_jitter_ms == 0
+    cfg = parse_config(base + "log.roll.ms=3000\nlog.roll.jitter.ms=700\n")
+    log_cfg = LogConfig.from_server_config(cfg)
+    assert (log_cfg.roll_ms, log_cfg.roll_jitter_ms) == (3000, 700)
+    static = tc.static_from_server_config(cfg.raw, default_text)
+    image = SimpleNamespace(configs={(tc.TOPIC, "j"): {"segment.jitter.ms": "1500"}})
+    config_for = topic_log_config(log_cfg, 1, image, static)
+    assert config_for("other").roll_jitter_ms == 700    # log.roll.jitter.ms, the synonym
+    assert config_for("j").roll_jitter_ms == 1500       # the topic's own
+    with pytest.raises(ConfigError, match="log.roll.jitter.ms"):
+        parse_config(base + "log.roll.jitter.ms=-1\n")
+    with pytest.raises(tc.ConfigProblem, match="segment.jitter.ms"):
+        tc.validate(tc.TOPIC, "segment.jitter.ms", "-5")
+
+
 # --- records, image, snapshot -------------------------------------------------------
 
 def test_config_record_replay_delete_and_snapshot():

@@ -148,7 +148,8 @@ def test_kafka_python_describe_and_alter_configs(cluster):
     from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient, NewTopic
     a = KafkaAdminClient(bootstrap_servers=cluster.bootstrap, request_timeout_ms=30000)
     try:
-        a.create_topics([NewTopic("cfg-kp", 1, 3, topic_configs={"segment.ms": "600000"})])
+        a.create_topics([NewTopic("cfg-kp", 1, 3,
+                                  topic_configs={"segment.ms": "600000", "segment.jitter.ms": "1000"})])
         wait_configs(cluster, "cfg-kp", lambda c: c.get("segment.ms") == "600000", "cfg-kp configs")
         # default: IncrementalAlterConfigs (SET)
         a.alter_configs([ConfigResource(ConfigResourceType.TOPIC, "cfg-kp", configs={"retention.ms": "7777"})])
@@ -162,6 +163,8 @@ def test_kafka_python_describe_and_alter_configs(cluster):
         assert (entries["retention.ms"]["value"], entries["retention.ms"]["config_source"]) == \
             ("7777", "DYNAMIC_TOPIC_CONFIG")
         assert entries["segment.ms"]["value"] == "600000"
+        assert (entries["segment.jitter.ms"]["value"], entries["segment.jitter.ms"]["config_source"]) == \
+            ("1000", "DYNAMIC_TOPIC_CONFIG")
         assert entries["segment.bytes"]["config_source"] == "DEFAULT_CONFIG"
         only = a.describe_configs([ConfigResource(ConfigResourceType.TOPIC, "cfg-kp", configs={"retention.ms": None})])
         assert set(only["topic"]["cfg-kp"]) == {"retention.ms"}

@@ -16,7 +16,7 @@ from broker_impl.storage import checkpoint as ckpt
 from broker_impl.storage.errors import CORRUPT_MESSAGE, MESSAGE_TOO_LARGE, InvalidRecordBatch, OffsetOutOfRange
 from broker_impl.storage.failure import DirFailureChannel
 from broker_impl.storage.log_config import LogConfig
-from broker_impl.storage.partition_log import PartitionLog
+from broker_impl.storage.partition_log import PartitionLog, roll_jitter_ms
 from broker_impl.storage.segment import INDEX_ENTRY_BYTES
 from storage_batches import headers, make_batch
 
@@ -114,6 +114,38 @@ def test_roll_by_time(env):
     log.append_as_leader(make_batch(1), 0)
     assert log.segment_count == 1
     assert sorted(n for n in os.listdir(log.path) if n.endswith(".log")) == [f"{3:020d}.log"]
+
+
+def test_roll_jitter_spreads_the_rolls_of_partitions_created_together(env):
+    """segment.jitter.ms: each segment rolls up to that much before segment.ms, by a jitter
+    of its own (the partitions of a topic created at once must not all roll in one burst)."""
+    jit = {p: roll_jitter_ms("t", p, 0, 1000, 1000) for p in range(40)}
+    assert all(0 <= j < 1000 for j in jit.values())
+    assert len(set(jit.values())) >= 35            # partition to partition
+    assert len({roll_jitter_ms("t", 0, base, 1000, 1000) for base in range(0, 400, 10)}) >= 35  # segment to segment
+    assert roll_jitter_ms("t", 0, 0, 1000, 0) == 0
+    assert all(roll_jitter_ms("t", p, 0, 300, 5000) < 300 for p in range(40))  # within segment.ms
+    cfg = LogConfig(roll_ms=1000, roll_jitter_ms=1000)
+    logs = [env.new(cfg, partition=p) for p in range(40)]
+    rolled_at = {}
+    for step in range(0, 1001, 50):
+        for p, log in enumerate(logs):
+            log.append_as_leader(make_batch(1), 0)
+            if log.segment_count == 2 and p not in rolled_at:
+                rolled_at[p] = step
+        env.clock.advance(50)
+    assert set(rolled_at) == set(range(40))         # all rolled within segment.ms ...
+    for p, at in rolled_at.items():                  # ... each at the first append past its own time
+        assert at - 50 < 1000 - jit[p] <= at
+    assert len(set(rolled_at.values())) >= 12        # spread over the second, not one burst
+    # without jitter the same logs roll together
+    plain = [env.new(LogConfig(roll_ms=1000), topic="u", partition=p) for p in range(10)]
+    for log in plain:
+        log.append_as_leader(make_batch(1), 0)
+    env.clock.advance(999)
+    for log in plain:
+        log.append_as_leader(make_batch(1), 0)
+    assert {log.segment_count for log in plain} == {1}
 
 
 def test_sparse_index_written_and_reloaded(env):
