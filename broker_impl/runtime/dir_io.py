@@ -199,6 +199,13 @@ class DirExecutor:
         return not self._thread.is_alive()
 
 
+def dir_label(path: str) -> str:
+    """A dir's name for its threads: the last two parts of its path (the lab's dirs are all
+    ``/jbodlab/disks/<disk>/data``: ``d1-data``, not ``data`` for every dir)."""
+    parts = [p for p in os.path.abspath(path).split(os.sep) if p]
+    return "-".join(parts[-2:]) or path
+
+
 class DirIO:
     """The executors of a broker's log dirs (keyed by absolute path) + per-partition locks."""
 
@@ -215,7 +222,7 @@ class DirIO:
         key = os.path.abspath(path)
         ex = table.get(key)
         if ex is None:
-            ex = table[key] = DirExecutor((os.path.basename(key.rstrip("/")) or key) + kind)
+            ex = table[key] = DirExecutor(dir_label(key) + kind)
         return ex
 
     def submit_probe(self, dir_path: str, fn: Callable[..., Any], *args: Any) -> concurrent.futures.Future:

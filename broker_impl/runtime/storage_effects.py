@@ -22,7 +22,7 @@ import os
 import threading
 from typing import Any
 
-from broker_impl.runtime.dir_io import DirExecutor
+from broker_impl.runtime.dir_io import DirExecutor, dir_label
 from broker_impl.state import effects as fx
 from broker_impl.storage import KafkaStorageError, LogManager, StorageError
 from kafka_runtime.events import EventLog
@@ -80,7 +80,7 @@ class StorageEffects:
         with self._lock:
             worker = self._workers.get(path)
             if worker is None:
-                name = "storage-" + (os.path.basename(path.rstrip("/")) or "control")
+                name = "storage-" + (dir_label(path) if path != CONTROL else "control")
                 worker = self._workers[path] = DirExecutor(name)
                 if self._closed:
                     worker.close()

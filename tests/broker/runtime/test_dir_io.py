@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from broker_impl.runtime.dir_io import DirExecutor, DirIO
+from broker_impl.runtime.dir_io import DirExecutor, DirIO, dir_label
 
 pytestmark = pytest.mark.unit
 
@@ -26,7 +26,7 @@ def test_jobs_of_one_dir_run_in_submission_order_on_one_thread(tmp_path):
     futs = [io.submit(str(tmp_path / "d1"), job, i) for i in range(200)]
     assert [f.result(5) for f in futs] == [i * 2 for i in range(200)]
     assert [i for i, _ in seen] == list(range(200))
-    assert {name for _, name in seen} == {"dir-io-d1"}
+    assert {name for _, name in seen} == {f"dir-io-{tmp_path.name}-d1"}
     io.close()
     assert io.join(5) == []
 
@@ -170,6 +170,13 @@ def test_a_failed_flush_fails_the_job_and_a_failed_job_still_flushes(tmp_path):
     io.close()
 
 
+def test_dir_threads_are_named_by_the_last_two_parts_of_the_path():
+    """The lab's dirs are /jbodlab/disks/<disk>/data: a profile must tell them apart."""
+    assert dir_label("/jbodlab/disks/d2/data") == "d2-data"
+    assert dir_label("/jbodlab/disks/d2/data/") == "d2-data"
+    assert dir_label("/d1") == "d1"
+
+
 def test_upkeep_runs_beside_a_busy_data_worker(tmp_path):
     """Checkpoints and time-based flushes (``submit_upkeep``) do not queue behind the dir's
     appends, nor the appends behind them."""
@@ -177,7 +184,7 @@ def test_upkeep_runs_beside_a_busy_data_worker(tmp_path):
     release = threading.Event()
     io.submit(str(tmp_path / "d1"), release.wait)       # the data worker is busy
     assert io.submit_upkeep(str(tmp_path / "d1"), lambda: threading.current_thread().name).result(5) \
-        == "dir-io-d1-upkeep"
+        == f"dir-io-{tmp_path.name}-d1-upkeep"
     release.set()
     io.close()
     assert io.join(5) == []
