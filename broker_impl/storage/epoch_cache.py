@@ -22,7 +22,9 @@ UNDEFINED_OFFSET = -1
 class LeaderEpochCache:
     def __init__(self, entries: list[tuple[int, int]], persist: Callable[[list[tuple[int, int]]], None],
                  assigned: Callable[[], None] | None = None) -> None:
-        self._entries: list[tuple[int, int]] = []
+        # copy-on-write: every change installs a new tuple, so a reader on another thread
+        # can use ``snapshot`` as it is (no lock, no copy)
+        self._entries: tuple[tuple[int, int], ...] = ()
         for epoch, start in entries:
             self._add(epoch, start)
         self._persist = persist
@@ -35,6 +37,11 @@ class LeaderEpochCache:
         return list(self._entries)
 
     @property
+    def snapshot(self) -> tuple[tuple[int, int], ...]:
+        """The entries as they are now, immutable (for :func:`end_offset_for`)."""
+        return self._entries
+
+    @property
     def latest_epoch(self) -> int:
         return self._entries[-1][0] if self._entries else UNDEFINED_EPOCH
 
@@ -45,8 +52,7 @@ class LeaderEpochCache:
             return False
         if self._entries and self._entries[-1][0] == epoch and start >= self._entries[-1][1]:
             return False  # already known: the first start offset of an epoch stays
-        self._entries = [(e, s) for e, s in self._entries if e < epoch and s < start]
-        self._entries.append((epoch, start))
+        self._entries = tuple((e, s) for e, s in self._entries if e < epoch and s < start) + ((epoch, start),)
         return True
 
     def assign(self, epoch: int, start_offset: int) -> None:
@@ -63,40 +69,44 @@ class LeaderEpochCache:
 
     def truncate_from_end(self, end_offset: int) -> None:
         """The log now ends at ``end_offset`` (exclusive): drop epochs starting at or after it."""
-        kept = [(e, s) for e, s in self._entries if s < end_offset]
+        kept = tuple((e, s) for e, s in self._entries if s < end_offset)
         if kept != self._entries:
             self._entries = kept
             self._persist(self.entries)
 
     def truncate_from_start(self, start_offset: int) -> None:
         """The log now starts at ``start_offset``: keep the epoch covering it, moved to it."""
-        kept = [(e, s) for e, s in self._entries if s >= start_offset]
+        kept = tuple((e, s) for e, s in self._entries if s >= start_offset)
         before = [(e, s) for e, s in self._entries if s < start_offset]
         if before and (not kept or kept[0][1] > start_offset):
-            kept.insert(0, (before[-1][0], start_offset))
+            kept = ((before[-1][0], start_offset),) + kept
         if kept != self._entries:
             self._entries = kept
             self._persist(self.entries)
 
     def clear(self) -> None:
         if self._entries:
-            self._entries = []
+            self._entries = ()
             self._persist([])
 
     def end_offset_for(self, epoch: int, log_end_offset: int) -> tuple[int, int]:
-        """OffsetForLeaderEpoch: (largest known epoch ≤ ``epoch``, its end offset).
+        return end_offset_for(self._entries, epoch, log_end_offset)
 
-        The end offset is the start offset of the next larger epoch, or ``log_end_offset``
-        when ``epoch`` is the latest. Unknown (older than everything): (-1, -1)."""
-        if not self._entries:
-            return UNDEFINED_EPOCH, UNDEFINED_OFFSET
-        if epoch == self._entries[-1][0]:
-            return epoch, log_end_offset
-        found = None
-        for i, (e, _s) in enumerate(self._entries):
-            if e > epoch:
-                if found is None:
-                    return UNDEFINED_EPOCH, UNDEFINED_OFFSET
-                return self._entries[found][0], self._entries[i][1]
-            found = i
-        return self._entries[-1][0], log_end_offset
+
+def end_offset_for(entries: tuple[tuple[int, int], ...], epoch: int, log_end_offset: int) -> tuple[int, int]:
+    """OffsetForLeaderEpoch: (largest known epoch ≤ ``epoch``, its end offset).
+
+    The end offset is the start offset of the next larger epoch, or ``log_end_offset``
+    when ``epoch`` is the latest. Unknown (older than everything): (-1, -1)."""
+    if not entries:
+        return UNDEFINED_EPOCH, UNDEFINED_OFFSET
+    if epoch == entries[-1][0]:
+        return epoch, log_end_offset
+    found = None
+    for i, (e, _s) in enumerate(entries):
+        if e > epoch:
+            if found is None:
+                return UNDEFINED_EPOCH, UNDEFINED_OFFSET
+            return entries[found][0], entries[i][1]
+        found = i
+    return entries[-1][0], log_end_offset

@@ -64,7 +64,7 @@ from kafka_runtime import fsutil
 from broker_impl.state.producers import Outcome, ProducerState, SequencedBatch
 from broker_impl.storage import flush_deferral
 from broker_impl.storage import checkpoint as ckpt
-from broker_impl.storage.epoch_cache import LeaderEpochCache
+from broker_impl.storage.epoch_cache import LeaderEpochCache, end_offset_for
 from broker_impl.storage.errors import (INVALID_PRODUCER_EPOCH, MESSAGE_TOO_LARGE, OUT_OF_ORDER_SEQUENCE_NUMBER,
                                         InvalidRecordBatch, KafkaStorageError, OffsetOutOfRange,
                                         ProducerSequenceError)
@@ -89,10 +89,6 @@ def roll_jitter_ms(topic: str, partition: int, base_offset: int, roll_ms: int, j
     if bound <= 0:
         return 0
     return zlib.crc32(f"{topic}-{partition}@{base_offset}".encode()) % bound
-
-
-def _no_persist(_entries: list[tuple[int, int]]) -> None:
-    pass
 
 
 FLUSH_NEVER = 2**63 - 1   # log.flush.interval.messages' default: no flush by count
@@ -270,7 +266,7 @@ class PartitionLog(TailCache, LogTrimming):
         """Lock-free, on a snapshot of the epoch entries (never waits for an append in
         progress on a slow disk)."""
         leo = self.log_end_offset
-        return LeaderEpochCache(self.epoch_cache.entries, _no_persist).end_offset_for(epoch, leo)
+        return end_offset_for(self.epoch_cache.snapshot, epoch, leo)
 
     def assign_epoch_start_offset(self, epoch: int, offset: int) -> None:
         with self._lock:

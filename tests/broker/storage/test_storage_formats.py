@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 from broker_impl.storage import checkpoint as ckpt
-from broker_impl.storage.epoch_cache import LeaderEpochCache
+from broker_impl.storage.epoch_cache import LeaderEpochCache, end_offset_for
 from broker_impl.storage.errors import KafkaStorageError
 from broker_impl.storage.failure import DirFailureChannel
 
@@ -45,6 +45,22 @@ def test_epoch_cache_end_offsets_for_offset_for_leader_epoch():
     assert cache.end_offset_for(4, 40) == (4, 40)
     assert cache.end_offset_for(9, 40) == (4, 40)
     assert _cache()[0].end_offset_for(1, 5) == (-1, -1)
+
+
+@pytest.mark.unit
+def test_epoch_cache_snapshot_is_immutable_and_answers_without_a_cache():
+    """A follower fetch answers OffsetForLeaderEpoch-style checks on the loop from a snapshot
+    while the dir worker changes the cache: a snapshot never changes under its reader (the
+    cache installs a new tuple per change; before, each check copied and rebuilt a cache)."""
+    cache, _ = _cache([(1, 0), (3, 10)])
+    snap = cache.snapshot
+    cache.assign(4, 25)
+    cache.truncate_from_end(12)
+    cache.truncate_from_start(5)
+    assert snap == ((1, 0), (3, 10))
+    assert end_offset_for(snap, 1, 40) == (1, 10) and end_offset_for(snap, 3, 40) == (3, 40)
+    assert cache.snapshot == ((1, 5), (3, 10)) and end_offset_for(cache.snapshot, 2, 40) == (1, 10)
+    assert end_offset_for((), 1, 5) == (-1, -1)
 
 
 @pytest.mark.unit
