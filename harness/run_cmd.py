@@ -95,7 +95,7 @@ def summary_lines(outcomes) -> list[str]:
     return out
 
 
-class _Interrupt:
+class InterruptOnce:
     """SIGINT/SIGTERM: the first one stops the campaign (KeyboardInterrupt: the runner heals and
     tears the lab down); later ones are ignored, so the teardown is never cut short."""
 
@@ -135,7 +135,7 @@ def run(args: argparse.Namespace) -> int:
 
     def show(msg: str) -> None:
         print(msg, flush=True)
-    _Interrupt().install()
+    InterruptOnce().install()
     progress = Progress([(s.variant, s.workload.duration_ms / 1000) for s in scenarios], started_s=t0)
     outcomes = []
     if campaign:
