@@ -46,7 +46,7 @@ def lab_topology(scenario: Scenario, backend: str):
     from infra.lab import NodeSpec, Topology
     nodes = tuple(NodeSpec(n.name, n.disk_names) for n in node_defs(scenario).values())
     return Topology(nodes=nodes, disk_size_mb=scenario.topology.dir_size_mb, fstype=scenario.topology.fs,
-                    backend=backend)
+                    backend=backend, disk_cache=scenario.topology.disk_cache)
 
 
 def _log_dir(dirname: str) -> str:

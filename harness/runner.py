@@ -71,7 +71,8 @@ class RunOutcome:
 
 def fidelity_label(backend: str) -> str:
     return {"dm": "block-layer EIO via device-mapper table swap (dm-error/flakey/delay) under a real filesystem",
-            "fuse": "block-layer EIO via a FUSE-served loop-device backing file under a real filesystem",
+            "fuse": "block-layer EIO via a FUSE-served loop-device backing file under a real filesystem "
+                    "(the backing file is not synced on the host)",
             "plain": "no disk faults (plain loop devices)"}.get(backend, backend)
 
 
@@ -190,7 +191,8 @@ def run_scenario(scenario: Scenario, opts: RunOptions = RunOptions()) -> RunOutc
         from infra.lab import Lab
         image.ensure_node_image(say=lambda m: say(f"  image: {m}"))
         say(f"  lab: {scenario.topology.brokers} brokers x {scenario.topology.dirs_per_broker} dirs "
-            f"({scenario.topology.fs}, {scenario.topology.dir_size_mb} MiB), backend {opts.backend}")
+            f"({scenario.topology.fs}, {scenario.topology.dir_size_mb} MiB, {scenario.topology.disk_cache}), "
+            f"backend {opts.backend}")
         with Lab.create(lab_topology(scenario, opts.backend), say=lambda m: say(f"  {m}")) as lab:
             outcome.backend = lab.backend.name
             outcome.fidelity = fidelity_label(lab.backend.name)

@@ -11,7 +11,7 @@ from harness.faults.validate import TargetCheck
 from harness.fields import Fields, Problems, join, one_of
 
 __all__ = [
-    "CLIENTS", "ACKS", "FS_TYPES", "OUTCOMES", "CONTROLLER_ID_BASE", "DEFAULT_PARTITIONS", "OFFSETS_TOPIC",
+    "CLIENTS", "ACKS", "FS_TYPES", "DISK_CACHES", "OUTCOMES", "CONTROLLER_ID_BASE", "DEFAULT_PARTITIONS", "OFFSETS_TOPIC",
     "Topology", "ServerConfigs", "TopicSpec", "Workload", "Expect", "offsets_partitions", "plain_fields",
     "parse_topology", "parse_configs", "parse_workload", "parse_expect",
 ]
@@ -20,6 +20,7 @@ OFFSETS_TOPIC = "__consumer_offsets"
 CLIENTS = ("kafka-python", "confluent-kafka", "kcat")
 ACKS = ("all", "1", "0")
 FS_TYPES = ("ext4", "xfs")
+DISK_CACHES = ("write-back", "write-through")
 OUTCOMES = ("alive", "shutdown", "halted")
 CONTROLLER_ID_BASE = 3000
 DEFAULT_PARTITIONS = 12     # per topic: on 3 brokers RF 3, each leads 4 and follows 8
@@ -35,6 +36,9 @@ class Topology:
     dirs_per_broker: int = 3
     fs: str = "ext4"
     dir_size_mb: int = 256
+    # every lab disk's cache model: "write-back" (a volatile cache: the kernel sends flushes,
+    # each reaching the fault layer) or "write-through" (a power-loss-protected cache: none)
+    disk_cache: str = "write-back"
 
     def broker_ids(self) -> list[int]:
         return list(range(1, self.brokers + 1))
@@ -193,7 +197,8 @@ def parse_topology(data: Any, problems: Problems) -> Topology:
     f = Fields(data, "topology", problems)
     value = Topology(controllers=f.int("controllers", 3, lo=1, hi=5), brokers=f.int("brokers", 3, lo=1, hi=9),
                      dirs_per_broker=f.int("dirs_per_broker", 3, lo=1, hi=8),
-                     fs=f.str("fs", "ext4", choices=FS_TYPES), dir_size_mb=f.int("dir_size_mb", 256, lo=32))
+                     fs=f.str("fs", "ext4", choices=FS_TYPES), dir_size_mb=f.int("dir_size_mb", 256, lo=32),
+                     disk_cache=f.str("disk_cache", "write-back", choices=DISK_CACHES))
     f.finish()
     return value
 

@@ -59,7 +59,7 @@ class Disk:
 class DiskBackend(Protocol):
     name: str
 
-    def attach(self, lab_id: str, node: str, dirname: str, image: Path) -> tuple[str, str]: ...
+    def attach(self, lab_id: str, node: str, dirname: str, image: Path, cache: str) -> tuple[str, str]: ...
     def set_mode(self, disk: Disk, mode: FaultMode) -> str: ...
     def detach(self, disk: Disk) -> None: ...
 
@@ -69,8 +69,8 @@ class PlainBackend:
 
     name = "plain"
 
-    def attach(self, lab_id: str, node: str, dirname: str, image: Path) -> tuple[str, str]:
-        dev = loopdev.attach(image)
+    def attach(self, lab_id: str, node: str, dirname: str, image: Path, cache: str) -> tuple[str, str]:
+        dev = loopdev.attach(image, cache=cache)
         return dev, dev
 
     def set_mode(self, disk: Disk, mode: FaultMode) -> str:
@@ -90,8 +90,8 @@ class FuseBackend:
     def __init__(self, daemon: FuseDaemon) -> None:
         self.daemon = daemon
 
-    def attach(self, lab_id: str, node: str, dirname: str, image: Path) -> tuple[str, str]:
-        dev = loopdev.attach(self.daemon.mountpoint / image.name)
+    def attach(self, lab_id: str, node: str, dirname: str, image: Path, cache: str) -> tuple[str, str]:
+        dev = loopdev.attach(self.daemon.mountpoint / image.name, cache=cache)
         return dev, dev
 
     def set_mode(self, disk: Disk, mode: FaultMode) -> str:
@@ -107,8 +107,8 @@ class DmBackend:
 
     name = "dm"
 
-    def attach(self, lab_id: str, node: str, dirname: str, image: Path) -> tuple[str, str]:
-        dev = loopdev.attach(image)
+    def attach(self, lab_id: str, node: str, dirname: str, image: Path, cache: str) -> tuple[str, str]:
+        dev = loopdev.attach(image, cache=cache)
         try:
             return dev, dm.create(dm_name(lab_id, node, dirname), dev)
         except DeviceError:
@@ -124,8 +124,9 @@ class DmBackend:
 
 
 def create_disk(backend: DiskBackend, *, lab_id: str, lab_dir: Path, node: str, dirname: str,
-                size_mb: int, fstype: str) -> Disk:
-    """Backing file → device → mkfs → mount → ``data/``. Undoes its own steps on failure."""
+                size_mb: int, fstype: str, cache: str = "write-back") -> Disk:
+    """Backing file → device → mkfs → mount → ``data/``. Undoes its own steps on failure.
+    ``cache``: the device's cache model (``infra.loopdev.WRITE_CACHES``)."""
     if fstype not in fs.FSTYPES:
         raise DeviceError(f"filesystem type {fstype!r} is not supported (choose from {', '.join(fs.FSTYPES)})")
     if size_mb < (300 if fstype == "xfs" else 1 if fstype == "raw" else 16):
@@ -135,7 +136,7 @@ def create_disk(backend: DiskBackend, *, lab_id: str, lab_dir: Path, node: str, 
     image.parent.mkdir(parents=True, exist_ok=True)
     with open(image, "wb") as fh:
         fh.truncate(fs_bytes + PROBE_BYTES)
-    loop_dev, block_dev = backend.attach(lab_id, node, dirname, image)
+    loop_dev, block_dev = backend.attach(lab_id, node, dirname, image, cache)
     disk = Disk(lab_id, node, dirname, fstype, backend.name, image, loop_dev, block_dev,
                 lab_dir / "nodes" / node / dirname, fs_bytes)
     if fstype == "raw":

@@ -46,8 +46,12 @@ def pid_alive(pid: int) -> bool:
 
 
 class FuseDaemon:
-    def __init__(self, lab_dir: Path) -> None:
+    """``host_sync``: the daemon also syncs a backing file on the host for every guest flush
+    (``infra.fusefs --host-sync``); off by default, the lab's backing files being scratch."""
+
+    def __init__(self, lab_dir: Path, *, host_sync: bool = False) -> None:
         self.lab_dir = lab_dir
+        self.host_sync = host_sync
         self.backing = lab_dir / "backing"
         self.mountpoint = lab_dir / "fuse"
         self.socket_path = lab_dir / "fused.sock"
@@ -66,7 +70,8 @@ class FuseDaemon:
         with open(self.log_path, "ab") as log_file:
             self._proc = subprocess.Popen(
                 [sys.executable, "-m", "infra.fusefs", "--backing", str(self.backing), "--mount",
-                 str(self.mountpoint), "--socket", str(self.socket_path)],
+                 str(self.mountpoint), "--socket", str(self.socket_path),
+                 *(["--host-sync"] if self.host_sync else [])],
                 stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
                 start_new_session=True, close_fds=True)
         self.pid_path.write_text(f"{self._proc.pid}\n")

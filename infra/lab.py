@@ -6,7 +6,7 @@ Provision a topology, get paths, run containers, inject/heal faults, tear down::
 
     topo = Topology(nodes=(NodeSpec("controller-1", ("meta",)),
                            NodeSpec("broker-1", ("d1", "d2", "d3", "meta"))),
-                    disk_size_mb=512, fstype="ext4", backend="auto")
+                    disk_size_mb=512, fstype="ext4", backend="auto", disk_cache="write-back")
     with Lab.create(topo) as lab:                      # destroy() on exit, even after errors
         lab.disk("broker-1", "d1").data_path           # host path of that log dir
         lab.container_log_dir("broker-1", "d1")        # "/jbodlab/disks/d1/data" inside the node
@@ -39,6 +39,7 @@ from infra.errors import InfraError
 from infra.faultmodes import FaultMode
 from infra.faults import DiskFaultHandle
 from infra.fuse_daemon import FuseDaemon
+from infra.loopdev import WRITE_CACHES
 from infra.procfaults import ProcessFaultHandle, ResourceSample, sample
 from infra.netfaults import Isolate, NetTarget, Netem, Partition
 from infra.naming import (ROLE_LABEL, check_name, container_name, lab_dir, network_name,
@@ -68,8 +69,14 @@ class Topology:
     fstype: str = "ext4"            # ext4 | xfs | raw (bare device, nothing mounted)
     backend: str = "auto"
     network: bool = True
+    # the disks' cache model (infra.loopdev.WRITE_CACHES): "write-back" — the kernel sends
+    # flushes, and each reaches the fault layer — or "write-through" (a drive with a
+    # power-loss-protected cache: no flushes)
+    disk_cache: str = "write-back"
 
     def __post_init__(self) -> None:
+        if self.disk_cache not in WRITE_CACHES:
+            raise ValueError(f"disk_cache {self.disk_cache!r} is unknown (choose from {', '.join(WRITE_CACHES)})")
         names = [n.name for n in self.nodes]
         if len(set(names)) != len(names):
             raise ValueError(f"duplicate node names in topology: {names}")
@@ -122,7 +129,7 @@ class Lab:
                 for d in node.dirs:
                     lab.disks[(node.name, d)] = create_disk(
                         lab.backend, lab_id=lab_id, lab_dir=root, node=node.name, dirname=d,
-                        size_mb=topology.disk_size_mb, fstype=topology.fstype)
+                        size_mb=topology.disk_size_mb, fstype=topology.fstype, cache=topology.disk_cache)
                     lab._save()  # cleanup finds the loop device even if the FUSE mount vanishes
             if topology.network:
                 lab.network = network_name(lab_id)
@@ -153,7 +160,7 @@ class Lab:
         t = meta["topology"]
         topology = Topology(nodes=tuple(NodeSpec(n["name"], tuple(n["dirs"])) for n in t["nodes"]),
                             disk_size_mb=t["disk_size_mb"], fstype=t["fstype"], backend=t["backend"],
-                            network=t["network"])
+                            network=t["network"], disk_cache=t.get("disk_cache", "write-back"))
         lab = cls(lab_id, root, topology, PlainBackend(), network=meta.get("network"), say=say or (lambda _m: None))
         lab._meta = meta
         if meta["backend"] == "fuse":
@@ -248,7 +255,8 @@ class Lab:
         old = self.disk(node, dirname)
         destroy_disk(self.backend, old)
         new = create_disk(self.backend, lab_id=self.lab_id, lab_dir=self.dir, node=node, dirname=dirname,
-                          size_mb=self.topology.disk_size_mb, fstype=self.topology.fstype)
+                          size_mb=self.topology.disk_size_mb, fstype=self.topology.fstype,
+                          cache=self.topology.disk_cache)
         self.disks[(node, dirname)] = new
         self._save()
         return new

@@ -8,6 +8,10 @@ from infra import _cmd
 from infra.errors import CommandError, DeviceError
 
 SYS_BLOCK = Path("/sys/block")
+# the device's cache model, as sysfs names it (queue/write_cache): "write back" — a volatile
+# cache, so the kernel sends flushes (each becomes an fsync of the backing file) — or "write
+# through" — no volatile cache (a drive with power-loss protection), so the kernel sends none
+WRITE_CACHES = {"write-back": "write back", "write-through": "write through"}
 
 
 def backing_file(dev: str) -> str | None:
@@ -40,8 +44,29 @@ def loops_for(path: Path | str) -> list[str]:
     return [dev for dev, bf in list_loops() if bf == path or bf.startswith(path.rstrip("/") + "/")]
 
 
-def attach(image: Path, *, direct_io_on: bool = True) -> str:
-    """Attach ``image`` to a free loop device; with direct I/O it must really be on (DIO=1)."""
+def write_cache(dev: str) -> str | None:
+    """The device's cache model ("write-back" / "write-through"), or None if unreadable."""
+    try:
+        text = (SYS_BLOCK / Path(dev).name / "queue" / "write_cache").read_text().strip()
+    except OSError:
+        return None
+    return {v: k for k, v in WRITE_CACHES.items()}.get(text)
+
+
+def set_write_cache(dev: str, cache: str) -> None:
+    """Set the device's cache model. The setting outlives a detach (the next image attached to
+    the same loop device inherits it), so every attach sets it."""
+    if cache not in WRITE_CACHES:
+        raise DeviceError(f"disk cache {cache!r} is unknown (choose from {', '.join(WRITE_CACHES)})")
+    try:
+        (SYS_BLOCK / Path(dev).name / "queue" / "write_cache").write_text(WRITE_CACHES[cache] + "\n")
+    except OSError as exc:
+        raise DeviceError(f"cannot set the write cache of {dev} to {WRITE_CACHES[cache]!r}: {exc}") from exc
+
+
+def attach(image: Path, *, direct_io_on: bool = True, cache: str = "write-back") -> str:
+    """Attach ``image`` to a free loop device; with direct I/O it must really be on (DIO=1);
+    ``cache``: its cache model (:data:`WRITE_CACHES`), set before anything stacks on it."""
     argv = ["losetup", "--find", "--show"]
     if direct_io_on:
         argv.append("--direct-io=on")
@@ -54,6 +79,11 @@ def attach(image: Path, *, direct_io_on: bool = True) -> str:
     if direct_io_on and not direct_io(dev):
         detach(dev)
         raise DeviceError(f"loop device {dev} for {image} came up without direct I/O (dio=0)")
+    try:
+        set_write_cache(dev, cache)
+    except DeviceError:
+        detach(dev)
+        raise
     return dev
 
 
