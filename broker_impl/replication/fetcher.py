@@ -61,7 +61,7 @@ import uuid
 from typing import Any, Callable
 
 from broker_impl.replication.follow_apply import BACKOFF_S, StorageSteps
-from broker_impl.replication.follow_round import STEP_WAIT_MS, FollowState, needs_storage, plan_round
+from broker_impl.replication.follow_round import STEP_WAIT_MS, FollowState, is_ready, needs_storage, plan_wait
 from broker_impl.state.effects import TopicPartition
 from kafka_common import ids, wire
 from kafka_common.wire import ErrorCode
@@ -72,6 +72,7 @@ FETCH = 1
 RESPONSE_MAX_BYTES = 10 * 1024 * 1024
 INTERRUPT_POLL_MS = 100     # a joining partition drops a fetch in flight that may poll longer than this
 JOIN_SETTLE_S = 1.0         # after a join, polls stay short this long: the joins that follow it do not interrupt
+REFRESH_S = 1.0             # every partition's fetch state is looked at again at least this often
 
 
 class FetcherHost:
@@ -85,10 +86,23 @@ class FetcherHost:
 
 
 class LeaderFetcher(StorageSteps):
+    """A round costs what changed, not what is followed: the partitions whose fetch state may
+    have moved since the last request — joined or left, a storage step started or ended, a
+    back-off started or ended — are kept in ``dirty``, and an incremental request looks only
+    at those (every partition again each ``REFRESH_S``: retention moves a follower's log start
+    behind the fetcher's back). Steps and back-offs under way are kept aside (``running``,
+    ``backing_off``) for the round's ``max_wait``. With 100 partitions per leader, walking them
+    all was a third of a follower's loop."""
+
     def __init__(self, mgr: "FetcherManager", leader_id: int) -> None:
         self.mgr = mgr
         self.leader_id = leader_id
         self.partitions: dict[TopicPartition, FollowState] = {}
+        self.running: dict[TopicPartition, FollowState] = {}       # a storage step under way
+        self.backing_off: dict[TopicPartition, FollowState] = {}   # an error's back-off under way
+        self.dirty: set[TopicPartition] = set()                    # look at before the next request
+        self.names: dict[uuid.UUID, str] = {}                      # topic id -> name (answers)
+        self.refreshed_at = -math.inf
         self.client: KafkaClient | None = None
         self.changed = asyncio.Event()
         self._interrupt = asyncio.Event()
@@ -96,7 +110,36 @@ class LeaderFetcher(StorageSteps):
         self.joined_at = -math.inf  # loop time of the last join
         self.session_id, self.session_epoch = 0, 0
         self.sent: dict[TopicPartition, tuple] = {}  # what the leader's session holds per partition
+        self.members: dict[TopicPartition, FollowState] = {}   # … and for which of our states
         self.task = asyncio.create_task(self._run(), name=f"fetcher-{leader_id}")
+
+    def join(self, st: FollowState) -> None:
+        self.partitions[st.tp] = st
+        self.names[st.topic_id] = st.tp.topic
+        self.dirty.add(st.tp)
+
+    def leave(self, tp: TopicPartition) -> None:
+        self.partitions.pop(tp, None)
+        self.running.pop(tp, None)
+        self.backing_off.pop(tp, None)
+        self.dirty.add(tp)     # the next request forgets it
+
+    def step_started(self, st: FollowState, task: "asyncio.Future", now: float) -> None:
+        st.applying, st.applying_since = task, now
+        self.running[st.tp] = st
+        self.dirty.add(st.tp)  # sits out while the step runs
+
+    def step_ended(self, st: FollowState) -> None:
+        st.applying = None
+        if self.running.get(st.tp) is st:
+            del self.running[st.tp]
+        self.dirty.add(st.tp)  # rejoins, at its new log end
+
+    def back_off(self, st: FollowState, until: float) -> None:
+        st.backoff_until = until
+        if self.partitions.get(st.tp) is st:
+            self.backing_off[st.tp] = st
+        self.dirty.add(st.tp)
 
     def wake(self) -> None:
         """A partition joined: it must not wait for the long poll in flight to end. The leader
@@ -172,42 +215,56 @@ class LeaderFetcher(StorageSteps):
 
     def reset_session(self) -> None:
         """Forget the fetch session (the next request is a full one asking for a new one)."""
-        self.session_id, self.session_epoch, self.sent = 0, 0, {}
+        self.session_id, self.session_epoch, self.sent, self.members = 0, 0, {}, {}
 
-    def _request(self, client: KafkaClient, states: list[FollowState], wait_ms: int
-                 ) -> tuple[Any, int, dict[TopicPartition, tuple], int]:
-        """The Fetch for ``states``: full (asking for a session) when there is none, else
-        incremental — only the partitions whose fetch state changed since the last request,
-        and ``forgotten_topics_data`` for those that left (or sit out this round). Returns
-        (request, version, the session's partitions once answered, partitions covered)."""
+    def _request(self, client: KafkaClient, wait_ms: int, now: float
+                 ) -> tuple[Any, int, dict[TopicPartition, tuple], dict[TopicPartition, FollowState]] | None:
+        """The Fetch: full (asking for a session) when there is none — every partition not
+        sitting out — else incremental: of the partitions in ``dirty``, those whose fetch state
+        differs from what the leader's session holds, and ``forgotten_topics_data`` for those
+        that left or sit out. Returns (request, version, the session's partitions and their
+        states once answered), or None when no partition would be in it (``dirty`` is then
+        kept for the next round)."""
         host, cfg = self.mgr.host, self.mgr
         version = client.pick_version(FETCH, 12, 16)
         mod = wire.request_module(FETCH, version)
         use_session = version >= 13
         incremental = use_session and self.session_id != 0
+        if now - self.refreshed_at >= REFRESH_S:
+            self.refreshed_at = now
+            self.dirty.update(self.partitions)
+        look: Any = self.dirty if incremental else list(self.partitions)
+        self.dirty = set()
+        sent: dict[TopicPartition, tuple] = dict(self.sent) if incremental else {}
+        members: dict[TopicPartition, FollowState] = dict(self.members) if incremental else {}
         topics: dict[uuid.UUID, list] = {}
         names: dict[uuid.UUID, str] = {}
-        sent: dict[TopicPartition, tuple] = {}
-        for st in states:
-            plog = host.get_log(st.tp)
-            if plog is None:
+        forgotten: dict[uuid.UUID, list[int]] = {}
+        for tp in look:
+            st = self.partitions.get(tp)
+            plog = host.get_log(tp) if st is not None and is_ready(st, now) else None
+            if plog is None:   # left, sits out, or no log: out of the session
+                old = sent.pop(tp, None)
+                members.pop(tp, None)
+                if incremental and old is not None:
+                    forgotten.setdefault(old[0], []).append(tp.partition)
                 continue
+            assert st is not None
             epoch = plog.latest_epoch
             state = (st.topic_id, st.leader_epoch, plog.log_end_offset, epoch if epoch is not None else -1,
                      plog.log_start_offset)
-            sent[st.tp] = state
-            if incremental and self.sent.get(st.tp) == state:
+            members[tp] = st
+            if incremental and sent.get(tp) == state:
                 continue   # unchanged: the leader's session has it
+            sent[tp] = state
             topics.setdefault(st.topic_id, []).append(wire.make(
-                mod.FetchPartition, partition=st.tp.partition, current_leader_epoch=st.leader_epoch,
+                mod.FetchPartition, partition=tp.partition, current_leader_epoch=st.leader_epoch,
                 fetch_offset=state[2], last_fetched_epoch=state[3], log_start_offset=state[4],
                 partition_max_bytes=cfg.max_bytes))
-            names[st.topic_id] = st.tp.topic
-        forgotten: dict[uuid.UUID, list[int]] = {}
-        if incremental:
-            for tp, state in self.sent.items():
-                if tp not in sent:
-                    forgotten.setdefault(state[0], []).append(tp.partition)
+            names[st.topic_id] = tp.topic
+        if not sent:
+            self.dirty.update(look)   # nothing to send: look again next round
+            return None
         fetch_topics = tuple(wire.make(mod.FetchTopic, topic=names[t], topic_id=t, partitions=tuple(ps))
                              for t, ps in topics.items())
         forgotten_topics = tuple(wire.make(mod.ForgottenTopic, topic_id=t, partitions=tuple(ps))
@@ -220,7 +277,13 @@ class LeaderFetcher(StorageSteps):
             topics=fetch_topics, forgotten_topics_data=forgotten_topics, rack_id="", cluster_id=None)
         if version >= 15:
             fields["replica_state"] = mod.ReplicaState(replica_id=host.node_id, replica_epoch=host.broker_epoch())
-        return wire.make(wire.request_class(FETCH, version), **fields), version, sent, len(sent)
+        return wire.make(wire.request_class(FETCH, version), **fields), version, sent, members
+
+    def _expire_backoffs(self, now: float) -> None:
+        for tp, st in list(self.backing_off.items()):
+            if st.backoff_until <= now:
+                del self.backing_off[tp]
+                self.dirty.add(tp)   # rejoins
 
     async def _round(self, client: KafkaClient) -> bool:
         loop = asyncio.get_running_loop()
@@ -228,22 +291,27 @@ class LeaderFetcher(StorageSteps):
         # oldest of them reaches that age; older ones (a slow or hung dir) are not waited for
         now = loop.time()
         bound = self.mgr.step_wait_ms / 1000
-        young = [st for st in self.partitions.values() if st.applying is not None and now - st.applying_since < bound]
+        young = [st for st in self.running.values() if st.applying is not None and now - st.applying_since < bound]
         if young:
-            await asyncio.wait({st.applying for st in young},
+            await asyncio.wait({st.applying for st in young if st.applying is not None},
                                timeout=min(st.applying_since for st in young) + bound - now)
         now = loop.time()
-        states, wait_ms = plan_round(list(self.partitions.values()), now, self.mgr.wait_max_ms)
-        if now - self.joined_at < JOIN_SETTLE_S:
-            wait_ms = min(wait_ms, INTERRUPT_POLL_MS)
-        if not states:
-            idle = [st.backoff_until for st in self.partitions.values() if st.applying is None]
+        self._expire_backoffs(now)
+        sitting_out = self.running.keys() | self.backing_off.keys()
+        if len(sitting_out) >= len(self.partitions):
+            idle = [st.backoff_until for st in self.backing_off.values() if st.applying is None]
             await self._sleep(min(idle) - now if idle else BACKOFF_S)  # an applied step wakes it
             return False
-        req, version, sent, covered = self._request(client, states, wait_ms)
-        if not covered:
+        wait_ms = plan_wait(min((st.applying_since for st in self.running.values()), default=None),
+                            min((st.backoff_until for st in self.backing_off.values()), default=None),
+                            now, self.mgr.wait_max_ms)
+        if now - self.joined_at < JOIN_SETTLE_S:
+            wait_ms = min(wait_ms, INTERRUPT_POLL_MS)
+        built = self._request(client, wait_ms, now)
+        if built is None:
             await self._sleep(BACKOFF_S)
             return False
+        req, version, sent, members = built
         self._interrupt.clear()
         self.polling_ms = wait_ms
         fetch = asyncio.ensure_future(client.request(req, timeout_s=wait_ms / 1000 + 10))
@@ -280,15 +348,18 @@ class LeaderFetcher(StorageSteps):
             else:
                 self.session_epoch = 1 if self.session_epoch >= 2**31 - 1 else self.session_epoch + 1
             self.sent = sent if self.session_id else {}
-        by_key = {(st.topic_id if version >= 13 else st.tp.topic, st.tp.partition): st for st in states}
+            self.members = members if self.session_id else {}
         got = False
         by_dir: dict[str, list[tuple[FollowState, Any, Any]]] = {}
         for topic in resp.responses:
-            key_t = ids.from_wire(topic.topic_id) if version >= 13 else topic.topic
+            name = self.names.get(ids.from_wire(topic.topic_id)) if version >= 13 else topic.topic
+            if name is None:
+                continue
             for p in topic.partitions:
-                st = by_key.get((key_t, p.partition_index))
-                if st is None or self.partitions.get(st.tp) is not st:
-                    continue  # removed or re-added while the fetch was in flight
+                tp = TopicPartition(name, p.partition_index)
+                st = members.get(tp)
+                if st is None or self.partitions.get(tp) is not st:
+                    continue  # not in this fetch, or removed / re-added while it was in flight
                 plog = self.mgr.host.get_log(st.tp)
                 if plog is None:
                     continue
@@ -329,7 +400,7 @@ class FetcherManager:
         f = self.fetchers.get(leader_id)
         if f is None:
             f = self.fetchers[leader_id] = LeaderFetcher(self, leader_id)
-        f.partitions[tp] = FollowState(tp, topic_id, leader_epoch)
+        f.join(FollowState(tp, topic_id, leader_epoch))
         self.leader_of[tp] = leader_id
         f.wake()
 
@@ -337,7 +408,7 @@ class FetcherManager:
         for tp in tps:
             leader = self.leader_of.pop(tp, None)
             if leader is not None and leader in self.fetchers:
-                self.fetchers[leader].partitions.pop(tp, None)
+                self.fetchers[leader].leave(tp)
 
     def following(self) -> dict[TopicPartition, int]:
         return dict(self.leader_of)

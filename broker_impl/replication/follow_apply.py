@@ -20,6 +20,9 @@ BACKOFF_S = 0.2
 
 
 class StorageSteps:
+    """The host class keeps the bookkeeping: ``step_started`` / ``step_ended`` / ``back_off`` /
+    ``leave`` (:class:`broker_impl.replication.fetcher.LeaderFetcher`)."""
+
     def _start_steps(self, items: list[tuple[FollowState, Any, Any]], now: float) -> None:
         """One job on the dir's worker for the partitions whose locks are free; a partition
         whose lock is held (a move's swap) gets a job of its own."""
@@ -30,7 +33,7 @@ class StorageSteps:
         for batch in ([free] if free else []) + [[item] for item in busy]:
             task = asyncio.ensure_future(self._apply_batch(batch))
             for st, _plog, _p in batch:
-                st.applying, st.applying_since = task, now
+                self.step_started(st, task, now)
 
     async def _apply_batch(self, items: list[tuple[FollowState, Any, Any]]) -> None:
         try:
@@ -39,7 +42,7 @@ class StorageSteps:
             log.exception("follower %s", [st.tp for st, _plog, _p in items])
         finally:
             for st, _plog, _p in items:
-                st.applying = None
+                self.step_ended(st)
             self.changed.set()
 
     async def _apply_batch_async(self, items: list[tuple[FollowState, Any, Any]]) -> None:
@@ -82,12 +85,12 @@ class StorageSteps:
             if isinstance(exc, StorageError) and not isinstance(exc, KafkaStorageError):
                 # bad bytes: retry after a pause, keep the partition
                 log.warning("follower %s: %s", st.tp, exc)
-                st.backoff_until = asyncio.get_running_loop().time() + BACKOFF_S
+                self.back_off(st, asyncio.get_running_loop().time() + BACKOFF_S)
                 self.mgr.errors[type(exc).__name__] = self.mgr.errors.get(type(exc).__name__, 0) + 1
                 return False
             # our dir failed (already reported through the channel) or a raw OSError
             log.warning("follower %s: %s", st.tp, exc)
-            self.partitions.pop(st.tp, None)
+            self.leave(st.tp)
             return False
         kind, value = outcome
         if kind == "truncated":
@@ -96,7 +99,7 @@ class StorageSteps:
         if kind in ("diverged", "appended"):
             return bool(value)
         err = p.error_code
-        st.backoff_until = asyncio.get_running_loop().time() + BACKOFF_S
+        self.back_off(st, asyncio.get_running_loop().time() + BACKOFF_S)
         self.mgr.errors[err.name] = self.mgr.errors.get(err.name, 0) + 1
         return False
 

@@ -33,21 +33,35 @@ class FollowState:
     applying_since: float = 0.0                # loop time the step started
 
 
-def plan_round(states: "list[FollowState]", now: float, wait_max_ms: int) -> tuple[list[FollowState], int]:
-    """Which partitions the next Fetch carries and its ``max_wait`` (ms): every partition not
-    backing off and not in a storage step. The full long poll only when none sits out;
+def is_ready(st: FollowState, now: float) -> bool:
+    """Carried by the next Fetch: not in a storage step, not backing off."""
+    return st.applying is None and st.backoff_until <= now
+
+
+def plan_wait(oldest_step_since: float | None, first_backoff_end: float | None, now: float,
+              wait_max_ms: int) -> int:
+    """The next Fetch's ``max_wait`` (ms): the full long poll only when no partition sits out;
     otherwise no longer than until the first back-off ends, nor than the age of the oldest
     running step (≥ MIN_STRAGGLER_POLL_MS), so a partition that sits out rejoins soon after
     its step or back-off ends, without busy-polling a hung dir."""
-    ready = [st for st in states if st.applying is None and st.backoff_until <= now]
     wait_ms = wait_max_ms
+    if oldest_step_since is not None:
+        wait_ms = min(wait_ms, max(MIN_STRAGGLER_POLL_MS, int((now - oldest_step_since) * 1000)))
+    if first_backoff_end is not None and first_backoff_end > now:
+        wait_ms = min(wait_ms, max(MIN_STRAGGLER_POLL_MS, int((first_backoff_end - now) * 1000) + 1))
+    return wait_ms
+
+
+def plan_round(states: "list[FollowState]", now: float, wait_max_ms: int) -> tuple[list[FollowState], int]:
+    """Which partitions the next Fetch carries (every partition not backing off and not in a
+    storage step) and its ``max_wait`` (:func:`plan_wait`), from the whole list. The fetcher
+    keeps the running steps and back-offs aside and asks :func:`plan_wait` directly; this is
+    the same rule over a plain list."""
+    ready = [st for st in states if is_ready(st, now)]
     running = [st.applying_since for st in states if st.applying is not None]
-    if running:
-        wait_ms = min(wait_ms, max(MIN_STRAGGLER_POLL_MS, int((now - min(running)) * 1000)))
     backing_off = [st.backoff_until for st in states if st.applying is None and st.backoff_until > now]
-    if backing_off:
-        wait_ms = min(wait_ms, max(MIN_STRAGGLER_POLL_MS, int((min(backing_off) - now) * 1000) + 1))
-    return ready, wait_ms
+    return ready, plan_wait(min(running) if running else None, min(backing_off) if backing_off else None,
+                            now, wait_max_ms)
 
 
 def needs_storage(p: Any) -> bool:

@@ -134,3 +134,74 @@ def test_fetcher_close_is_bounded_even_when_its_task_swallows_the_cancel():
         assert swallowed == [1] and not f.task.done()
         f.task.cancel()
     asyncio.run(go())
+
+
+class _Log:
+    def __init__(self, leo: int) -> None:
+        self.log_end_offset, self.latest_epoch, self.log_start_offset = leo, 5, 0
+
+
+class _Logs(_NoLeader):
+    def __init__(self, n: int) -> None:
+        self.logs = {TopicPartition("t", p): _Log(10) for p in range(n)}
+
+    def get_log(self, tp):
+        return self.logs.get(tp)
+
+
+class _Client:
+    @staticmethod
+    def pick_version(api_key, lo, hi):
+        return hi
+
+
+def _named(req) -> list[int]:
+    return sorted(p.partition for t in req.topics for p in t.partitions)
+
+
+def _forgotten(req) -> list[int]:
+    return sorted(p for t in req.forgotten_topics_data for p in t.partitions)
+
+
+def test_an_incremental_fetch_looks_only_at_what_changed():
+    """With 100 partitions followed from one leader, a round names (and looks at) only the
+    partitions whose fetch state moved: a step ended (a new log end), a step started or a
+    back-off began (forgotten: they sit out), a back-off ended (named again)."""
+    from broker_impl.replication import fetcher as fmod
+
+    async def go():
+        host = _Logs(100)
+        mgr = fmod.FetcherManager(host, wait_max_ms=500, max_bytes=1 << 20)
+        for p in range(100):
+            mgr.add(TopicPartition("t", p), TID, 1, 5)
+        f = mgr.fetchers[1]
+        f.task.cancel()                         # rounds driven by hand below
+        now = 10.0
+        req, _v, sent, members = f._request(_Client(), 500, now)
+        assert req.session_id == 0 and _named(req) == list(range(100))     # full: asks for a session
+        f.session_id, f.session_epoch, f.sent, f.members = 77, 1, sent, members
+        req, _v, sent, members = f._request(_Client(), 500, now)
+        assert (req.session_id, _named(req), _forgotten(req)) == (77, [], [])   # nothing moved
+        f.sent, f.members = sent, members
+        tp3, tp5, tp8 = (TopicPartition("t", p) for p in (3, 5, 8))
+        host.logs[tp3].log_end_offset = 11
+        f.step_started(f.partitions[tp3], asyncio.get_running_loop().create_future(), now)
+        f.step_started(f.partitions[tp5], asyncio.get_running_loop().create_future(), now)
+        f.back_off(f.partitions[tp8], now + 0.2)
+        req, _v, sent, members = f._request(_Client(), 500, now)
+        assert _named(req) == [] and _forgotten(req) == [3, 5, 8]              # they sit out
+        assert len(sent) == 97
+        f.sent, f.members = sent, members
+        f.step_ended(f.partitions[tp3])        # appended: its new log end goes to the leader
+        req, _v, sent, members = f._request(_Client(), 500, now)
+        assert _named(req) == [3] and req.topics[0].partitions[0].fetch_offset == 11
+        f.sent, f.members = sent, members
+        f._expire_backoffs(now + 0.25)         # the back-off is over: 8 rejoins
+        req, _v, sent, members = f._request(_Client(), 500, now + 0.25)
+        assert _named(req) == [8] and _forgotten(req) == []
+        f.sent, f.members = sent, members
+        mgr.remove([tp5])                       # no longer followed (it was out already)
+        req, _v, sent, _m = f._request(_Client(), 500, now + 0.25)
+        assert _named(req) == [] and tp5 not in sent and len(sent) == 99
+        await mgr.close()
+    asyncio.run(go())
