@@ -88,6 +88,10 @@ class LogSegment:
         self._bytes_since_index = 0
         self._log_fd = -1
         self._index_fd = -1
+        # the index file changed since its last fsync: a flush syncs it only then (a sync of a
+        # clean file still costs the device a cache flush; with small records most flushes of
+        # a segment find its index unchanged)
+        self._index_unsynced = False
 
     # ---- open / create -------------------------------------------------------------------
     @classmethod
@@ -95,6 +99,7 @@ class LogSegment:
         seg = cls(dir_path, base_offset, index_interval_bytes=index_interval_bytes, created_ms=created_ms)
         seg._log_fd = os.open(seg.log_path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
         seg._index_fd = os.open(seg.index_path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        seg._index_unsynced = True
         return seg
 
     @classmethod
@@ -102,6 +107,7 @@ class LogSegment:
         seg = cls(dir_path, base_offset, index_interval_bytes=index_interval_bytes, created_ms=created_ms)
         seg._log_fd = os.open(seg.log_path, os.O_RDWR)
         seg._index_fd = os.open(seg.index_path, os.O_RDWR | os.O_CREAT, 0o644)
+        seg._index_unsynced = True   # written by an earlier process: maybe not synced (a kill -9)
         seg.size = os.fstat(seg._log_fd).st_size
         return seg
 
@@ -213,10 +219,12 @@ class LogSegment:
         if new_entries:
             first_new = len(self._index_positions) - len(new_entries)
             _pwrite_all(self._index_fd, b"".join(new_entries), first_new * INDEX_ENTRY_BYTES)
+            self._index_unsynced = True
 
     def _rewrite_index(self) -> None:
         data = b"".join(_INDEX_ENTRY.pack(o - self.base_offset, p)
                         for o, p in zip(self._index_offsets, self._index_positions))
+        self._index_unsynced = True
         os.ftruncate(self._index_fd, 0)
         _pwrite_all(self._index_fd, data, 0)
 
@@ -225,7 +233,9 @@ class LogSegment:
 
     def flush(self) -> None:
         os.fsync(self._log_fd)
-        os.fsync(self._index_fd)
+        if self._index_unsynced:
+            os.fsync(self._index_fd)
+            self._index_unsynced = False
 
     # ---- read ----------------------------------------------------------------------------
     def header_at(self, pos: int) -> bh.BatchHeader:
@@ -305,6 +315,7 @@ class LogSegment:
         i = bisect.bisect_left(self._index_positions, pos)
         del self._index_offsets[i:], self._index_positions[i:]
         self._bytes_since_index = pos - (self._index_positions[-1] if self._index_positions else 0)
+        self._index_unsynced = True
         os.ftruncate(self._index_fd, i * INDEX_ENTRY_BYTES)
         return removed
 
