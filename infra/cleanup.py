@@ -26,7 +26,7 @@ from pathlib import Path
 from infra import _cmd, dm, lab_record, loopdev
 from infra.docker import Docker
 from infra.errors import ContainerError
-from infra.fuse_daemon import FuseDaemon, pid_alive
+from infra.fuse_daemon import FuseDaemon, is_daemon_argv, pid_alive
 from infra.mounts import mounts_under
 from infra.naming import LABS_ROOT, PREFIX
 
@@ -67,7 +67,7 @@ def _lab_of_path(path: str) -> str | None:
 
 
 def fusefs_daemons() -> list[tuple[int, str]]:
-    """(pid, lab id) of every running infra.fusefs daemon serving a lab dir."""
+    """(pid, lab id) of every running FUSE daemon (native or ``infra.fusefs``) serving a lab dir."""
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -76,7 +76,7 @@ def fusefs_daemons() -> list[tuple[int, str]]:
             argv = (entry / "cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if b"infra.fusefs" not in argv:
+        if not is_daemon_argv(argv):
             continue
         args = [a.decode(errors="replace") for a in argv]
         if "--mount" in args:
@@ -200,7 +200,7 @@ def _stop_pid(pid: int, root: Path) -> None:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return
-    if b"infra.fusefs" not in cmdline or str(root).encode() not in cmdline:
+    if not is_daemon_argv(cmdline.split(b"\0")) or str(root).encode() not in cmdline:
         return  # pid reused by something else: not ours
     for sig in (signal.SIGTERM, signal.SIGKILL):
         try:

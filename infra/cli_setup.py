@@ -1,4 +1,5 @@
-"""`jbodlab setup`: idempotent host set-up (packages, dockerd, fusectl, node image)."""
+"""`jbodlab setup`: idempotent host set-up (packages, dockerd, fusectl, the native FUSE daemon,
+node image)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import argparse
 import os
 import time
 
-from infra import host, image
+from infra import faultfs_build, host, image
 from infra.errors import InfraError
 
 
@@ -29,6 +30,10 @@ def run(args: argparse.Namespace) -> int:
         if not args.skip_packages:
             host.ensure_packages(say)
         host.ensure_fusectl(say)
+        try:
+            say(f"native FUSE daemon: {faultfs_build.ensure_built(say)}")
+        except faultfs_build.BuildError as exc:
+            say(f"native FUSE daemon cannot be built ({exc}): labs run the Python daemon (infra.fusefs)")
         host.ensure_dockerd(say)
         if not args.skip_image:
             report = image.ensure_node_image(say=say, force=args.force_image)

@@ -1,15 +1,23 @@
-"""Start, talk to, tune, abort and stop the lab's FUSE fault daemon (``infra.fusefs``).
+"""Start, talk to, tune, abort and stop the lab's FUSE fault daemon.
 
 One daemon per lab serves every backing image of the lab. ``FuseDaemon(lab_dir).start()``
 mounts it at ``<lab dir>/fuse``, raises the connection's ``max_background`` and
 ``congestion_threshold`` to 64 (fusectl), and writes ``fused.pid``. ``set_mode(image, mode)``
 switches a fault at run time. ``abort()`` releases a wedged daemon through
 ``/sys/fs/fuse/connections/N/abort`` (N read from mountinfo, never via stat).
+
+Two implementations with the same behaviour and the same control protocol (JSON lines on
+``fused.sock``): ``native`` — ``infra/faultfs/faultfs.c``, built on demand by
+``infra.faultfs_build`` (a libfuse3 C daemon: no per-request Python cost, no GIL) — and
+``python`` — ``infra.fusefs`` (mfusepy). ``impl="auto"`` (default; ``JBODLAB_FUSE_IMPL``
+overrides it) runs the native one when it can be built and otherwise logs one warning and
+runs the Python one.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -17,12 +25,20 @@ import sys
 import time
 from pathlib import Path
 
-from infra import _cmd, host, jsonline
+from infra import _cmd, faultfs_build, host, jsonline
 from infra.errors import DeviceError
 from infra.faultmodes import FaultMode
 from infra.mounts import mount_at
 
 MAX_BACKGROUND = 64
+IMPLS = ("auto", "native", "python")
+log = logging.getLogger("jbodlab.fuse")
+
+
+def is_daemon_argv(argv: list[bytes]) -> bool:
+    """True for the command line (``/proc/PID/cmdline`` split at NUL) of a lab FUSE daemon,
+    either implementation."""
+    return b"infra.fusefs" in argv or (bool(argv) and faultfs_build.is_native_daemon(os.fsdecode(argv[0])))
 
 
 def fuse_connection(mountpoint: Path) -> int | None:
@@ -47,11 +63,18 @@ def pid_alive(pid: int) -> bool:
 
 class FuseDaemon:
     """``host_sync``: the daemon also syncs a backing file on the host for every guest flush
-    (``infra.fusefs --host-sync``); off by default, the lab's backing files being scratch."""
+    (``--host-sync``); off by default, the lab's backing files being scratch. ``impl``:
+    ``auto`` | ``native`` | ``python`` (None: ``$JBODLAB_FUSE_IMPL``, else ``auto``);
+    ``active_impl`` says which one ``start()`` ran."""
 
-    def __init__(self, lab_dir: Path, *, host_sync: bool = False) -> None:
+    def __init__(self, lab_dir: Path, *, host_sync: bool = False, impl: str | None = None) -> None:
+        impl = impl or os.environ.get("JBODLAB_FUSE_IMPL") or "auto"
+        if impl not in IMPLS:
+            raise ValueError(f"FUSE daemon implementation {impl!r} is unknown (choose from {', '.join(IMPLS)})")
         self.lab_dir = lab_dir
         self.host_sync = host_sync
+        self.impl = impl
+        self.active_impl: str | None = None
         self.backing = lab_dir / "backing"
         self.mountpoint = lab_dir / "fuse"
         self.socket_path = lab_dir / "fused.sock"
@@ -64,14 +87,14 @@ class FuseDaemon:
         host.ensure_fusectl()
         self.backing.mkdir(parents=True, exist_ok=True)
         self.mountpoint.mkdir(parents=True, exist_ok=True)
+        program, self.active_impl = self._program()
         env = dict(os.environ, FUSE_LIBRARY_NAME="fuse3")
         root = str(Path(__file__).resolve().parents[1])
         env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         with open(self.log_path, "ab") as log_file:
             self._proc = subprocess.Popen(
-                [sys.executable, "-m", "infra.fusefs", "--backing", str(self.backing), "--mount",
-                 str(self.mountpoint), "--socket", str(self.socket_path),
-                 *(["--host-sync"] if self.host_sync else [])],
+                [*program, "--backing", str(self.backing), "--mount", str(self.mountpoint),
+                 "--socket", str(self.socket_path), *(["--host-sync"] if self.host_sync else [])],
                 stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
                 start_new_session=True, close_fds=True)
         self.pid_path.write_text(f"{self._proc.pid}\n")
@@ -86,6 +109,19 @@ class FuseDaemon:
             time.sleep(0.05)
         self.stop()
         raise DeviceError(f"FUSE daemon did not mount {self.mountpoint} within {timeout_s:.0f} s: {self._log_tail()}")
+
+    def _program(self) -> tuple[list[str], str]:
+        """The daemon's command (without arguments) and which implementation it is."""
+        python = [sys.executable, "-m", "infra.fusefs"]
+        if self.impl == "python":
+            return python, "python"
+        try:
+            return [str(faultfs_build.ensure_built())], "native"
+        except faultfs_build.BuildError as exc:
+            if self.impl == "native":
+                raise DeviceError(f"native FUSE daemon unavailable: {exc}") from exc
+            log.warning("native FUSE daemon unavailable (%s); running the Python daemon (infra.fusefs)", exc)
+            return python, "python"
 
     def _log_tail(self) -> str:
         try:

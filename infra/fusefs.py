@@ -1,5 +1,8 @@
 """The lab's FUSE fault filesystem (a daemon: ``python -m infra.fusefs``).
 
+The fallback implementation: ``infra/faultfs/faultfs.c`` is its native twin (same behaviour,
+same control protocol) and runs by default; ``FuseDaemon(impl=...)`` chooses.
+
 It serves the backing image files of one lab (``--backing DIR``) at ``--mount DIR``; the lab
 attaches a loop device (``--direct-io=on``) to each served file and puts a real filesystem on
 it, so a fault here is a real block-layer EIO under ext4/xfs. Every image has a

@@ -24,6 +24,7 @@ Say = Callable[[str], None]
 HOST_PACKAGES = (
     "docker.io", "debootstrap", "fuse3", "libfuse3-3", "xfsprogs", "e2fsprogs", "kcat",
     "iproute2", "iptables", "util-linux", "psmisc", "procps", "kmod",
+    "gcc", "libc6-dev", "pkg-config", "libfuse3-dev",   # the native FUSE daemon (infra.faultfs_build)
 )
 DOCKER_SOCKET = Path("/var/run/docker.sock")
 FUSECTL_DIR = Path("/sys/fs/fuse/connections")

@@ -2,7 +2,8 @@
 daemon and its fault mode, and only with host sync on (``infra.fusefs --host-sync``) does the
 daemon also sync the backing file on the host; with a write-through model the kernel sends no
 flushes at all. The model is set at every attach (the loop device keeps it across a detach).
-Real daemon, loop device and ext4; no containers."""
+Real daemon (both implementations: native and ``infra.fusefs``), loop device and ext4; no
+containers."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import pytest
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 from loopdev import lab_disk_skip_reason  # noqa: E402
 
+from infra import faultfs_build  # noqa: E402
 from infra.disks import FuseBackend, create_disk, destroy_disk  # noqa: E402
 from infra.faultmodes import FaultMode  # noqa: E402
 from infra.fuse_daemon import FuseDaemon  # noqa: E402
@@ -32,9 +34,9 @@ def make_disk():
         pytest.skip(reason)
     made = []
 
-    def make(*, host_sync: bool, cache: str):
+    def make(*, host_sync: bool, cache: str, impl: str | None = None):
         lab = Path(tempfile.mkdtemp(prefix="jbodtest-hostsync-"))
-        daemon = FuseDaemon(lab, host_sync=host_sync)
+        daemon = FuseDaemon(lab, host_sync=host_sync, impl=impl)
         made.append((lab, daemon, []))
         daemon.start()
         disk = create_disk(FuseBackend(daemon), lab_id="hostsync", lab_dir=lab, node="n1", dirname="d1",
@@ -57,10 +59,18 @@ def make_disk():
         shutil.rmtree(lab, ignore_errors=True)
 
 
-@pytest.fixture(params=[False, True], ids=["host-sync-off", "host-sync-on"])
+@pytest.fixture(params=[(False, "native"), (True, "native"), (False, "python"), (True, "python")],
+                ids=["host-sync-off-native", "host-sync-on-native", "host-sync-off-python", "host-sync-on-python"])
 def lab_disk(request, make_disk):
-    daemon, disk = make_disk(host_sync=request.param, cache="write-back")
-    yield daemon, disk, request.param
+    host_sync, impl = request.param
+    if impl == "native":
+        try:
+            faultfs_build.ensure_built()
+        except faultfs_build.BuildError as exc:
+            pytest.skip(f"native FUSE daemon cannot be built here: {exc}")
+    daemon, disk = make_disk(host_sync=host_sync, cache="write-back", impl=impl)
+    assert daemon.active_impl == impl
+    yield daemon, disk, host_sync
 
 
 def _append_fsync(path: Path) -> None:

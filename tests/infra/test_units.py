@@ -1,9 +1,15 @@
-"""Pure parts of infra: fault modes, dm tables, mountinfo parsing, names, source hash."""
+"""Pure parts of infra: fault modes, dm tables, mountinfo parsing, names, source hash, the
+choice of FUSE daemon."""
+
+import logging
+import sys
 
 import pytest
 
-from infra import dm, image, naming
+from infra import dm, faultfs_build, image, naming
+from infra.errors import DeviceError
 from infra.faultmodes import FaultMode
+from infra.fuse_daemon import FuseDaemon, is_daemon_argv
 from infra.mounts import mountinfo
 
 pytestmark = pytest.mark.unit
@@ -104,3 +110,33 @@ def test_cleanup_maps_paths_and_recorded_loops_to_labs(tmp_path, monkeypatch):
     (tmp_path / "broken").mkdir()
     (tmp_path / "broken" / "lab.json").write_text("{not json")
     assert cleanup._recorded_loops() == {"/dev/loop7": ("ab12cd34", "n1--d1.img")}
+
+
+def test_impl_choice_and_fallback(monkeypatch, tmp_path, caplog):
+    with pytest.raises(ValueError):
+        FuseDaemon(tmp_path, impl="rust")
+    monkeypatch.setenv("JBODLAB_FUSE_IMPL", "python")
+    assert FuseDaemon(tmp_path).impl == "python"
+    monkeypatch.delenv("JBODLAB_FUSE_IMPL")
+    assert FuseDaemon(tmp_path).impl == "auto"
+    assert FuseDaemon(tmp_path, impl="python")._program() == ([sys.executable, "-m", "infra.fusefs"], "python")
+
+    def unbuildable(say=None):
+        raise faultfs_build.BuildError("no C compiler (apt-get install gcc libc6-dev)")
+
+    monkeypatch.setattr(faultfs_build, "ensure_built", unbuildable)
+    with caplog.at_level(logging.WARNING, logger="jbodlab.fuse"):
+        assert FuseDaemon(tmp_path)._program()[1] == "python"
+    assert [r.getMessage() for r in caplog.records] == [
+        "native FUSE daemon unavailable (no C compiler (apt-get install gcc libc6-dev)); "
+        "running the Python daemon (infra.fusefs)"]
+    with pytest.raises(DeviceError, match="no C compiler"):
+        FuseDaemon(tmp_path, impl="native")._program()
+
+
+def test_cleanup_recognises_both_daemons():
+    assert is_daemon_argv([b"/usr/bin/python3", b"-m", b"infra.fusefs", b"--mount", b"/x", b""])
+    assert is_daemon_argv([b"/var/cache/jbodlab/faultfs/jbodlab-faultfs-0123456789abcdef", b"--mount", b"/x", b""])
+    assert not is_daemon_argv([b"/usr/bin/python3", b"-m", b"infra.fusefs_other", b""])
+    assert not is_daemon_argv([b"/bin/sleep", b"jbodlab-faultfs-1", b""])
+    assert not is_daemon_argv([])
