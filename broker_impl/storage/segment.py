@@ -98,8 +98,9 @@ class LogSegment:
     def create(cls, dir_path: str, base_offset: int, *, index_interval_bytes: int, created_ms: int) -> "LogSegment":
         seg = cls(dir_path, base_offset, index_interval_bytes=index_interval_bytes, created_ms=created_ms)
         seg._log_fd = os.open(seg.log_path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        # an empty new index needs no sync of its own: the sync of the partition dir that makes
+        # the new files' entries durable (at the log's creation, or the roll's flush) covers it
         seg._index_fd = os.open(seg.index_path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
-        seg._index_unsynced = True
         return seg
 
     @classmethod
@@ -127,11 +128,11 @@ class LogSegment:
             offsets.append(off)
             positions.append(pos)
             last_off, last_pos = off, pos
-        if self.size > 0 and not positions:
-            return False  # a non-empty segment always indexes its first batch: the index is lost
         pos = positions[-1] if positions else 0
         next_offset = self.base_offset
         while pos < self.size:
+            if not positions and pos >= self.index_interval_bytes:
+                return False  # that batch would have an entry (an older build indexed every first batch): lost
             head = _pread_exact(self._log_fd, bh.HEADER_BYTES, pos)
             try:
                 header = bh.read_header(head)
@@ -192,8 +193,12 @@ class LogSegment:
 
     # ---- write ---------------------------------------------------------------------------
     def _maybe_index(self, offset: int, pos: int, nbytes: int) -> bool:
+        """An index entry once ``index_interval_bytes`` were written since the last one. As in
+        Kafka, a segment's first batch gets none (a lookup before the first entry reads from
+        position 0): a segment smaller than the interval — every segment of a small-record
+        partition rolled by age — keeps an empty index that no flush has to sync."""
         added = False
-        if not self._index_positions or self._bytes_since_index >= self.index_interval_bytes:
+        if self._bytes_since_index >= self.index_interval_bytes:
             if not self._index_positions or pos > self._index_positions[-1]:
                 self._index_offsets.append(offset)
                 self._index_positions.append(pos)
