@@ -68,17 +68,11 @@ SOAK_DURATION_MS = 40000
 MISSING: dict[tuple[str, str], str] = {}
 # (variant, check) -> a check that passes in some runs and not in others on these 2 cores, with
 # the measured margin: a non-strict xfail (it may pass; when it fails, the reason says by how much).
-# S15 (300 partitions, 1000 records/s, the failed dir holds all 100 leaders of broker 1, which
-# move to broker 2 at once): since the flushes by count left the dir workers (concurrent fsyncs,
-# roll fsyncs with the next count flush, epoch entries with the flush) the lab is no longer
-# saturated from the start (produce p50 16-64 ms before the fault in most runs, FUSE daemon 16 %
-# of a core instead of 40-55 %), but at 1000/s it runs at the edge of its 2 cores: in 5 of 7 quiet
-# runs of this code the partitions of broker 2 (now leading 200) spend seconds at p50 150-1100 ms
-# after the move, or before it, and exceed their bounds (baseline + 100 ms); 2 of 7 were true.
-FAILOVER_MARGIN = ("300 partitions at 1000 records/s: 100 leaders move to one broker at once; the lab runs at the "
-                   "edge of its 2 cores, and in 5 of 7 quiet runs that broker's partitions spent seconds at p50 "
-                   "150-1100 ms, beyond their bounds (baseline + 100 ms); 2 of 7 true (issue 10)")
-MARGINAL: dict[tuple[str, str], str] = {(MANY, "service"): FAILOVER_MARGIN}
+# Empty: S15's service check (300 partitions at 1000 records/s, broker 1's 100 leaders moving to
+# broker 2 at once) was here until the lab stopped syncing its backing files on the host, the
+# FUSE daemon went native and a flush stopped syncing unchanged index files: 10 of 10 quiet runs
+# true since (it had been 2 of 7 on one machine, 0 of 4 on another).
+MARGINAL: dict[tuple[str, str], str] = {}
 # (variant) -> a known cause whose ONLY signature is duplicates: the durability test is an xfail
 # when the check fails with duplicates and nothing else (:func:`only_duplicates`: a lost,
 # mismatched, reordered or phantom record still fails it), and passes when the check passes.
