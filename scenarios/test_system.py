@@ -68,11 +68,18 @@ SOAK_DURATION_MS = 40000
 MISSING: dict[tuple[str, str], str] = {}
 # (variant, check) -> a check that passes in some runs and not in others on these 2 cores, with
 # the measured margin: a non-strict xfail (it may pass; when it fails, the reason says by how much).
-# Empty: S15's service check (300 partitions at 1000 records/s, broker 1's 100 leaders moving to
-# broker 2 at once) was here until the lab stopped syncing its backing files on the host, the
-# FUSE daemon went native and a flush stopped syncing unchanged index files: 10 of 10 quiet runs
-# true since (it had been 2 of 7 on one machine, 0 of 4 on another).
-MARGINAL: dict[tuple[str, str], str] = {}
+# S15 (300 partitions, 1000 records/s; the failed dir holds all 100 leaders of broker 1, which
+# move to broker 2 at once): on a quiet machine true in 10 of 10 runs since the lab stopped
+# syncing its backing files on the host, the FUSE daemon went native and a flush stopped
+# syncing unchanged index files (it had been 2 of 7 on one machine, 0 of 4 on another). Beside a
+# `while True` hog the baselines rise (p50 ~66 ms) and broker 2, leading 200 partitions after
+# the move, can still push one of its own partitions past its bound in the flush and roll
+# bursts that follow the move (measured: t1-22 at p50 200 ms against 166 ms, +6.2 s after the
+# fault, one of 300).
+FAILOVER_MARGIN = ("300 partitions at 1000 records/s, 100 leaders moving to one broker at once: true in 10 of 10 "
+                   "quiet runs; beside a CPU hog one of broker 2's 200 partitions can exceed its bound by ~20 % in "
+                   "the flush/roll bursts after the move (issue 10)")
+MARGINAL: dict[tuple[str, str], str] = {(MANY, "service"): FAILOVER_MARGIN}
 # (variant) -> a known cause whose ONLY signature is duplicates: the durability test is an xfail
 # when the check fails with duplicates and nothing else (:func:`only_duplicates`: a lost,
 # mismatched, reordered or phantom record still fails it), and passes when the check passes.
