@@ -34,6 +34,9 @@ latency_degradation_ratio   worst 5 s p50 during the faults ÷ the pre-fault p50
 service_recovery_ms         per fault × partition: fault → rolling p99 back within the bound
                             (the run's row per fault: the slowest partition, when all recovered)
 service_unrecovered         count of fault × partition pairs that never recovered
+host_cpu_busy_ratio         the host's cores busy over the workload; ``host_cpu_other_ratio``:
+                            the share taken outside the lab (not from the history: the runner
+                            samples /proc, :mod:`harness.host_load`, and adds these two rows)
 ==========================  ================================================================
 
 The service definitions (windows, fault domains, rolling windows, bounds) are in

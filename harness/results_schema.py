@@ -73,7 +73,9 @@ SERVICE_DURATION_METRICS = tuple(f"produce_{w}_{q}_ms" for w in WINDOWS for q in
     "service_recovery_ms",  # fault -> the partition's rolling p99 back within the bound
 )
 RATE_METRICS = tuple(f"produce_{w}_per_s" for w in WINDOWS)  # acked produces per second
-RATIO_METRICS = ("latency_degradation_ratio",)  # worst 5 s p50 during the faults / pre-fault p50
+RATIO_METRICS = ("latency_degradation_ratio",  # worst 5 s p50 during the faults / pre-fault p50
+                 "host_cpu_busy_ratio",  # the host's cores busy over the workload (harness.host_load)
+                 "host_cpu_other_ratio")  # ... of it taken by processes outside the lab
 DURATION_METRICS = DURATION_METRICS + SERVICE_DURATION_METRICS
 METRICS = DURATION_METRICS + COUNT_METRICS + RATE_METRICS + RATIO_METRICS
 UNITS = ("ms", "count", "per_s", "ratio")

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import heapq
 import json
+import os
 import sys
 import time
 import traceback
@@ -25,7 +26,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 from harness.faults.schedule import end_ms
+from harness.host_load import HostSample, host_metric_rows, read_proc_stat, starved_line
 from harness.ledger import load_history
 from harness.scenario import Scenario
 from harness.node_configs import lab_topology
@@ -144,12 +148,16 @@ def client_listeners(svc: Services) -> list[int]:
 
 
 class _Sampler:
-    """psutil samples of every node's container (the ``resources`` table)."""
+    """psutil samples of every node's container (the ``resources`` table), and the host's CPU
+    against the lab's (:mod:`harness.host_load`: the ``host_cpu_*`` metrics)."""
 
     def __init__(self, lab, svc: Services) -> None:
         self.lab, self.svc = lab, svc
         self.rows: list[dict] = []
+        self.host: list[HostSample] = []
         self._last: dict[int, tuple[int, float]] = {}
+        self._node_cpu: dict[int, float] = {}   # cumulative CPU s of each node (over its restarts)
+        self._node_carry: dict[int, float] = {}  # CPU s of a node's earlier containers
 
     def sample(self) -> None:
         for n, node in self.svc.nodes.items():
@@ -158,12 +166,35 @@ class _Sampler:
             except Exception:  # noqa: BLE001 - a stopped node has nothing to sample
                 continue
             cpu_s = s.cpu_user_s + s.cpu_system_s
+            if cpu_s < self._node_cpu.get(n, 0.0) - self._node_carry.get(n, 0.0):   # a new container
+                self._node_carry[n] = self._node_cpu[n]
+            self._node_cpu[n] = self._node_carry.get(n, 0.0) + cpu_s
             prev = self._last.get(n)
             pct = None if prev is None or s.ts_ns <= prev[0] else 100.0 * (cpu_s - prev[1]) / ((s.ts_ns - prev[0]) / 1e9)
             self._last[n] = (s.ts_ns, cpu_s)
             self.rows.append({"node_id": n, "pid": None, "ts_ns": s.ts_ns, "cpu_percent": pct,
                               "rss_bytes": s.rss_bytes, "read_bytes": s.read_bytes, "write_bytes": s.write_bytes,
                               "read_count": None, "write_count": None})
+        self._sample_host()
+
+    def _sample_host(self) -> None:
+        """The host's /proc/stat and the lab's CPU s so far: the nodes' containers (their last
+        sample) plus this process's tree (client threads, the FUSE daemon)."""
+        try:
+            me = psutil.Process()
+            own = 0.0
+            for p in (me, *me.children(recursive=True)):
+                try:
+                    t = p.cpu_times()
+                    own += t.user + t.system
+                except psutil.Error:
+                    continue
+            self.host.append(HostSample(time.time_ns(), read_proc_stat(), own + sum(self._node_cpu.values())))
+        except (OSError, ValueError, psutil.Error):
+            return   # no /proc: the host metrics are left out
+
+    def host_rows(self) -> list[dict]:
+        return host_metric_rows(self.host, os.sysconf("SC_CLK_TCK"))
 
 
 def run_scenario(scenario: Scenario, opts: RunOptions = RunOptions()) -> RunOutcome:
@@ -360,6 +391,10 @@ def _finish(outcome: RunOutcome, scenario: Scenario, svc: Services | None, ledge
         history = load_history(outcome.run_dir / "ledger.jsonl", files)
         outcome.report = run_checks(scenario, history)
         outcome.metrics = compute_metrics(history, scenario)
+        host = sampler.host_rows() if sampler else []
+        outcome.metrics.extend(host)
+        if (line := starved_line(host)) is not None:
+            say(f"  WARNING: {line}")
         configs = {str(n): p for n, p in (svc.configs.items() if svc else [])}
         record_run(outcome.run_dir.parent, scenario=scenario, history=history, report=outcome.report,
                    run_id=outcome.run_id, metrics=outcome.metrics, resources=sampler.rows if sampler else (),

@@ -9,7 +9,7 @@ its id). Loop devices of other tests (``jbodtest-*``, backing files elsewhere) a
 
 Order per lab (FUSE notes): resume dm devices → abort the FUSE connection (frees processes
 stuck on a wedged daemon) → remove containers (kills the workload) → remove the network →
-lazy-unmount the filesystems → remove dm devices → detach loop devices → unmount the FUSE
+remove the CPU cgroup → lazy-unmount the filesystems → remove dm devices → detach loop devices → unmount the FUSE
 mount → stop the daemon → unmount the lab dir → delete the lab dir.
 """
 
@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from infra import _cmd, dm, lab_record, loopdev
+from infra import _cmd, cpu_group, dm, lab_record, loopdev
 from infra.docker import Docker
 from infra.errors import ContainerError
 from infra.fuse_daemon import FuseDaemon, is_daemon_argv, pid_alive
@@ -44,16 +44,18 @@ class LabLeftovers:
     loops: list[str] = field(default_factory=list)
     mounts: list[str] = field(default_factory=list)
     daemons: list[int] = field(default_factory=list)
+    cgroups: list[str] = field(default_factory=list)
     has_dir: bool = False
 
     def empty(self) -> bool:
         return not (self.containers or self.networks or self.dm_devices or self.loops or self.mounts
-                    or self.daemons or self.has_dir)
+                    or self.daemons or self.cgroups or self.has_dir)
 
     def summary(self) -> str:
         parts = [f"{len(v)} {k}" for k, v in (("containers", self.containers), ("networks", self.networks),
                                               ("dm devices", self.dm_devices), ("loop devices", self.loops),
-                                              ("mounts", self.mounts), ("daemons", self.daemons)) if v]
+                                              ("mounts", self.mounts), ("daemons", self.daemons),
+                                              ("cgroups", self.cgroups)) if v]
         if self.has_dir:
             parts.append("lab dir")
         return ", ".join(parts) or "nothing"
@@ -137,6 +139,8 @@ def survey() -> dict[str, LabLeftovers]:
             get(lab).mounts.append(m.target)
     for pid, lab in fusefs_daemons():
         get(lab).daemons.append(pid)
+    for lab, paths in cpu_group.leftovers().items():
+        get(lab).cgroups.extend(str(p) for p in paths)
     return labs
 
 
@@ -171,6 +175,8 @@ def remove_lab(lab_id: str, say: Say = lambda _m: None) -> LabLeftovers:
             say(f"lab {lab_id}: {exc}")
     for name in found.networks:
         docker.remove_network(name)
+    for problem in cpu_group.remove(lab_id):   # its containers are gone: the group is empty
+        say(f"lab {lab_id}: cgroup {problem}")
     _umount_all(root / "nodes", say)
     for name in found.dm_devices:
         try:

@@ -54,6 +54,7 @@ class ContainerSpec:
     cap_add: tuple[str, ...] = ()
     init: bool = True
     workdir: str | None = None
+    cgroup_parent: str | None = None   # the lab's CPU group (infra.cpu_group)
 
     def create_kwargs(self) -> dict[str, Any]:
         """The arguments of ``containers.create`` (which never pulls: the image is built here)."""
@@ -71,6 +72,8 @@ class ContainerSpec:
             kwargs["cap_add"] = list(self.cap_add)
         if self.workdir:
             kwargs["working_dir"] = self.workdir
+        if self.cgroup_parent:
+            kwargs["cgroup_parent"] = self.cgroup_parent
         return kwargs
 
 
@@ -124,6 +127,13 @@ class Docker:
             return fn(container)
         except (APIError, DockerException) as exc:
             raise ContainerError(f"{what}: {exc}") from exc
+
+    def cgroup_driver(self) -> str:
+        """``cgroupfs`` or ``systemd`` (``docker info``)."""
+        try:
+            return str(self.client.info().get("CgroupDriver") or "unknown")
+        except (APIError, DockerException) as exc:
+            raise ContainerError(f"docker info: {exc}") from exc
 
     # ---- one container -------------------------------------------------------------
     def run(self, spec: ContainerSpec) -> str:

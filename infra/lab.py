@@ -31,11 +31,11 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from infra import _cmd, capability, image, lab_record
+from infra import _cmd, capability, cpu_group, image, lab_record
 from infra.cleanup import remove_lab
 from infra.disks import Disk, DiskBackend, DmBackend, FuseBackend, PlainBackend, create_disk, destroy_disk, repair_disk
 from infra.docker import BindMount, ContainerSpec, Docker
-from infra.errors import InfraError
+from infra.errors import ContainerError, InfraError
 from infra.faultmodes import FaultMode
 from infra.faults import DiskFaultHandle
 from infra.fuse_daemon import FuseDaemon
@@ -92,6 +92,7 @@ class Lab:
     disks: dict[tuple[str, str], Disk] = field(default_factory=dict)
     docker: Docker = field(default_factory=Docker)
     network: str | None = None
+    cgroup_parent: str | None = None    # infra.cpu_group: the containers' parent cgroup
     say: Say = field(default=lambda _m: None, repr=False)
     _meta: dict | None = field(default=None, repr=False)
 
@@ -134,6 +135,18 @@ class Lab:
             if topology.network:
                 lab.network = network_name(lab_id)
                 lab.docker.create_network(lab.network, lab_id)
+            try:
+                driver = lab.docker.cgroup_driver()
+            except ContainerError as exc:
+                driver = f"unknown: {exc}"
+            group, why = cpu_group.create(lab_id, len(topology.nodes), driver=driver)
+            if group is not None:
+                lab.cgroup_parent = group.parent
+                say(f"lab {lab_id}: containers in cgroup {group.path} ({group.weight_file} {group.weight}: "
+                    f"one process's weight per node)")
+            else:
+                say(f"lab {lab_id}: containers in docker's own cgroup ({why}): on a busy host the whole "
+                    f"cluster weighs one process")
         except BaseException:
             lab.destroy()
             raise
@@ -144,6 +157,7 @@ class Lab:
     def _save(self) -> None:
         meta = dict(self._meta or lab_record.read(self.dir))
         meta["network"] = self.network
+        meta["cgroup_parent"] = self.cgroup_parent
         meta["disks"] = [{**asdict(d), "image": str(d.image), "mountpoint": str(d.mountpoint)}
                          for d in self.disks.values()]
         lab_record.write(self.dir, meta)
@@ -163,6 +177,7 @@ class Lab:
                             network=t["network"], disk_cache=t.get("disk_cache", "write-back"))
         lab = cls(lab_id, root, topology, PlainBackend(), network=meta.get("network"), say=say or (lambda _m: None))
         lab._meta = meta
+        lab.cgroup_parent = meta.get("cgroup_parent")
         if meta["backend"] == "fuse":
             lab.daemon = FuseDaemon(root)
             if not lab.daemon.running():
@@ -211,7 +226,7 @@ class Lab:
             name=self.container_name(node), image=image_tag or image.node_image_tag(), command=tuple(command),
             lab_id=self.lab_id, hostname=node, network=self.network, network_aliases=(node,),
             mounts=(self.node_mount(node), *extra_mounts), env=tuple(sorted((env or {}).items())),
-            labels=((ROLE_LABEL, node),))
+            labels=((ROLE_LABEL, node),), cgroup_parent=self.cgroup_parent)
 
     def start_node(self, node: str, command: list[str] | tuple[str, ...] = ("sleep", "infinity"), **kw) -> str:
         spec = self.node_spec(node, command, **kw)

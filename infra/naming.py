@@ -10,6 +10,7 @@ Everything the lab creates carries the prefix ``jbodlab``:
 - dm devices           ``jbodlab-<lab_id>-<node>--<dir>``
 - containers           ``jbodlab-<lab_id>-<node>``, label ``jbodlab.lab=<lab_id>``
 - docker network       ``jbodlab-<lab_id>``, label ``jbodlab.lab=<lab_id>``
+- CPU cgroup           ``/sys/fs/cgroup/<controller>/jbodlab-<lab_id>/`` (the containers' parent)
 - node image           ``jbodlab-node:<source hash>``; base ``jbodlab-base:<key>``
 
 Other engineers' test devices use the prefix ``jbodtest-``: never touched here.

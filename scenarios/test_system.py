@@ -72,13 +72,14 @@ MISSING: dict[tuple[str, str], str] = {}
 # move to broker 2 at once): on a quiet machine true in 10 of 10 runs since the lab stopped
 # syncing its backing files on the host, the FUSE daemon went native and a flush stopped
 # syncing unchanged index files (it had been 2 of 7 on one machine, 0 of 4 on another). Beside a
-# `while True` hog the baselines rise (p50 ~66 ms) and broker 2, leading 200 partitions after
-# the move, can still push one of its own partitions past its bound in the flush and roll
-# bursts that follow the move (measured: t1-22 at p50 200 ms against 166 ms, +6.2 s after the
-# fault, one of 300).
+# `while True` hog the host is 99 % busy (harness.host_load) and the check fails: measured with
+# `jbodlab run S15` beside one, 6 of 6 false — 3 with the containers in docker's one cgroup: the
+# brokers got 0.8 of a core together and the baseline p99 was 3.4-4.2 s; with the lab's own
+# CPU group (infra.cpu_group, 3 runs) they get ~1.0, the baseline p99 is 0.51-0.57 s, and the partitions
+# of broker 2 (200 leaders after the move) degrade 5.4-6.2x their baseline p50 for 5-10 s.
 FAILOVER_MARGIN = ("300 partitions at 1000 records/s, 100 leaders moving to one broker at once: true in 10 of 10 "
-                   "quiet runs; beside a CPU hog one of broker 2's 200 partitions can exceed its bound by ~20 % in "
-                   "the flush/roll bursts after the move (issue 10)")
+                   "quiet runs; beside a CPU hog the host is 99 % busy and broker 2's partitions degrade "
+                   "5.4-6.2x their baseline p50 for 5-10 s after the move (3 of 3 runs; issue 10)")
 MARGINAL: dict[tuple[str, str], str] = {(MANY, "service"): FAILOVER_MARGIN}
 # (variant) -> a known cause whose ONLY signature is duplicates: the durability test is an xfail
 # when the check fails with duplicates and nothing else (:func:`only_duplicates`: a lost,
@@ -241,6 +242,12 @@ def test_s1_results_read_back_with_pandas() -> None:
     per_partition = metrics[(metrics.metric == "produce_before_p50_ms") & metrics.partition.notna()]
     assert len(per_partition) == o.scenario.workload.topics[0].partitions
     assert (metrics[metrics.metric == "detect_ms"]["value"] >= 0).all()
+    # the host's load over the workload (harness.host_load): one run-level row each, a share of
+    # all cores; the lab alone keeps this machine's cores partly busy
+    host = metrics[metrics.metric.isin(["host_cpu_busy_ratio", "host_cpu_other_ratio"])].set_index("metric")
+    assert sorted(host.index) == ["host_cpu_busy_ratio", "host_cpu_other_ratio"] and host.partition.isna().all()
+    assert 0 < host.loc["host_cpu_busy_ratio", "value"] <= 1
+    assert 0 <= host.loc["host_cpu_other_ratio", "value"] <= host.loc["host_cpu_busy_ratio", "value"]
     checks = pd.read_parquet(o.run_dir / "checks")
     assert {"all", "service"} <= set(checks["checker"])
     for table in ("client_ops", "resources"):

@@ -11,6 +11,8 @@ Rows are matched on ``scenario × metric × backend × config`` (``model.LATENCY
 * Throughput metrics (``*_per_s``): higher is better, so a stat regresses when
   ``after < before · (1 − threshold)`` and improves when ``after > before · (1 + threshold)``.
 * Ratio metrics (``latency_degradation_ratio``): as durations, without the ms floor.
+* Host load (``host_cpu_busy_ratio``, ``host_cpu_other_ratio``): shown, always ``ok`` — the
+  machine's load is the context of a figure, not the build's doing.
 * A group only in ``before`` is ``missing`` (a regression only with ``fail_on_missing``);
   only in ``after`` is ``new``.
 
@@ -28,6 +30,7 @@ from harness import results_schema as rs
 from harness.analysis import model as m
 
 COMPARED_STATS = ("p50", "p99")
+HOST_METRICS = ("host_cpu_busy_ratio", "host_cpu_other_ratio")   # harness.host_load
 COLUMNS = list(m.LATENCY_KEYS) + ["count_before", "count_after"] + [
     f"{s}_{w}" for s in COMPARED_STATS for w in ("before", "after", "ratio")] + [
     "max_before", "max_after", "verdict", "reason"]
@@ -59,6 +62,8 @@ def compare(before: pd.DataFrame, after: pd.DataFrame, *, threshold: float = 0.1
             row["reason"] = "group absent from the new results"
         elif r["_merge"] == "right_only":
             row["verdict"], row["reason"] = "new", "group absent from the baseline"
+        elif r["metric"] in HOST_METRICS:   # the machine's load: context, not the build's doing
+            row["verdict"], row["reason"] = "ok", "host load: context, not judged"
         elif r["metric"] in rs.COUNT_METRICS:
             if r["max_after"] > r["max_before"]:
                 row["verdict"], row["reason"] = "regression", f"max {r['max_before']:g} → {r['max_after']:g}"

@@ -58,6 +58,9 @@ def test_gate_verdicts():
     assert rates.loc["produce_during_per_s", "verdict"] == "regression"      # fewer acks per second
     assert "p50 200.0 → 150.0/s" in rates.loc["produce_during_per_s", "reason"]
     assert rates.loc["latency_degradation_ratio", "verdict"] == "regression"  # no ms floor for a ratio
+    busier = compare.compare(_lat([dict(metric="host_cpu_busy_ratio", p50=0.5, p99=0.6, max=0.6)]),
+                             _lat([dict(metric="host_cpu_busy_ratio", p50=1.0, p99=1.0, max=1.0)])).iloc[0]
+    assert busier["verdict"] == "ok" and "host load" in busier["reason"]   # the machine, not the build
     faster = compare.compare(_lat([dict(metric="produce_during_per_s", p50=100.0, p99=100.0, max=100.0)]),
                              _lat([dict(metric="produce_during_per_s", p50=150.0, p99=150.0, max=150.0)]))
     assert faster["verdict"].tolist() == ["improvement"]

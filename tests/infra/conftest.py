@@ -26,6 +26,18 @@ def fuse_skip_reason() -> str | None:
     return None if caps.fuse else caps.fuse_reason
 
 
+def cpu_group_skip_reason() -> str | None:
+    """Why the lab cannot give its containers a CPU cgroup here (infra.cpu_group), or None."""
+    from infra import cpu_group
+    from infra.docker import Docker
+    driver = Docker().cgroup_driver()
+    if driver != "cgroupfs":
+        return f"docker's cgroup driver is {driver}, not cgroupfs"
+    if cpu_group._cpu_hierarchy(cpu_group.CGROUP_ROOT) is None:
+        return f"no cpu controller under {cpu_group.CGROUP_ROOT}"
+    return None
+
+
 @pytest.fixture(scope="session")
 def node_image() -> str:
     reason = system_skip_reason()

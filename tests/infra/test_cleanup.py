@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from infra import loopdev
+from infra import cpu_group, loopdev
 from infra.cleanup import cleanup, fusefs_daemons, survey
 from infra.docker import Docker
 from infra.lab import Lab, NodeSpec, Topology
 from infra.mounts import mounts_under
 from infra.naming import LABS_ROOT
-from tests.infra.conftest import fuse_skip_reason
+from tests.infra.conftest import cpu_group_skip_reason, fuse_skip_reason
 
 pytestmark = pytest.mark.system
 
@@ -48,6 +48,7 @@ def _traces(lab_id: str) -> dict[str, object]:
         "mounts": [m.target for m in mounts_under(root)],
         "loops": loopdev.loops_for(root),
         "daemons": [pid for pid, lab in fusefs_daemons() if lab == lab_id],
+        "cgroups": [str(p) for p in cpu_group.leftovers().get(lab_id, [])],
         "dir": root.exists(),
     }
 
@@ -76,6 +77,7 @@ def test_cleanup_after_sigkill_leaves_nothing(node_image, jbodtest_loop):
         lab_id = line.split()[1]
         before = _traces(lab_id)
         assert len(before["containers"]) == 2 and before["loops"] and before["daemons"] and before["mounts"]
+        assert before["cgroups"] or cpu_group_skip_reason(), "the containers' CPU cgroup was not made"
         assert survey()[lab_id].live, "the owner still runs: the lab is live"
     finally:
         proc.send_signal(signal.SIGKILL)
@@ -88,7 +90,8 @@ def test_cleanup_after_sigkill_leaves_nothing(node_image, jbodtest_loop):
     print(out.stdout)
     assert out.returncode == 0, out.stdout + out.stderr
     after = _traces(lab_id)
-    assert after == {"containers": [], "networks": [], "mounts": [], "loops": [], "daemons": [], "dir": False}
+    assert after == {"containers": [], "networks": [], "mounts": [], "loops": [], "daemons": [], "cgroups": [],
+                     "dir": False}
     dev, path = jbodtest_loop
     assert loopdev.backing_file(dev) == path, "a jbodtest- loop device was touched"
     # a second run finds nothing (idempotent)
@@ -110,7 +113,7 @@ def test_default_cleanup_leaves_live_labs_alone(node_image):
     assert _traces(lab.lab_id)["dir"] is False
     time.sleep(0)  # destroy() ran: nothing of the lab left
     assert _traces(lab.lab_id) == {"containers": [], "networks": [], "mounts": [], "loops": [], "daemons": [],
-                                   "dir": False}
+                                   "cgroups": [], "dir": False}
 
 
 def test_persistent_lab_outlives_its_creator_and_loads_elsewhere(node_image):
@@ -154,7 +157,7 @@ def test_cleanup_after_the_fuse_daemon_died(node_image):
             time.sleep(0.05)
         cleanup(lab_ids=[lab.lab_id])
         assert _traces(lab.lab_id) == {"containers": [], "networks": [], "mounts": [], "loops": [],
-                                       "daemons": [], "dir": False}
+                                       "daemons": [], "cgroups": [], "dir": False}
         assert all(loopdev.backing_file(dev) is None or not loopdev.backing_file(dev).endswith(
             ("n1--d1.img", "n1--d2.img")) for dev in loops), "loop devices of the dead daemon detached"
     finally:
