@@ -50,6 +50,11 @@ confluent-kafka (librdkafka) clients.
    offline) while ``--hogs`` busy processes (2) load the cores: seconds per stop.
    Needs root + loop devices (skipped otherwise, said so).
 
+3. **rtt** (only when asked: ``--part rtt``): one request at a time on one connection, the
+   round trip of a one-record Produce with acks=1 and acks=all at 1 and 100 partitions
+   (p50/p90/p99 of ``--rtt-requests``): the floor under the latency goal, since librdkafka's
+   idempotent producer puts a record at N partitions behind ~N/5 such round trips.
+
 Prints a table per part and writes ``results/bench/replication.json``. The machine's 2
 cores are shared by clients and brokers: figures compare builds, they are never asserted.
 """
@@ -473,6 +478,68 @@ def run_scale(args, work: Path) -> dict:
             "modes": args.modes, "rate_mbs": args.rate_mbs, "window": args.window, "client": args.client}
 
 
+# ---------------------------------------------------------------------------- rtt
+def _rtt_probe(port: int, topic: str, partitions: int, acks: int, n: int) -> list[float]:
+    """``n`` Produce v9 requests of one 1 KiB record, one after another on one connection,
+    round-robin over the partitions → each round trip in seconds."""
+    import asyncio
+
+    from testkit.protocol import RawConnection, make_batch, produce_request
+
+    async def run() -> list[float]:
+        c = await RawConnection.open(port)
+        lat = []
+        try:
+            for i in range(n):
+                req = produce_request(9, topic, i % partitions, make_batch([b"x" * 1024]), acks=acks, timeout_ms=5000)
+                t = time.perf_counter()
+                resp = await c.call(req)
+                lat.append(time.perf_counter() - t)
+                code = resp.responses[0].partition_responses[0].error_code.value
+                if code != 0:
+                    raise RuntimeError(f"produce to {topic}-{i % partitions} answered error {code}")
+        finally:
+            await c.close()
+        return lat
+    return asyncio.run(run())
+
+
+def run_rtt(args, work: Path) -> dict:
+    """The floor under the latency goal: one request at a time (no queueing anywhere), the
+    round trip of a one-record Produce with acks=1 (the leader's append) and acks=all (+ the
+    followers' fetch round), at 1 and 100 partitions. librdkafka's idempotent producer sends
+    one partition per request, at most 5 in flight per broker: at N partitions a record waits
+    ~N/5 such round trips, so the p99 goal (2× the 1-partition p99) at 100 partitions needs
+    an acks=all round trip under ~(2 × p99₁) / 20."""
+    c = Cluster(work / "rtt", session_timeout_ms=9000, broker_extra=dict(BROKER))
+    rows = []
+    try:
+        c.prepare()
+        c.start()
+        for n in (1, 100):
+            topic = f"rtt{n}"
+            c.create_topic(topic, {p: [1, 2, 3] for p in range(n)})
+            c.wait_image(lambda im, t=topic, n=n: t in im.topic_ids and len(im.partitions_of(im.topic_ids[t])) == n
+                         and all(len(p.isr) == 3 for p in im.partitions_of(im.topic_ids[t]).values()),
+                         120, f"{topic}: {n} partitions with full ISRs")
+        time.sleep(1.0)
+        for n in (1, 100):
+            for acks in (1, -1):
+                _rtt_probe(c.brokers[0].port, f"rtt{n}", n, acks, 200)   # warm
+                lat = _rtt_probe(c.brokers[0].port, f"rtt{n}", n, acks, args.rtt_requests)
+                row = {"partitions": n, "acks": "all" if acks == -1 else "1", "requests": len(lat),
+                       **{f"p{q}_ms": round(pct(lat, q / 100) * 1000, 2) for q in (50, 90, 99)}}
+                rows.append(row)
+                print(f"  rtt {json.dumps(row)}", flush=True)
+    finally:
+        c.kill()
+    print("one request at a time, 1 KiB, RF 3 (ms)")
+    print(f"{'partitions':>10} {'acks':>5} {'p50':>7} {'p90':>7} {'p99':>7}")
+    for r in rows:
+        print(f"{r['partitions']:>10} {r['acks']:>5} {r['p50_ms']:>7} {r['p90_ms']:>7} {r['p99_ms']:>7}")
+    return {"rows": rows}
+
+
 # ---------------------------------------------------------------------------- failover
 class RateProducer:
     """acks=all, NOT idempotent (as the issue's client), ``rate`` records/s round-robin."""
@@ -655,7 +722,9 @@ def run_failover(args, work: Path) -> dict:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--part", choices=("scale", "failover", "all"), default="all")
+    ap.add_argument("--part", choices=("scale", "failover", "rtt", "all"), default="all",
+                    help="all = scale + failover; rtt = one request at a time (the floor under the latency goal)")
+    ap.add_argument("--rtt-requests", type=int, default=1000, help="rtt part: requests per row")
     ap.add_argument("--partitions", default="1,2,10,100,1000")
     ap.add_argument("--producers", default="1,4,16")
     ap.add_argument("--producers-at", default="1,100", help="partition counts that sweep --producers")
@@ -679,8 +748,11 @@ def main() -> int:
     ap.add_argument("--failover-runs", type=int, default=1)
     ap.add_argument("--hogs", type=int, default=2, help="busy processes during the failover part's broker stops")
     ap.add_argument("--profile-at", default="", help="partition counts whose 1-producer row runs under py-spy")
-    ap.add_argument("--out", default=os.path.join(ROOT, "results", "bench", "replication.json"))
+    ap.add_argument("--out", default=None,
+                    help="default results/bench/replication.json (replication-rtt.json for --part rtt)")
     args = ap.parse_args()
+    args.out = args.out or os.path.join(ROOT, "results", "bench",
+                                        "replication-rtt.json" if args.part == "rtt" else "replication.json")
     args.profile_at = {int(x) for x in args.profile_at.split(",") if x}
     args.producers_at = {int(x) for x in args.producers_at.split(",") if x}
     args.modes = [m for m in args.modes.split(",") if m]
@@ -698,6 +770,8 @@ def main() -> int:
             result["scale"] = run_scale(args, work)
         if args.part in ("failover", "all"):
             result["failover"] = run_failover(args, work)
+        if args.part == "rtt":
+            result["rtt"] = run_rtt(args, work)
     if "scale" in result:
         print_scale_table(result["scale"])
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
