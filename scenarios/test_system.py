@@ -72,14 +72,14 @@ MISSING: dict[tuple[str, str], str] = {}
 # move to broker 2 at once): on a quiet machine true in 10 of 10 runs since the lab stopped
 # syncing its backing files on the host, the FUSE daemon went native and a flush stopped
 # syncing unchanged index files (it had been 2 of 7 on one machine, 0 of 4 on another). Beside a
-# `while True` hog the host is 99 % busy (harness.host_load) and the check fails: measured with
-# `jbodlab run S15` beside one, 6 of 6 false — 3 with the containers in docker's one cgroup: the
-# brokers got 0.8 of a core together and the baseline p99 was 3.4-4.2 s; with the lab's own
-# CPU group (infra.cpu_group, 3 runs) they get ~1.0, the baseline p99 is 0.51-0.57 s, and the partitions
-# of broker 2 (200 leaders after the move) degrade 5.4-6.2x their baseline p50 for 5-10 s.
+# `while True` hog the host is 99 % busy (harness.host_load) and the verdict depends on the hour:
+# with the lab's own CPU group (infra.cpu_group), `jbodlab run S15` gave 3 of 3 false one hour
+# (broker 2's partitions 4.6-6.2x their baseline p50 for 5-10 s after the move) and 9 of 10 true
+# a few hours later (worst outside partition 1.36-2.2x; the false one 2.9x), the suite's own run
+# true in 3 of 3 passes — the host and broker CPU figures the same in all. Beside three hogs 1 of 5.
 FAILOVER_MARGIN = ("300 partitions at 1000 records/s, 100 leaders moving to one broker at once: true in 10 of 10 "
-                   "quiet runs; beside a CPU hog the host is 99 % busy and broker 2's partitions degrade "
-                   "5.4-6.2x their baseline p50 for 5-10 s after the move (3 of 3 runs; issue 10)")
+                   "quiet runs; beside one CPU hog (host 99 % busy) 12 of 16 true, worst outside partition up "
+                   "to 6.2x its baseline p50 for 5-10 s after the move; beside three hogs 1 of 5 (issue 10)")
 MARGINAL: dict[tuple[str, str], str] = {(MANY, "service"): FAILOVER_MARGIN}
 # (variant) -> a known cause whose ONLY signature is duplicates: the durability test is an xfail
 # when the check fails with duplicates and nothing else (:func:`only_duplicates`: a lost,
