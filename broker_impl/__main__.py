@@ -14,6 +14,7 @@ import os
 import signal
 import sys
 
+from kafka_runtime.event_loop import new_event_loop
 from kafka_runtime.properties import load_or_exit
 
 PROG = "kraft-broker"
@@ -64,7 +65,7 @@ def _run(cfg) -> int:
     """``asyncio.run`` with a bounded teardown: tasks still alive after the stop are
     cancelled and given ``TEARDOWN_S`` (3.11's ``wait_for`` may swallow a cancel, and
     ``asyncio.run`` would wait for such a task forever)."""
-    loop = asyncio.new_event_loop()
+    loop = new_event_loop()
     asyncio.set_event_loop(loop)
     try:
         code = loop.run_until_complete(_serve(cfg))

@@ -14,6 +14,7 @@ import asyncio
 import signal
 import sys
 
+from kafka_runtime.event_loop import new_event_loop
 from kafka_runtime.properties import load_or_exit
 
 PROG = "kraft-controller"
@@ -86,7 +87,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{PROG}: {argv[0]}: process.roles={','.join(cfg.process_roles)} has no controller role",
               file=sys.stderr)
         return 2
-    return asyncio.run(_serve(cfg))
+    with asyncio.Runner(loop_factory=new_event_loop) as runner:
+        return runner.run(_serve(cfg))
 
 
 if __name__ == "__main__":

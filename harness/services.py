@@ -25,6 +25,7 @@ both. ``close()`` ends the stream.
 from __future__ import annotations
 
 import asyncio
+import os
 import random
 import socket
 import time
@@ -38,6 +39,7 @@ from harness.node_configs import BROKER_PORT, CONTAINER_RUN, CONTROLLER_PORT, ME
     properties_text, render_properties
 from harness.scenario import Scenario
 from kafka_common import ids
+from kafka_runtime.event_loop import ENV as EVENT_LOOP_ENV
 
 Say = Callable[[str], None]
 
@@ -102,7 +104,9 @@ class Services:
     def _spec(self, node_id: int, command: tuple[str, ...]):
         from infra.docker import BindMount
         mount = BindMount(str(self.run_dir(node_id)), CONTAINER_RUN, "rprivate")
-        return self.lab.node_spec(self.nodes[node_id].name, command, extra_mounts=(mount,))
+        # the host's choice of event loop, when it makes one, reaches the nodes (A/B runs)
+        env = {k: os.environ[k] for k in (EVENT_LOOP_ENV,) if k in os.environ}
+        return self.lab.node_spec(self.nodes[node_id].name, command, extra_mounts=(mount,), env=env)
 
     # ---- lifecycle ------------------------------------------------------------------
     def format(self, node_id: int, *, ignore_formatted: bool = False, timeout_s: float = 60.0) -> str:

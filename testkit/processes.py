@@ -156,6 +156,9 @@ class ControllerProcess(ProcessHandle):
     def events_path(self) -> str:
         return os.path.join(self.workdir, "controller-events.jsonl")
 
+    def events(self) -> list[dict]:
+        return read_events(self.events_path) if os.path.exists(self.events_path) else []
+
     def write_config(self) -> None:
         if not self.port:
             self.port = free_port()

@@ -57,6 +57,7 @@ from kafka_common import ids
 from kafka_common.config import ServerConfig
 from kafka_common.metadata.image import MetadataImage
 from kafka_runtime.clock import SystemClock
+from kafka_runtime.event_loop import running_loop_kind
 from kafka_runtime.events import EventLog
 
 log = logging.getLogger(__name__)
@@ -186,7 +187,8 @@ class BrokerRuntime:
                                     on_ready=lambda: self.spawn(dataplane.start_listener()))
         maintenance = Maintenance(self.lm, self.dir_io, self.now_ms, cfg.log_dir_probe_interval_ms)
         self.events.emit("broker_starting", log_dirs=[ids.to_base64(d.dir_id) for d in dirs],
-                         existing_logs=len(existing), incarnation_id=ids.to_base64(self.incarnation_id))
+                         existing_logs=len(existing), incarnation_id=ids.to_base64(self.incarnation_id),
+                         event_loop=running_loop_kind())
         self.core_loop.attach(self.core, EffectSinks(controller=requests.execute, storage=self._storage_effect,
                                                      role=dataplane.order_role,
                                                      halt=lambda reason: self.halt(reason, emitted=True),

@@ -45,6 +45,7 @@ from kafka_common.metadata import snapshot as snapshot_format
 from kafka_common.metadata.image import MetadataImage
 from kafka_common.wire import ErrorCode
 from kafka_runtime.clock import SystemClock
+from kafka_runtime.event_loop import running_loop_kind
 from kafka_runtime.events import EventLog
 from kafka_runtime.limits import ListenerLimits
 from kafka_runtime.request_context import RequestContext, SecurityConfig
@@ -200,7 +201,8 @@ class ControllerRuntime(LeaderWrites, ImageUpkeep):
                                   events=self.events, log=self._log_line)
         await self.server.start()
         self.events.emit("controller_started", port=self.server.port, end_offset=self.log.end_offset,
-                         cluster_id=self.cluster_id, startup_ms=int((time.monotonic() - t0) * 1000))
+                         cluster_id=self.cluster_id, startup_ms=int((time.monotonic() - t0) * 1000),
+                         event_loop=running_loop_kind())
         self._log_line(f"listening on {listener.host}:{self.server.port} ({listener_name}); "
                        f"voters {sorted(self.raft.voters)}")
         await self.raft.start()

@@ -56,6 +56,9 @@ def test_replicas_get_real_directory_ids(cluster):
     wait_until(lambda: any(e["event"] == "unfenced" for e in b1.events()[before:]), 30, "broker 1 unfenced again")
     run2 = b1.events()[before:]
     assert run2[0]["event"] == "broker_starting" and run2[0]["existing_logs"] == 6
+    assert run2[0]["event_loop"] == "uvloop"  # kraft-broker's default loop (kafka_runtime.event_loop)
+    started = [e for e in ctrl.events() if e["event"] == "controller_started"]
+    assert started and started[-1]["event_loop"] == "uvloop"
     assert not [e for e in run2 if e["event"].startswith("assignment_") or e["event"] == "stray_renamed"]
     assert b1.stop() == 0, b1.stderr()
 
