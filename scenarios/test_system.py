@@ -77,9 +77,13 @@ MISSING: dict[tuple[str, str], str] = {}
 # (broker 2's partitions 4.6-6.2x their baseline p50 for 5-10 s after the move) and 9 of 10 true
 # a few hours later (worst outside partition 1.36-2.2x; the false one 2.9x), the suite's own run
 # true in 3 of 3 passes — the host and broker CPU figures the same in all. Beside three hogs 1 of 5.
-FAILOVER_MARGIN = ("300 partitions at 1000 records/s, 100 leaders moving to one broker at once: true in 10 of 10 "
-                   "quiet runs; beside one CPU hog (host 99 % busy) 12 of 16 true, worst outside partition up "
-                   "to 6.2x its baseline p50 for 5-10 s after the move; beside three hogs 1 of 5 (issue 10)")
+# On 2026-11-29's machine (18 % slower cores) false in 5 of 5 quiet runs: 1000 records/s is past the
+# lab's capacity there (before-fault p99 0.6-6.2 s), on either event loop.
+FAILOVER_MARGIN = ("300 partitions at 1000 records/s, 100 leaders moving to one broker at once. On 2026-11-28's "
+                   "machine: true in 10 of 10 quiet runs; beside one CPU hog (host 99 % busy) 12 of 16, worst "
+                   "outside partition up to 6.2x its baseline p50 for 5-10 s after the move; beside three hogs "
+                   "1 of 5. On 2026-11-29's (18 % slower cores): 0 of 5 quiet, before-fault p99 0.6-6.2 s — "
+                   "past the lab's capacity (issue 10)")
 MARGINAL: dict[tuple[str, str], str] = {(MANY, "service"): FAILOVER_MARGIN}
 # (variant) -> a known cause whose ONLY signature is duplicates: the durability test is an xfail
 # when the check fails with duplicates and nothing else (:func:`only_duplicates`: a lost,
