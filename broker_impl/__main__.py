@@ -14,7 +14,7 @@ import os
 import signal
 import sys
 
-from kafka_runtime.event_loop import new_event_loop
+from kafka_runtime.event_loop import loop_kind_or_exit, new_event_loop
 from kafka_runtime.properties import load_or_exit
 
 PROG = "kraft-broker"
@@ -47,6 +47,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"usage: {PROG} server.properties", file=sys.stderr)
         return 2
     cfg = load_or_exit(argv[0], PROG)
+    loop_kind_or_exit(PROG)
     if not cfg.is_broker:
         print(f"{PROG}: {argv[0]}: process.roles={','.join(cfg.process_roles)} has no broker role", file=sys.stderr)
         return 2

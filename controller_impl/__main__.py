@@ -14,7 +14,7 @@ import asyncio
 import signal
 import sys
 
-from kafka_runtime.event_loop import new_event_loop
+from kafka_runtime.event_loop import loop_kind_or_exit, new_event_loop
 from kafka_runtime.properties import load_or_exit
 
 PROG = "kraft-controller"
@@ -83,6 +83,7 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     cfg = load_or_exit(argv[0], PROG)
+    loop_kind_or_exit(PROG)
     if not cfg.is_controller:
         print(f"{PROG}: {argv[0]}: process.roles={','.join(cfg.process_roles)} has no controller role",
               file=sys.stderr)

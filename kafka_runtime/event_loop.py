@@ -2,7 +2,7 @@
 
 uvloop (libuv, C) by default: the broker's hot path is a request per partition batch,
 several socket sends and a thread → loop hand-over per append, and the loop's own share of
-that is measurably smaller on uvloop (``bench/replication_bench.py --part scale``: ~15 % less
+that is measurably smaller on uvloop (``bench/replication_bench.py --part scale``: ~17 % less
 broker CPU per MB in the saturated 100-partition window, docs/status.md).
 ``JBODLAB_EVENT_LOOP=asyncio`` selects the standard library's loop (A/B runs, debugging);
 without uvloop installed the standard loop is used too.
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sys
 
 ENV = "JBODLAB_EVENT_LOOP"
 CHOICES = ("uvloop", "asyncio")
@@ -28,6 +29,16 @@ def loop_kind() -> str:
         except ImportError:
             return "asyncio"
     return wanted
+
+
+def loop_kind_or_exit(prog: str) -> str:
+    """``loop_kind()``, or a one-line error naming the variable and exit status 2 (a bad
+    setting, like a bad config value)."""
+    try:
+        return loop_kind()
+    except ValueError as exc:
+        print(f"{prog}: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
 
 
 def new_event_loop() -> asyncio.AbstractEventLoop:

@@ -69,6 +69,10 @@ class ProcessHandle:
 
     proc: subprocess.Popen | None
     stderr_path: str
+    events_path: str   # the node's event log (a property of each kind)
+
+    def events(self) -> list[dict]:
+        return read_events(self.events_path) if os.path.exists(self.events_path) else []
 
     def stderr(self) -> str:
         try:
@@ -155,9 +159,6 @@ class ControllerProcess(ProcessHandle):
     @property
     def events_path(self) -> str:
         return os.path.join(self.workdir, "controller-events.jsonl")
-
-    def events(self) -> list[dict]:
-        return read_events(self.events_path) if os.path.exists(self.events_path) else []
 
     def write_config(self) -> None:
         if not self.port:
@@ -286,6 +287,3 @@ class BrokerProcess(ProcessHandle):
 
     def start(self) -> None:
         self.proc = _spawn(["-m", "broker_impl", self.config_path], self.stderr_path)
-
-    def events(self) -> list[dict]:
-        return read_events(self.events_path) if os.path.exists(self.events_path) else []
