@@ -93,8 +93,9 @@ def _recorded_loops() -> dict[str, tuple[str, str]]:
     return lab_record.recorded_loops(LABS_ROOT)
 
 
-def survey() -> dict[str, LabLeftovers]:
-    """Everything of every lab on this host, keyed by lab id."""
+def survey(unchecked: list[str] | None = None) -> dict[str, LabLeftovers]:
+    """Everything of every lab on this host, keyed by lab id. What could not be looked at
+    (containers and networks when dockerd does not answer) is appended to ``unchecked``."""
     labs: dict[str, LabLeftovers] = {}
 
     def get(lab_id: str) -> LabLeftovers:
@@ -115,7 +116,12 @@ def survey() -> dict[str, LabLeftovers]:
         for d in LABS_ROOT.iterdir():
             if d.is_dir():
                 get(d.name).has_dir = True
-    containers, networks = Docker().labelled()
+    try:
+        containers, networks = Docker().labelled()
+    except ContainerError as exc:
+        containers, networks = [], []
+        if unchecked is not None:
+            unchecked.append(f"lab containers and networks ({exc})")
     for name, lab in containers:
         get(lab).containers.append(name)
     for name, lab in networks:
@@ -223,9 +229,15 @@ def _stop_pid(pid: int, root: Path) -> None:
 
 
 def cleanup(*, lab_ids: list[str] | None = None, include_live: bool = False, dry_run: bool = False,
-            say: Say = lambda _m: None) -> list[LabLeftovers]:
-    """Remove leftovers of dead labs (or of the given labs / of all with ``include_live``)."""
-    labs = survey()
+            say: Say = lambda _m: None, unchecked: list[str] | None = None) -> list[LabLeftovers]:
+    """Remove leftovers of dead labs (or of the given labs / of all with ``include_live``).
+    What could not be checked is said and appended to ``unchecked``."""
+    missed: list[str] = []
+    labs = survey(missed)
+    for what in missed:
+        say(f"NOT CHECKED: {what}")
+    if unchecked is not None:
+        unchecked.extend(missed)
     chosen = []
     for lab_id, found in sorted(labs.items()):
         if lab_ids is not None and lab_id not in lab_ids:

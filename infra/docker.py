@@ -256,15 +256,16 @@ class Docker:
         return [c.name for c in self.client.containers.list(all=True, filters=_label_filter(lab_id))]
 
     def labelled(self) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
-        """(containers, networks) of every lab as (name, lab id); empty when no daemon answers
-        (``jbodlab cleanup`` on a host whose dockerd is gone still removes the rest)."""
+        """(containers, networks) of every lab as (name, lab id). ContainerError when no daemon
+        answers: the caller says that these were not checked (a stopped dockerd still holds
+        the containers it will show again when it starts)."""
         try:
             every = _label_filter(None)
             containers = [(c.name, c.labels.get(LAB_LABEL, "")) for c in self.client.containers.list(all=True, filters=every)]
             networks = [(n.name, (n.attrs.get("Labels") or {}).get(LAB_LABEL, ""))
                         for n in self.client.networks.list(filters=every)]
-        except (ContainerError, DockerException):
-            return [], []
+        except DockerException as exc:
+            raise ContainerError(f"cannot reach dockerd: {exc}") from exc
         return containers, networks
 
     def create_network(self, name: str, lab_id: str) -> None:

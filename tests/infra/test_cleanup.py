@@ -162,3 +162,35 @@ def test_cleanup_after_the_fuse_daemon_died(node_image):
             ("n1--d1.img", "n1--d2.img")) for dev in loops), "loop devices of the dead daemon detached"
     finally:
         cleanup(lab_ids=[lab.lab_id])
+
+
+def test_cleanup_says_what_it_could_not_check_when_dockerd_does_not_answer(node_image):
+    """A stopped dockerd keeps the lab's containers (they come back when it starts): cleanup
+    still removes the disks and mounts, but says the containers were not checked and exits 1
+    instead of "nothing left" (seen on a host whose dockerd had died with a lab running)."""
+    reason = fuse_skip_reason()
+    if reason:
+        pytest.skip(reason)
+    code = ("from infra.lab import Lab, NodeSpec, Topology\n"
+            "lab = Lab.create(Topology(nodes=(NodeSpec('n1', ('d1',)),), disk_size_mb=32, backend='fuse',"
+            " network=False), persistent=True)\nprint(lab.lab_id)")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                         env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert out.returncode == 0, out.stderr
+    lab_id = out.stdout.strip()
+    no_daemon = dict(os.environ, DOCKER_HOST="unix:///nonexistent/jbodlab-test-docker.sock")
+    try:
+        out = subprocess.run([sys.executable, "-m", "harness.cli", "cleanup", "--lab", lab_id], cwd=ROOT,
+                             capture_output=True, text=True, timeout=180, env=no_daemon)
+        print(out.stdout)
+        assert out.returncode == 1, out.stdout + out.stderr
+        assert "NOT CHECKED: lab containers and networks" in out.stdout
+        assert "could not check" in out.stdout and "nothing left" not in out.stdout
+        traces = _traces(lab_id)   # the real daemon answers here: nothing of the lab is left
+        assert traces == {"containers": [], "networks": [], "mounts": [], "loops": [], "daemons": [],
+                          "cgroups": [], "dir": False}
+        out = subprocess.run([sys.executable, "-m", "harness.cli", "cleanup", "--lab", lab_id], cwd=ROOT,
+                             capture_output=True, text=True, timeout=60, env=no_daemon)
+        assert out.returncode == 1 and "nothing to clean" not in out.stdout, out.stdout
+    finally:
+        cleanup(lab_ids=[lab_id])
