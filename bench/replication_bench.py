@@ -34,6 +34,10 @@ confluent-kafka (librdkafka) clients.
      outstanding per producer, so each batch holds ~window/N records and the figure falls
      with N by construction; MB/s and the p50/p99 of that saturated window.
    CPU: /proc/<pid>/stat of the three brokers together and of the leader alone.
+   The leader's own view (its ``request_metrics`` events, one per second here): Produce
+   requests/s and the mean time per phase — queue, local, remote (waiting for the followers),
+   send — with the p99 of its total, and its followers' Fetch requests/s: what the broker adds
+   to each round trip, so that the rest of a client's latency is the client's own queue.
    ``--profile-at N,…``: the 1-producer phases at those N run with py-spy attached to the
    leader and one follower (samples in /tmp/jbodlab-repl-bench-{leader,follower}-MODE-N.txt).
 2. **failover** (issue 10's outside-the-lab case): topic of 9 partitions RF 3 (leaders
@@ -82,7 +86,8 @@ from kafka_common.ids import UNASSIGNED  # noqa: E402
 
 TICK = os.sysconf("SC_CLK_TCK")
 BROKER = {"replica.fetch.wait.max.ms": "500", "replica.lag.time.max.ms": "30000",
-          "min.insync.replicas": "2", "log.dir.probe.interval.ms": "1000"}
+          "min.insync.replicas": "2", "log.dir.probe.interval.ms": "1000",
+          "metrics.sample.window.ms": "1000"}   # request metrics per second (leader_produce)
 
 
 def cpu_s(pid: int) -> float:
@@ -305,13 +310,41 @@ class _Measure:
             self.samplers = [(role, Sampler(b.proc.pid, f"/tmp/jbodlab-repl-bench-{role}-{profile_tag}.txt"))
                              for role, b in (("leader", c.brokers[0]), ("follower", c.brokers[1]))]
         self.pids = [b.proc.pid for b in c.brokers]
+        self.leader = c.brokers[0]
         self.cpu0 = [cpu_s(pid) for pid in self.pids]
         self.t0 = time.perf_counter()
+        self.t0_ns = time.time_ns()
+        self.leader_produce: dict | None = None
 
     def done(self) -> tuple[float, list[float], dict]:
         elapsed = time.perf_counter() - self.t0
         cpu = [cpu_s(pid) - c0 for pid, c0 in zip(self.pids, self.cpu0)]
+        events, t1_ns = self.leader.events(), time.time_ns()
+        self.leader_produce = broker_side(events, "0", self.t0_ns, t1_ns)
+        if self.leader_produce:   # its followers' fetches, for the replication round they make
+            self.leader_produce["fetch"] = broker_side(events, "1", self.t0_ns, t1_ns)
         return elapsed, cpu, {role: smp.stop() for role, smp in self.samplers}
+
+
+def broker_side(events: list[dict], api: str, t0_ns: int, t1_ns: int) -> dict | None:
+    """The leader's own view of one API over [t0, t1]: its ``request_metrics`` windows that
+    lie inside (metrics.sample.window.ms = 1 s). Requests/s, the count-weighted mean of each
+    phase (queue: behind the connection's earlier requests; local: decode + handler;
+    remote: waiting for the followers; send: behind earlier answers), and the median and
+    highest of the windows' p99 of the total — what the broker adds to a round trip, so the
+    rest of a client's latency is the client's own queue."""
+    wins = [e["apis"][api] for e in events
+            if e.get("event") == "request_metrics" and api in e.get("apis", {})
+            and e["ts_ns"] - e["window_ms"] * 1e6 >= t0_ns and e["ts_ns"] <= t1_ns]
+    n = sum(w["count"] for w in wins)
+    if not n:
+        return None
+    secs = len(wins)   # 1 s windows
+    p99s = sorted(w["total"]["p99"] for w in wins)
+    return {"windows": len(wins), "requests_per_s": round(n / secs),
+            **{f"{ph}_mean_ms": round(sum(w[ph]["mean"] * w["count"] for w in wins) / n, 2)
+               for ph in ("queue", "local", "remote", "send", "total")},
+            "total_p99_ms_median_window": p99s[len(p99s) // 2], "total_p99_ms_max_window": p99s[-1]}
 
 
 def _cpu_fields(cpu: list[float], mb: float) -> dict:
@@ -319,10 +352,12 @@ def _cpu_fields(cpu: list[float], mb: float) -> dict:
             "leader_cpu_s_per_mb": round(cpu[0] / mb, 4) if mb else None}
 
 
-def _tail_fields(ps: list, cpu: list[float], mb: float, profiles: dict) -> dict:
-    """The fields every phase ends with: CPU per MB, the producers' errors, the profiles."""
+def _tail_fields(ps: list, cpu: list[float], mb: float, profiles: dict, leader_produce: dict | None = None) -> dict:
+    """The fields every phase ends with: CPU per MB, the producers' errors, the leader's own
+    produce timings, the profiles."""
     errors = [e for p in ps for e in p.errors]
     return {**_cpu_fields(cpu, mb), "errors": len(errors), "first_errors": errors[:3],
+            **({"leader_produce": leader_produce} if leader_produce else {}),
             **({"profile": profiles} if any(profiles.values()) else {})}
 
 
@@ -336,7 +371,7 @@ def _stop_all(ps: list) -> None:
 def _measured(c: Cluster, ps: list, args, profile_tag: str | None, settle_s: float = 0.0):
     """Start the producers, let them ramp up, flag ``measuring`` for ``args.seconds`` under
     :class:`_Measure`, wait ``settle_s`` (acks of measured records still arriving), stop
-    them. Returns ``_Measure.done()``'s (elapsed, cpu, profiles)."""
+    them. Returns ``_Measure.done()``'s (elapsed, cpu, profiles) and the leader's produce timings."""
     for p in ps:
         p.thread.start()
     time.sleep(args.ramp)
@@ -349,7 +384,7 @@ def _measured(c: Cluster, ps: list, args, profile_tag: str | None, settle_s: flo
     done = m.done()
     time.sleep(settle_s)
     _stop_all(ps)
-    return done
+    return (*done, m.leader_produce)
 
 
 def throughput_phase(c: Cluster, topic: str, partitions: int, producers: int, value: bytes, args,
@@ -367,7 +402,7 @@ def throughput_phase(c: Cluster, topic: str, partitions: int, producers: int, va
     _stop_all(ps)
     mb = (d1 - d0) * args.value_bytes / 1e6
     return {"seconds": round(elapsed, 2), "records": d1 - d0, "mb_per_s": round(mb / elapsed, 2),
-            **_tail_fields(ps, cpu, mb, profiles)}
+            **_tail_fields(ps, cpu, mb, profiles, m.leader_produce)}
 
 
 def latency_phase(c: Cluster, topic: str, partitions: int, producers: int, value: bytes, args,
@@ -376,7 +411,7 @@ def latency_phase(c: Cluster, topic: str, partitions: int, producers: int, value
     ps = [LOAD_PRODUCERS[args.client](c.bootstrap, topic, partitions, value, i * 7919, args.idempotent, rate)
           for i in range(producers)]
     # the settle lets the measured records' acks arrive
-    elapsed, cpu, profiles = _measured(c, ps, args, profile_tag, settle_s=min(5.0, args.seconds))
+    elapsed, cpu, profiles, leader_produce = _measured(c, ps, args, profile_tag, settle_s=min(5.0, args.seconds))
     lat = [x for p in ps for x in p.lat]
     sent = sum(p.sent_measuring for p in ps)
     delivered = sum(p.delivered for p in ps)
@@ -384,20 +419,20 @@ def latency_phase(c: Cluster, topic: str, partitions: int, producers: int, value
     return {"seconds": round(elapsed, 2), "offered_mb_per_s": args.rate_mbs,
             "sent_mb_per_s": round(mb / elapsed, 2), "sent": sent, "acked": delivered,
             "p50_ms": round(pct(lat, 0.5) * 1000, 1), "p99_ms": round(pct(lat, 0.99) * 1000, 1),
-            **_tail_fields(ps, cpu, mb, profiles)}
+            **_tail_fields(ps, cpu, mb, profiles, leader_produce)}
 
 
 def window_phase(c: Cluster, topic: str, partitions: int, producers: int, value: bytes, args,
                  profile_tag: str | None) -> dict:
     ps = [ClosedLoopProducer(c.bootstrap, topic, partitions, value, args.window, i * 7919, args.idempotent)
           for i in range(producers)]
-    elapsed, cpu, profiles = _measured(c, ps, args, profile_tag)
+    elapsed, cpu, profiles, leader_produce = _measured(c, ps, args, profile_tag)
     lat = [x for p in ps for x in p.lat]
     delivered = sum(p.delivered for p in ps)
     mb = delivered * args.value_bytes / 1e6
     return {"seconds": round(elapsed, 2), "records": delivered, "mb_per_s": round(mb / elapsed, 2),
             "p50_ms": round(pct(lat, 0.5) * 1000, 1), "p99_ms": round(pct(lat, 0.99) * 1000, 1),
-            **_tail_fields(ps, cpu, mb, profiles)}
+            **_tail_fields(ps, cpu, mb, profiles, leader_produce)}
 
 
 def print_scale_table(scale: dict) -> None:
@@ -428,6 +463,21 @@ def print_scale_table(scale: dict) -> None:
                 print(f"{r['partitions']:>10} {r['producers']:>9} {x['mb_per_s']:>8} {ratio!s:>7} "
                       f"{x.get('p50_ms', '-')!s:>8} {x.get('p99_ms', '-')!s:>8} {x['brokers_cpu_s_per_mb']!s:>17} "
                       f"{x['leader_cpu_s_per_mb']!s:>16} {x['errors']:>7}")
+        if any(r.get(mode, {}).get("leader_produce") for r in rows):
+            print(f"  {mode}: the leader's own Produce time (request_metrics, mean ms per phase; total p99 ="
+                  " median / highest of the 1 s windows)")
+            print("  partitions producers  requests/s  queue  local  remote   send  total  total p99"
+                  "   | Fetch requests/s  local  remote  total")
+            for r in rows:
+                lp = (r.get(mode) or {}).get("leader_produce")
+                if lp:
+                    print(f"  {r['partitions']:>10} {r['producers']:>9} {lp['requests_per_s']:>11} "
+                          f"{lp['queue_mean_ms']:>6} {lp['local_mean_ms']:>6} {lp['remote_mean_ms']:>7} "
+                          f"{lp['send_mean_ms']:>6} {lp['total_mean_ms']:>6} "
+                          f"{lp['total_p99_ms_median_window']}/{lp['total_p99_ms_max_window']}"
+                          + (f"   | {lp['fetch']['requests_per_s']:>16} {lp['fetch']['local_mean_ms']:>6} "
+                             f"{lp['fetch']['remote_mean_ms']:>7} {lp['fetch']['total_mean_ms']:>6}"
+                             if lp.get("fetch") else ""))
 
 
 PHASES = {"throughput": throughput_phase, "latency": latency_phase, "window": window_phase}

@@ -178,6 +178,8 @@ _DEFS: dict[str, tuple[str, Callable[[str, str], Any], str | None]] = {
     # bad input (undecodable frames, failed logins, refused connections) is logged in full
     # once per interval and kind, then counted (not a line per frame)
     "bad.request.log.interval.ms": ("bad_request_log_interval_ms", _int(1, 2**31 - 1), "10000"),
+    # request metrics (per API: queue/local/remote/send/total time) are one event per window
+    "metrics.sample.window.ms": ("metrics_sample_window_ms", _int(1, 2**31 - 1), "30000"),
     "events.file": ("events_file", _str, ""),
     "authorizer.enabled": ("authorizer_enabled", _bool, "false"),
     "sasl.plain.users": ("sasl_plain_users", _users, ""),
@@ -241,6 +243,7 @@ class ServerConfig:
     max_connections_per_ip: int
     connections_max_idle_ms: int
     bad_request_log_interval_ms: int
+    metrics_sample_window_ms: int
     events_file: str
     authorizer_enabled: bool
     sasl_plain_users: dict[str, str]

@@ -44,6 +44,7 @@ from typing import Any
 from kafka_common import authz, framing, wire
 from kafka_common.wire import ApiKey, ErrorCode
 from kafka_runtime.request_context import DeferredResponse, RequestContext
+from kafka_runtime.request_metrics import RequestTiming
 
 API_VERSIONS_RANGE = (0, 4)
 _QUEUE_PAUSE = 64  # frames queued on one connection before reading pauses ...
@@ -62,7 +63,7 @@ class Connection(asyncio.Protocol):
     def __init__(self, server: Any) -> None:
         self.server = server
         self.decoder = framing.FrameDecoder(server.max_frame_bytes)
-        self.queue: asyncio.Queue[bytes | None] = asyncio.Queue()
+        self.queue: asyncio.Queue[tuple[bytes, int] | None] = asyncio.Queue()  # (frame, arrival ns)
         self.queued_bytes = 0
         self.transport: asyncio.Transport | None = None
         self.task: asyncio.Task | None = None
@@ -78,7 +79,7 @@ class Connection(asyncio.Protocol):
         self._write_ok.set()
         self._handshake_done = False
         # responses not sent yet, in request order: (future of the response or the response,
-        # api key, version, correlation id); used while a deferred response is outstanding
+        # api key, version, correlation id, timing); used while a deferred response is outstanding
         self._outbox: collections.deque = collections.deque()
         self._outbox_ready = asyncio.Event()
         self._sender: asyncio.Task | None = None
@@ -120,9 +121,10 @@ class Connection(asyncio.Protocol):
         except framing.FrameTooLarge as exc:
             self._bad(f"frame size {exc.size} outside 0..{exc.limit}")
             return
+        arrived = time.perf_counter_ns()
         for frame in frames:
             self.queued_bytes += len(frame)
-            self.queue.put_nowait(frame)
+            self.queue.put_nowait((frame, arrived))
         if (self.queue.qsize() >= _QUEUE_PAUSE or self.queued_bytes >= _QUEUE_PAUSE_BYTES) \
                 and not self.reading_paused and self.transport:
             self.reading_paused = True
@@ -189,9 +191,10 @@ class Connection(asyncio.Protocol):
     async def _worker(self) -> None:
         try:
             while True:
-                frame = await self.queue.get()
-                if frame is None or self.closed:
+                item = await self.queue.get()
+                if item is None or self.closed:
                     return
+                frame, arrived = item
                 self.queued_bytes -= len(frame)
                 if self.reading_paused and self.transport and self.queue.qsize() < _QUEUE_PAUSE // 2 \
                         and self.queued_bytes < _QUEUE_PAUSE_BYTES // 2:
@@ -199,7 +202,7 @@ class Connection(asyncio.Protocol):
                     self.transport.resume_reading()
                 self.in_request = True
                 try:
-                    await self._process(frame)
+                    await self._process(frame, arrived)
                 except _Close as exc:
                     self._bad(str(exc))
                     return
@@ -222,8 +225,9 @@ class Connection(asyncio.Protocol):
         """Send the queued responses in request order, each once it is ready; the answers
         ready at the same moment leave in one write (one send syscall, not one each)."""
         server = self.server
+        metrics = server.request_metrics
         while self._outbox and not self.closed:
-            fut, api_key, version, correlation_id = self._outbox[0]
+            fut, api_key, version, correlation_id, timing = self._outbox[0]
             response = fut
             if isinstance(fut, asyncio.Future):
                 try:
@@ -240,16 +244,21 @@ class Connection(asyncio.Protocol):
                                                    f"{type(exc).__name__}")
             self._outbox.popleft()
             payloads = [wire.encode_response(response, correlation_id)] if response is not None else []
+            timings = [timing]
             while self._outbox:   # the next answers already there: into the same write
-                nxt, api_key, version, correlation_id = self._outbox[0]
+                nxt, api_key, version, correlation_id, timing = self._outbox[0]
                 if isinstance(nxt, asyncio.Future):
                     if not nxt.done() or nxt.cancelled() or nxt.exception() is not None:
                         break     # not ready, or its error is handled (and logged) above
                     nxt = nxt.result()
                 self._outbox.popleft()
+                timings.append(timing)
                 if nxt is not None:
                     payloads.append(wire.encode_response(nxt, correlation_id))
             self._outbox_ready.set()
+            sent = time.perf_counter_ns()
+            for timing in timings:
+                metrics.record(timing, sent)
             if payloads:
                 await self._send_many(payloads)
 
@@ -266,21 +275,29 @@ class Connection(asyncio.Protocol):
             self._outbox_ready.clear()
             await self._outbox_ready.wait()
 
-    async def _reply(self, response: Any, api_key: int, version: int, correlation_id: int) -> None:
+    async def _reply(self, response: Any, api_key: int, version: int, correlation_id: int,
+                     timing: RequestTiming) -> None:
         """Send now, or queue behind the deferred responses still outstanding."""
+        timing.handled_ns = time.perf_counter_ns()
         if isinstance(response, DeferredResponse):
             while len(self._outbox) >= MAX_DEFERRED and not self.closed:
                 self._outbox_ready.clear()
                 await self._outbox_ready.wait()
-            self._outbox.append((asyncio.ensure_future(response.awaitable), api_key, version, correlation_id))
+            fut = asyncio.ensure_future(response.awaitable)
+            fut.add_done_callback(lambda _f: setattr(timing, "ready_ns", time.perf_counter_ns()))
+            self._outbox.append((fut, api_key, version, correlation_id, timing))
             self._start_sender()
         elif self._outbox:
-            self._outbox.append((response, api_key, version, correlation_id))
+            self._outbox.append((response, api_key, version, correlation_id, timing))
             self._start_sender()
         elif response is not None:
-            await self._send(wire.encode_response(response, correlation_id))
+            payload = wire.encode_response(response, correlation_id)
+            self.server.request_metrics.record(timing, time.perf_counter_ns())
+            await self._send(payload)
+        else:  # acks=0: no answer
+            self.server.request_metrics.record(timing, timing.handled_ns)
 
-    async def _process(self, frame: bytes) -> None:
+    async def _process(self, frame: bytes, arrived_ns: int) -> None:
         server = self.server
         ctx = self.ctx
         assert ctx is not None
@@ -289,6 +306,7 @@ class Connection(asyncio.Protocol):
             api_key, version, correlation_id = wire.peek_header(frame)
         except wire.DecodeError as exc:
             raise _Close(str(exc)) from None
+        timing = RequestTiming(api_key, arrived_ns, time.perf_counter_ns())
         rule = server.api_rules().get(api_key, authz.DEFAULT_RULE)
         if server.security.sasl_required and not ctx.authenticated and not rule.before_auth:
             raise _Close(f"api_key={api_key} v{version} before SASL authentication")
@@ -345,7 +363,7 @@ class Connection(asyncio.Protocol):
                                  f"response defined") from None
                 response = wire.error_response(api_key, version, ErrorCode.unknown_server_error,
                                                f"{type(exc).__name__}")
-        await self._reply(response, api_key, version, correlation_id)
+        await self._reply(response, api_key, version, correlation_id, timing)
 
     async def _refuse_unsupported(self, api_key: int, version: int, correlation_id: int) -> None:
         """From the header alone: the standard UNSUPPORTED_VERSION reply where the protocol

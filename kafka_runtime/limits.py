@@ -2,7 +2,8 @@
 
 :class:`ListenerLimits` holds the Kafka keys (``socket.request.max.bytes``,
 ``sasl.server.max.receive.size``, ``max.connections``, ``max.connections.per.ip``,
-``connections.max.idle.ms``) plus ``bad.request.log.interval.ms``; the server enforces them.
+``connections.max.idle.ms``) plus ``bad.request.log.interval.ms``; the server enforces them;
+``metrics.sample.window.ms`` is the window of its request metrics.
 
 :class:`RateLimitedLog`: a peer can send bad frames as fast as the network carries them, so
 a line per frame would let anyone fill the disk (about 390 bytes each, 39 MB per 100k
@@ -25,6 +26,7 @@ INT_MAX = 2**31 - 1
 DEFAULT_PRE_AUTH_MAX_FRAME_BYTES = 524_288  # Kafka's sasl.server.max.receive.size
 DEFAULT_IDLE_MS = 600_000
 DEFAULT_BAD_LOG_INTERVAL_MS = 10_000
+DEFAULT_METRICS_WINDOW_MS = 30_000  # Kafka's metrics.sample.window.ms
 
 
 @dataclass(frozen=True)
@@ -35,6 +37,7 @@ class ListenerLimits:
     max_connections_per_ip: int = INT_MAX
     idle_ms: int = DEFAULT_IDLE_MS  # -1: never close an idle connection
     bad_log_interval_ms: int = DEFAULT_BAD_LOG_INTERVAL_MS
+    metrics_window_ms: int = DEFAULT_METRICS_WINDOW_MS
 
     @classmethod
     def from_config(cls, cfg: Any) -> "ListenerLimits":
@@ -43,7 +46,8 @@ class ListenerLimits:
                    max_connections=cfg.max_connections,
                    max_connections_per_ip=cfg.max_connections_per_ip,
                    idle_ms=cfg.connections_max_idle_ms,
-                   bad_log_interval_ms=cfg.bad_request_log_interval_ms)
+                   bad_log_interval_ms=cfg.bad_request_log_interval_ms,
+                   metrics_window_ms=cfg.metrics_sample_window_ms)
 
 
 class RateLimitedLog:

@@ -20,6 +20,11 @@ no bytes either way for that long is closed). Bad input — undecodable or refus
 failed logins, refused connections, handler errors — is logged rate-limited
 (:class:`RateLimitedLog`): the first of each kind per ``bad.request.log.interval.ms`` in
 full, then one line with the count.
+
+Request metrics (:mod:`kafka_runtime.request_metrics`, Kafka's ``RequestMetrics``): every
+``metrics.sample.window.ms`` in which requests were answered, one ``request_metrics`` event
+gives per API the count and the mean/p50/p99/max of each phase (queue, local, remote, send,
+total) of that window; the last window's at :meth:`KafkaServer.stop`.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from kafka_common.wire import ApiKey
 from kafka_runtime.connection import API_VERSIONS_RANGE, Connection
 from kafka_runtime.limits import ListenerLimits, RateLimitedLog
 from kafka_runtime.request_context import RequestHandler, SecurityConfig
+from kafka_runtime.request_metrics import RequestMetrics
 
 # SaslHandshake v0 means raw (unframed) SASL tokens follow: not offered, so a v0 handshake
 # gets the generic UNSUPPORTED_VERSION reply and the client retries with v1.
@@ -65,6 +71,8 @@ class KafkaServer:
         self._per_ip: dict[str, int] = {}
         self._ids = itertools.count(1)
         self._reaper: asyncio.Task | None = None
+        self.request_metrics = RequestMetrics(time.perf_counter_ns())
+        self._metrics_task: asyncio.Task | None = None
         self.stats = {"requests": 0, "closed_bad": 0, "handler_errors": 0, "refused_connections": 0,
                       "closed_idle": 0, "denied": 0}
         self._table_cache: tuple[dict, dict[int, tuple[int, int]]] | None = None
@@ -105,6 +113,9 @@ class KafkaServer:
         self.port = self._server.sockets[0].getsockname()[1]
         if self.limits.idle_ms >= 0:
             self._reaper = loop.create_task(self._reap_idle())
+        if self.events is not None:
+            self.request_metrics = RequestMetrics(time.perf_counter_ns())
+            self._metrics_task = loop.create_task(self._emit_metrics())
 
     def stop_accepting(self) -> None:
         """Close the listening socket; open connections keep being served."""
@@ -115,6 +126,10 @@ class KafkaServer:
         if self._reaper is not None:
             self._reaper.cancel()
             self._reaper = None
+        if self._metrics_task is not None:
+            self._metrics_task.cancel()
+            self._metrics_task = None
+            self._take_metrics()
         if self._server is not None:
             self._server.close()
         for conn in list(self._connections):
@@ -136,6 +151,18 @@ class KafkaServer:
                     self.bad_log.report("connection_idle_closed", peer=conn.peer,
                                         idle_ms=self.limits.idle_ms)
                     conn.close()
+
+    async def _emit_metrics(self) -> None:
+        window_s = self.limits.metrics_window_ms / 1000
+        while True:
+            await asyncio.sleep(window_s)
+            self._take_metrics()
+
+    def _take_metrics(self) -> None:
+        """One ``request_metrics`` event for the window now ending (none when it was idle)."""
+        if self.events is not None and not self.request_metrics.empty():
+            self.events.emit("request_metrics", listener=self.listener_name,
+                             **self.request_metrics.take(time.perf_counter_ns()))
 
     def _admit(self, ip: str) -> str | None:
         """Why a new connection from ``ip`` must be refused, or None."""
