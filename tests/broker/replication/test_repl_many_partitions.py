@@ -33,7 +33,7 @@ from kafka_common.ids import UNASSIGNED  # noqa: E402
 pytestmark = pytest.mark.integration
 
 SLOW_POLL = {"replica.fetch.wait.max.ms": "30000", "replica.lag.time.max.ms": "120000",
-             "min.insync.replicas": "2"}
+             "min.insync.replicas": "2", "metrics.sample.window.ms": "500"}
 GIVE_UP_MS = 15000   # every client's per-record limit: half the follower's long poll
 
 
@@ -127,6 +127,31 @@ def test_one_leader_many_partitions_kafka_python(cluster, n):
     acked = produce_kafka_python(cluster.bootstrap, topic, n, rounds=3, tag="kp")
     counts = read_back(cluster.bootstrap, topic, n, acked)
     assert acked <= set(counts), f"{len(acked - set(counts))} acknowledged records missing"
+
+
+def test_the_leader_reports_where_its_produce_time_goes(cluster):
+    """The leader's ``request_metrics`` events (every metrics.sample.window.ms = 500 ms):
+    acks=all Produce requests spend their time waiting for the followers (``remote``), and
+    the followers' fetches reach the leader; the followers lead nothing, so they answer no
+    Produce."""
+    leader, followers = cluster.brokers[0], cluster.brokers[1:]
+    seen = len(leader.events())
+    make_topic(cluster, "rm10", 10)
+    acked = produce_confluent(cluster.bootstrap, "rm10", 10, rounds=2, tag="rm")
+    assert len(acked) == 20
+    time.sleep(1.2)   # the window holding those requests ends
+    windows = [e for e in leader.events()[seen:] if e["event"] == "request_metrics"]
+    produce = [w["apis"]["0"] for w in windows if "0" in w["apis"]]
+    assert produce, "no request_metrics event with Produce from the leader"
+    assert all(w["listener"] and w["window_ms"] > 0 for w in windows)
+    assert sum(p["count"] for p in produce) >= 2     # librdkafka: at least one request per round
+    assert max(p["remote"]["max"] for p in produce) > 0, "acks=all answers waited for no follower"
+    for p in produce:
+        assert p["total"]["max"] >= p["remote"]["max"] and p["total"]["p99"] <= p["total"]["max"]
+    assert any("1" in w["apis"] for w in windows), "the followers' fetches are not in the leader's metrics"
+    for f in followers:
+        assert not any("0" in e["apis"] for e in f.events() if e["event"] == "request_metrics"), \
+            f"broker {f.node_id} answered Produce requests while leading nothing"
 
 
 def test_after_a_dir_failure_every_partition_keeps_acking(tmp_path):
