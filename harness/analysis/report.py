@@ -31,6 +31,8 @@ from harness import results_io as rio
 from harness import results_schema as rs
 from harness.analysis import model as m
 
+PERIODIC_EVENTS = ("request_metrics",)   # node events that measure, not milestones: kept out of the timeline
+
 TITLES = {
     "latency": "Latency per scenario × metric × backend × config (ms; counts for acked_lost/duplicates; "
                "per_s, ratio as named)",
@@ -168,7 +170,8 @@ def timeline_data(run_dir: Path) -> dict:
         if not ok.empty:
             recovery = rel(ok.groupby(["topic", "partition"], dropna=False)["ts_complete_ns"].min().max())
     milestones["clients recovered (last partition)"] = recovery
-    node_ev = ev[(ev["source"] == "node") & (ev["ts_ns"] >= t0)].copy()
+    # what happened, not the periodic measurements (request_metrics every metrics.sample.window.ms)
+    node_ev = ev[(ev["source"] == "node") & (ev["ts_ns"] >= t0) & ~ev["event"].isin(PERIODIC_EVENTS)].copy()
     node_ev["t_ms"] = (node_ev["ts_ns"] - t0) / 1e6
     ops = ops.copy()
     if not ops.empty:

@@ -198,6 +198,9 @@ def _one_run(run_dir: Path, spec: ScenarioSpec, rng: np.random.Generator, *, run
     ev("node", t0 + (detect_ns + report_ns) // 2, "dir_failure_reported", FAILED_BROKER, role="broker", dir_id=dir_id)
     ev("node", t0 + report_ns + 1_000_000, "dir_failure_acked", FAILED_BROKER, role="broker", dir_id=dir_id)
     metric("detect_ms", detect_ns / 1e6, node_id=FAILED_BROKER, dir_id=dir_id)
+    for b in BROKERS:   # the listeners' periodic request metrics (a measurement, not a milestone)
+        ev("node", t0 + _ns(1000), "request_metrics", b, role="broker", listener="PLAINTEXT", window_ms=1000.0,
+           apis={"0": {"count": 100, "total": {"mean": 4.0, "p50": 3.4, "p99": 11.6, "max": 14.0}}})
     metric("report_ms", report_ns / 1e6, node_id=FAILED_BROKER, dir_id=dir_id)
 
     recover_ns = []

@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 
 from harness import cli as jbodlab
+from harness import results_io as rio
 from harness.analysis import compare, pandas_engine, report, synth
 from harness.analysis.synth import Dist, ScenarioSpec
 
@@ -132,6 +133,10 @@ def test_report_numbers_match_printed_table(before_after, tmp_path, capsys):
     assert data["milestones"]["detected (dir_offline)"] == detect[detect["metric"] == "detect_ms"]["p50"].iloc[0]
     assert data["milestones"]["fault injected"] == 0.0
     assert 0 < data["milestones"]["clients recovered (last partition)"] < data["heal_ms"]
+    # the nodes' periodic request_metrics are in the run's events but not on the timeline
+    events = rio.read_runs([before_after / "before" / run_id], tables=("events",))["events"]
+    assert "request_metrics" in set(events.column("event").to_pylist())
+    assert "request_metrics" not in set(data["node_events"]["event"]) and "dir_offline" in set(data["node_events"]["event"])
 
 
 def test_timeline_run_must_exist(before_after, tmp_path, capsys):
@@ -141,7 +146,6 @@ def test_timeline_run_must_exist(before_after, tmp_path, capsys):
 
 
 def test_auto_engine_by_input_rows(before_after, monkeypatch):
-    from harness import results_io as rio
     from harness.analysis import cli as analyze_cli
 
     dirs = rio.find_run_dirs([before_after / "before"])
