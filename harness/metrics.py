@@ -34,6 +34,11 @@ latency_degradation_ratio   worst 5 s p50 during the faults ÷ the pre-fault p50
 service_recovery_ms         per fault × partition: fault → rolling p99 back within the bound
                             (the run's row per fault: the slowest partition, when all recovered)
 service_unrecovered         count of fault × partition pairs that never recovered
+broker_produce_<w>_mean_ms  the brokers' own Produce time in window *w* (arrival → answer, the
+                            wait for followers included; count-weighted mean of their
+                            ``request_metrics`` seconds inside *w*); ``_p99_ms``: the highest
+                            p99 of any broker in any of those seconds. Run-level; a client
+                            latency far above them is the client's own queue
 host_cpu_busy_ratio         the host's cores busy over the workload; ``host_cpu_other_ratio``:
                             the share taken outside the lab (not from the history: the runner
                             samples /proc, :mod:`harness.host_load`, and adds these two rows)

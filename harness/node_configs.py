@@ -59,7 +59,10 @@ def render_properties(node: NodeDef, scenario: Scenario, *, cluster_id: str) -> 
     voters = ",".join(f"{c}@controller-{c}:{CONTROLLER_PORT}" for c in scenario.topology.controller_ids())
     common = {"node.id": str(node.node_id), "controller.quorum.voters": voters,
               "controller.listener.names": "CONTROLLER", "cluster.id": cluster_id,
-              "metadata.log.dir": _log_dir(META_DIR), "events.file": f"{CONTAINER_RUN}/events.jsonl"}
+              "metadata.log.dir": _log_dir(META_DIR), "events.file": f"{CONTAINER_RUN}/events.jsonl",
+              # the listeners' request_metrics each second (in the run's events: the broker's
+              # own share of produce latency, per window)
+              "metrics.sample.window.ms": "1000"}
     c = scenario.configs
     if node.role == "controller":
         props = {"process.roles": "controller", **common,

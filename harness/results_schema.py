@@ -71,7 +71,7 @@ COUNT_METRICS = ("acked_lost", "duplicates", "service_unrecovered")
 WINDOWS = ("before", "during", "after")
 SERVICE_DURATION_METRICS = tuple(f"produce_{w}_{q}_ms" for w in WINDOWS for q in ("p50", "p99")) + (
     "service_recovery_ms",  # fault -> the partition's rolling p99 back within the bound
-)
+) + tuple(f"broker_produce_{w}_{q}_ms" for w in WINDOWS for q in ("mean", "p99"))  # the brokers' own share
 RATE_METRICS = tuple(f"produce_{w}_per_s" for w in WINDOWS)  # acked produces per second
 RATIO_METRICS = ("latency_degradation_ratio",  # worst 5 s p50 during the faults / pre-fault p50
                  "host_cpu_busy_ratio",  # the host's cores busy over the workload (harness.host_load)

@@ -245,7 +245,8 @@ REPORT_TABLES = ("service", "service_latency", "latency", "timeout_accuracy", "u
                  "event_latency", "checks_summary", "resources_summary", "service_windows", "per_partition")
 SERVICE_SHOWN = ("produce_before_p50_ms", "produce_before_p99_ms", "produce_during_p50_ms", "produce_during_p99_ms",
                  "produce_after_p99_ms", "service_recovery_ms", "latency_degradation_ratio", "service_unrecovered",
-                 "produce_before_per_s", "produce_during_per_s")
+                 "produce_before_per_s", "produce_during_per_s",
+                 "broker_produce_before_mean_ms", "broker_produce_during_mean_ms", "broker_produce_during_p99_ms")
 
 
 def service_table(summary: m.Summary) -> pd.DataFrame:

@@ -67,6 +67,15 @@ partition pairs that never recovered).
   recovered and the history ends before the bound (plus two windows) → unknown.
 No fault, or no produce, → unknown.
 
+**The brokers' own share** (a diagnostic, never judged): the brokers' ``request_metrics``
+events (each ``metrics.sample.window.ms``, the lab's 1 s) whose window lies inside a service
+window give ``broker_produce_{before,during,after}_mean_ms`` — the count-weighted mean time a
+broker took from a Produce request's arrival to its answer (waiting for the followers
+included) — and ``_p99_ms``, the highest p99 of any broker in any of those seconds. A client
+latency far above them was spent in the client's own queue (librdkafka: one partition per
+request, at most 5 in flight), not in the brokers. The event stamps are the nodes' realtime
+clock, the host's.
+
 The ops, windows, fault domains, bounds and rolling windows are measured in
 :mod:`harness.checkers.service_windows`; this module judges them.
 """
@@ -85,7 +94,7 @@ from harness.checkers.service_windows import (DEGRADATION_WINDOW_MS, MIN_BASELIN
                                               ProduceOp, Rolling, ServiceBounds, Windows, fault_domain, is_slow,
                                               percentile, produce_ops, recovery_reference, recovery_start,
                                               service_windows, slow_intervals)
-from harness.history import History
+from harness.history import Event, History
 
 __all__ = ["PartitionService", "ServiceAnalysis", "analyse_service", "check_service", "service_metric_rows"]
 
@@ -140,6 +149,34 @@ def _window_stats(ops: list[ProduceOp], span: tuple[int, int] | None) -> dict[st
 
 
 
+PRODUCE_API = "0"
+
+
+def broker_produce_stats(history: History, span: tuple[int, int] | None) -> dict[str, Any] | None:
+    """The brokers' Produce time over ``span`` from their ``request_metrics`` windows inside
+    it: requests, count-weighted mean of the total, the highest window p99 (ms)."""
+    if span is None:
+        return None
+    a, b = span
+    wins = []
+    for e in history.entries:
+        if not isinstance(e, Event) or e.event != "request_metrics" or e.role != "broker" or not a <= e.ts_ns <= b:
+            continue
+        api = (e.attrs.get("apis") or {}).get(PRODUCE_API)
+        window_ms = e.attrs.get("window_ms")
+        if not isinstance(api, dict) or not isinstance(window_ms, (int, float)) or e.ts_ns - window_ms * MS < a:
+            continue
+        try:
+            wins.append((int(api["count"]), float(api["total"]["mean"]), float(api["total"]["p99"])))
+        except (KeyError, TypeError, ValueError):
+            continue    # a malformed event is not a figure
+    n = sum(c for c, _m, _q in wins)
+    if not n:
+        return None
+    return {"requests": n, "windows": len(wins), "mean_ms": sum(c * m for c, m, _q in wins) / n,
+            "p99_ms": max(q for _c, _m, q in wins)}
+
+
 @dataclass
 class ServiceAnalysis:
     bounds: ServiceBounds
@@ -150,6 +187,7 @@ class ServiceAnalysis:
     not_judged: dict[str, str]
     valid: Valid
     summary: str
+    brokers: dict[str, dict[str, Any]] = field(default_factory=dict)   # window -> broker_produce_stats
 
     def details(self) -> dict[str, Any]:
         b = self.bounds
@@ -160,6 +198,8 @@ class ServiceAnalysis:
                 "faults": [f.fault_id for f in self.faults],
                 "outside": [p.name for p in self.partitions if p.outside],
                 "not_judged": self.not_judged,
+                "broker_produce": {w: {k: round(v, 3) if isinstance(v, float) else v for k, v in s.items()}
+                                   for w, s in self.brokers.items()},
                 "partitions": {p.name: p.to_dict() for p in self.partitions}}
 
 
@@ -177,10 +217,14 @@ def analyse_service(scenario: Any, history: History) -> ServiceAnalysis:
     placed = set().union(*(v.partitions for v in views.values())) if views else set()
     pooled = {}
     everything = sorted((o for ops in ops_by.values() for o in ops), key=lambda o: o.invoke_ns)
+    brokers = {}
     for w in WINDOW_NAMES:
         s = _window_stats(everything, windows.span(w))
         if s is not None:
             pooled[w] = s
+        b = broker_produce_stats(history, windows.span(w))
+        if b is not None:
+            brokers[w] = b
     out: list[PartitionService] = []
     not_judged: dict[str, str] = {}
     for tp in sorted(ops_by):
@@ -202,10 +246,10 @@ def analyse_service(scenario: Any, history: History) -> ServiceAnalysis:
     judged = [p for p in out if p.name not in not_judged]
     if not faults:
         return ServiceAnalysis(bounds, windows, out, pooled, faults, not_judged, UNKNOWN,
-                               "no fault in the history: nothing to judge")
+                               "no fault in the history: nothing to judge", brokers)
     if not judged:
         return ServiceAnalysis(bounds, windows, out, pooled, faults, not_judged, UNKNOWN,
-                               "no partition with a baseline before the first fault")
+                               "no partition with a baseline before the first fault", brokers)
     valid = merge_valid(p.valid for p in judged)
     problems = [f"{p.name}{'' if not p.outside else ' (outside)'}: {msg}" for p in judged for msg in p.problems]
     if problems:
@@ -221,7 +265,7 @@ def analyse_service(scenario: Any, history: History) -> ServiceAnalysis:
                       if held else "")
                    + f" (bound {bounds.recovery_within_ms} ms)" +
                    (f"; {len(outside)} outside the faults, worst p50 ×{worst:.2f}" if worst is not None else ""))
-    return ServiceAnalysis(bounds, windows, out, pooled, faults, not_judged, valid, summary)
+    return ServiceAnalysis(bounds, windows, out, pooled, faults, not_judged, valid, summary, brokers)
 
 
 def _judge(p: PartitionService, ops: list[ProduceOp], windows: Windows, faults, domains, bounds) -> None:
@@ -337,6 +381,9 @@ def service_metric_rows(a: ServiceAnalysis, row) -> list[dict]:
             rows.append(row(f"produce_{w}_per_s", s["per_s"], unit="per_s", **kw))
 
     windows_of(a.pooled)
+    for w, b in a.brokers.items():
+        rows.append(row(f"broker_produce_{w}_mean_ms", b["mean_ms"]))
+        rows.append(row(f"broker_produce_{w}_p99_ms", b["p99_ms"]))
     by_id = {f.fault_id: f for f in a.faults}
     unrecovered = 0
     worst_outside = None

@@ -304,3 +304,33 @@ def test_a_slow_dir_holds_what_its_broker_leads_and_postpones_recovery_from_othe
     Ops(h, 1).run(0, 20000, 20)
     a = analyse_service(SC, h.build())
     assert a.valid is False and "only after 9900 ms" in a.summary   # latency ≤ 120 ms from +9.9 s on
+
+
+def test_brokers_own_produce_time_per_window_from_their_request_metrics():
+    """Each broker second (request_metrics, window 1 s) counts in the service window that
+    holds it whole; the mean is weighted by requests, the p99 is the worst second; the
+    controller's, other APIs' and malformed events are not figures."""
+    h = healthy(base())
+
+    def second(t_ms, node, count, mean, p99, role="broker", api="0"):
+        h.node(t_ms, node, role, "request_metrics", listener="PLAINTEXT", window_ms=1000.0,
+               apis={api: {"count": count, "total": {"mean": mean, "p50": mean, "p99": p99, "max": p99}}})
+
+    second(2000, 1, 100, 4.0, 9.0)
+    second(2000, 2, 300, 2.0, 5.0)
+    second(3000, 1, 100, 4.0, 30.0)
+    second(5500, 1, 50, 40.0, 200.0)       # straddles the fault at 5000: in no window
+    second(7000, 2, 10, 80.0, 400.0)       # during
+    second(7000, 3001, 500, 1.0, 1.0, role="controller")
+    second(8000, 2, 999, 1.0, 1.0, api="1")  # Fetch: not Produce
+    h.node(9000, 3, "broker", "request_metrics", listener="PLAINTEXT", window_ms=1000.0, apis={"0": {"count": "x"}})
+    a = analyse_service(SC, h.build())
+    before, during = a.brokers["before"], a.brokers["during"]
+    assert before["requests"] == 500 and before["windows"] == 3
+    assert before["mean_ms"] == pytest.approx((100 * 4 + 300 * 2 + 100 * 4) / 500) and before["p99_ms"] == 30.0
+    assert during == {"requests": 10, "windows": 1, "mean_ms": 80.0, "p99_ms": 400.0}
+    assert "after" not in a.brokers and a.details()["broker_produce"]["during"]["p99_ms"] == 400.0
+    rows = {r["metric"]: r for r in compute_metrics(h.build(), SC) if r["metric"].startswith("broker_produce_")}
+    assert rows["broker_produce_during_p99_ms"]["value"] == 400.0 and rows["broker_produce_before_mean_ms"]["topic"] is None
+    assert set(rows) == {"broker_produce_before_mean_ms", "broker_produce_before_p99_ms",
+                         "broker_produce_during_mean_ms", "broker_produce_during_p99_ms"}
