@@ -7,7 +7,7 @@ confluent-kafka (librdkafka) clients.
                               [--modes throughput,latency[,window]] [--seconds 8] [--ramp 2]
                               [--rate-mbs 10] [--value-bytes 1024] [--window 1000]
                               [--client librdkafka|kafka-python] [--profile-at 100,1000]
-                              [--failover-runs 1] [--out FILE]
+                              [--failover-runs 1] [--split-cores] [--out FILE]
 
 1. **scale**: one topic per partition count N (every partition led by broker 1, replicas
    [1, 2, 3], min.insync.replicas=2), P confluent-kafka producers (acks=all, idempotent,
@@ -34,6 +34,11 @@ confluent-kafka (librdkafka) clients.
      outstanding per producer, so each batch holds ~window/N records and the figure falls
      with N by construction; MB/s and the p50/p99 of that saturated window.
    CPU: /proc/<pid>/stat of the three brokers together and of the leader alone.
+   ``--split-cores``: the clients on the first CPU, the brokers and the controller on the
+   others. By default everything shares every core, and P saturating producers bring
+   ~6 busy librdkafka threads each: at 16 the scheduler gives the brokers' few threads so
+   little time that 1 partition × 16 producers carried 14–20 MB/s where one producer
+   carries ~100 (the brokers at 5–10 % of a core, the client at 158 %); split, 63 MB/s.
    The leader's own view (its ``request_metrics`` events, one per second here): Produce
    requests/s and the mean time per phase — queue, local, remote (waiting for the followers),
    send — with the p99 of its total, and its followers' Fetch requests/s: what the broker adds
@@ -506,14 +511,33 @@ def scale_row(c: Cluster, topic: str, partitions: int, producers: int, args) -> 
     return row
 
 
+def split_cores() -> tuple[set[int], set[int]]:
+    """``--split-cores``: (the client's CPUs, the cluster's CPUs) — the first CPU this process
+    may run on for the clients, the others for the brokers and the controller."""
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        raise SystemExit("--split-cores needs at least 2 CPUs (this process may run on "
+                         f"{len(cpus)})")
+    return {cpus[0]}, set(cpus[1:])
+
+
 def run_scale(args, work: Path) -> dict:
     counts = [int(x) for x in args.partitions.split(",")]
     producer_counts = [int(x) for x in args.producers.split(",")]
     c = Cluster(work / "scale", session_timeout_ms=9000, broker_extra=dict(BROKER))
     rows = []
+    # the brokers and controller inherit the CPUs of the thread that starts them, the
+    # clients' threads (librdkafka's too) those of the main thread when they are created
+    cores = split_cores() if args.split_cores else None
     try:
         c.prepare()
+        if cores:
+            os.sched_setaffinity(0, cores[1])
         c.start()
+        if cores:
+            os.sched_setaffinity(0, cores[0])
+            print(f"  split cores: clients on CPU {sorted(cores[0])}, the cluster on {sorted(cores[1])}",
+                  flush=True)
         for n in counts:
             topic = f"s{n}"
             c.create_topic(topic, {p: [1, 2, 3] for p in range(n)})
@@ -525,7 +549,8 @@ def run_scale(args, work: Path) -> dict:
     finally:
         c.kill()
     return {"rows": rows, "seconds_per_phase": args.seconds, "value_bytes": args.value_bytes,
-            "modes": args.modes, "rate_mbs": args.rate_mbs, "window": args.window, "client": args.client}
+            "modes": args.modes, "rate_mbs": args.rate_mbs, "window": args.window, "client": args.client,
+            "split_cores": bool(args.split_cores)}
 
 
 # ---------------------------------------------------------------------------- rtt
@@ -798,6 +823,9 @@ def main() -> int:
     ap.add_argument("--failover-runs", type=int, default=1)
     ap.add_argument("--hogs", type=int, default=2, help="busy processes during the failover part's broker stops")
     ap.add_argument("--profile-at", default="", help="partition counts whose 1-producer row runs under py-spy")
+    ap.add_argument("--split-cores", action="store_true",
+                    help="scale part: the clients on the first CPU, the brokers and controller on the others "
+                         "(by default all share every core, and many busy client threads starve the brokers)")
     ap.add_argument("--out", default=None,
                     help="default results/bench/replication.json (replication-rtt.json for --part rtt)")
     args = ap.parse_args()
