@@ -114,7 +114,6 @@ class KafkaServer:
         if self.limits.idle_ms >= 0:
             self._reaper = loop.create_task(self._reap_idle())
         if self.events is not None:
-            self.request_metrics = RequestMetrics(time.perf_counter_ns())
             self._metrics_task = loop.create_task(self._emit_metrics())
 
     def stop_accepting(self) -> None:

@@ -152,24 +152,32 @@ def _window_stats(ops: list[ProduceOp], span: tuple[int, int] | None) -> dict[st
 PRODUCE_API = "0"
 
 
-def broker_produce_stats(history: History, span: tuple[int, int] | None) -> dict[str, Any] | None:
-    """The brokers' Produce time over ``span`` from their ``request_metrics`` windows inside
-    it: requests, count-weighted mean of the total, the highest window p99 (ms)."""
-    if span is None:
-        return None
-    a, b = span
-    wins = []
+def broker_seconds(history: History) -> list[tuple[int, int, int, float, float]]:
+    """The brokers' ``request_metrics`` windows with Produce requests: (start ns, end ns,
+    requests, mean total ms, p99 total ms). A malformed event is not a figure."""
+    out = []
     for e in history.entries:
-        if not isinstance(e, Event) or e.event != "request_metrics" or e.role != "broker" or not a <= e.ts_ns <= b:
+        if not isinstance(e, Event) or e.event != "request_metrics" or e.role != "broker":
             continue
         api = (e.attrs.get("apis") or {}).get(PRODUCE_API)
         window_ms = e.attrs.get("window_ms")
-        if not isinstance(api, dict) or not isinstance(window_ms, (int, float)) or e.ts_ns - window_ms * MS < a:
+        if not isinstance(api, dict) or not isinstance(window_ms, (int, float)):
             continue
         try:
-            wins.append((int(api["count"]), float(api["total"]["mean"]), float(api["total"]["p99"])))
+            out.append((int(e.ts_ns - window_ms * MS), e.ts_ns, int(api["count"]), float(api["total"]["mean"]),
+                        float(api["total"]["p99"])))
         except (KeyError, TypeError, ValueError):
-            continue    # a malformed event is not a figure
+            continue
+    return out
+
+
+def broker_produce_stats(seconds: list[tuple[int, int, int, float, float]],
+                         span: tuple[int, int] | None) -> dict[str, Any] | None:
+    """The brokers' Produce time over ``span`` from their windows (:func:`broker_seconds`)
+    that lie inside it: requests, count-weighted mean of the total, the highest window p99 (ms)."""
+    if span is None:
+        return None
+    wins = [(c, m, q) for a, b, c, m, q in seconds if span[0] <= a and b <= span[1]]
     n = sum(c for c, _m, _q in wins)
     if not n:
         return None
@@ -218,11 +226,12 @@ def analyse_service(scenario: Any, history: History) -> ServiceAnalysis:
     pooled = {}
     everything = sorted((o for ops in ops_by.values() for o in ops), key=lambda o: o.invoke_ns)
     brokers = {}
+    seconds = broker_seconds(history)
     for w in WINDOW_NAMES:
         s = _window_stats(everything, windows.span(w))
         if s is not None:
             pooled[w] = s
-        b = broker_produce_stats(history, windows.span(w))
+        b = broker_produce_stats(seconds, windows.span(w))
         if b is not None:
             brokers[w] = b
     out: list[PartitionService] = []

@@ -116,17 +116,23 @@ def test_default_cleanup_leaves_live_labs_alone(node_image):
                                    "cgroups": [], "dir": False}
 
 
-def test_persistent_lab_outlives_its_creator_and_loads_elsewhere(node_image):
-    reason = fuse_skip_reason()
-    if reason:
-        pytest.skip(reason)
+def _persistent_lab_from_another_process(dirs: tuple[str, ...]) -> str:
+    """A persistent lab (node n1 with these fuse disks, no network) made by a process that
+    has exited since: its id."""
     code = ("from infra.lab import Lab, NodeSpec, Topology\n"
-            "lab = Lab.create(Topology(nodes=(NodeSpec('n1', ('d1', 'd2')),), disk_size_mb=32, backend='fuse',"
+            f"lab = Lab.create(Topology(nodes=(NodeSpec('n1', {dirs!r}),), disk_size_mb=32, backend='fuse',"
             " network=False), persistent=True)\nprint(lab.lab_id)")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120,
                          env=dict(os.environ, PYTHONPATH=str(ROOT)))
     assert out.returncode == 0, out.stderr
-    lab_id = out.stdout.strip()
+    return out.stdout.strip()
+
+
+def test_persistent_lab_outlives_its_creator_and_loads_elsewhere(node_image):
+    reason = fuse_skip_reason()
+    if reason:
+        pytest.skip(reason)
+    lab_id = _persistent_lab_from_another_process(("d1", "d2"))
     try:
         assert survey()[lab_id].live, "a persistent lab is live after its creator exited"
         assert lab_id not in {c.lab_id for c in cleanup(dry_run=True)}
@@ -171,13 +177,7 @@ def test_cleanup_says_what_it_could_not_check_when_dockerd_does_not_answer(node_
     reason = fuse_skip_reason()
     if reason:
         pytest.skip(reason)
-    code = ("from infra.lab import Lab, NodeSpec, Topology\n"
-            "lab = Lab.create(Topology(nodes=(NodeSpec('n1', ('d1',)),), disk_size_mb=32, backend='fuse',"
-            " network=False), persistent=True)\nprint(lab.lab_id)")
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120,
-                         env=dict(os.environ, PYTHONPATH=str(ROOT)))
-    assert out.returncode == 0, out.stderr
-    lab_id = out.stdout.strip()
+    lab_id = _persistent_lab_from_another_process(("d1",))
     no_daemon = dict(os.environ, DOCKER_HOST="unix:///nonexistent/jbodlab-test-docker.sock")
     try:
         out = subprocess.run([sys.executable, "-m", "harness.cli", "cleanup", "--lab", lab_id], cwd=ROOT,
