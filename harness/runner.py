@@ -26,8 +26,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import psutil
-
 from harness.faults.schedule import end_ms
 from harness.host_load import HostSample, host_metric_rows, read_proc_stat, starved_line
 from harness.ledger import load_history
@@ -36,6 +34,7 @@ from harness.node_configs import lab_topology
 from harness.services import ServiceError, Services
 from harness.group_workload import GroupConsumerWorkload
 from harness.workload import SUPPORTED_CLIENTS, ProducerWorkload, SafeLedger, drain
+from infra.procfaults import SELF, ResourceSample
 
 Say = Callable[[str], None]
 __all__ = ["RunOptions", "RunOutcome", "run_scenario", "fidelity_label", "create_topic_at_controller"]
@@ -160,10 +159,13 @@ class _Sampler:
         self._node_carry: dict[int, float] = {}  # CPU s of a node's earlier containers
 
     def sample(self) -> None:
+        try:
+            got = self.lab.sample_all([node.name for node in self.svc.nodes.values()], include_self=True)
+        except Exception:  # noqa: BLE001 - no process table (psutil): nothing to sample
+            return
         for n, node in self.svc.nodes.items():
-            try:
-                s = self.lab.sample(node.name)
-            except Exception:  # noqa: BLE001 - a stopped node has nothing to sample
+            s = got.get(node.name)
+            if not isinstance(s, ResourceSample):   # a stopped node has nothing to sample
                 continue
             cpu_s = s.cpu_user_s + s.cpu_system_s
             if cpu_s < self._node_cpu.get(n, 0.0) - self._node_carry.get(n, 0.0):   # a new container
@@ -175,22 +177,16 @@ class _Sampler:
             self.rows.append({"node_id": n, "pid": None, "ts_ns": s.ts_ns, "cpu_percent": pct,
                               "rss_bytes": s.rss_bytes, "read_bytes": s.read_bytes, "write_bytes": s.write_bytes,
                               "read_count": None, "write_count": None})
-        self._sample_host()
+        own = got.get(SELF)
+        if isinstance(own, ResourceSample):
+            self._sample_host(own.cpu_user_s + own.cpu_system_s)
 
-    def _sample_host(self) -> None:
+    def _sample_host(self, own_cpu_s: float) -> None:
         """The host's /proc/stat and the lab's CPU s so far: the nodes' containers (their last
         sample) plus this process's tree (client threads, the FUSE daemon)."""
         try:
-            me = psutil.Process()
-            own = 0.0
-            for p in (me, *me.children(recursive=True)):
-                try:
-                    t = p.cpu_times()
-                    own += t.user + t.system
-                except psutil.Error:
-                    continue
-            self.host.append(HostSample(time.time_ns(), read_proc_stat(), own + sum(self._node_cpu.values())))
-        except (OSError, ValueError, psutil.Error):
+            self.host.append(HostSample(time.time_ns(), read_proc_stat(), own_cpu_s + sum(self._node_cpu.values())))
+        except (OSError, ValueError):
             return   # no /proc: the host metrics are left out
 
     def host_rows(self) -> list[dict]:

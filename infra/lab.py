@@ -40,7 +40,7 @@ from infra.faultmodes import FaultMode
 from infra.faults import DiskFaultHandle
 from infra.fuse_daemon import FuseDaemon
 from infra.loopdev import WRITE_CACHES
-from infra.procfaults import ProcessFaultHandle, ResourceSample, sample
+from infra.procfaults import ProcessFaultHandle, ResourceSample, TreeSampler, sample
 from infra.netfaults import Isolate, NetTarget, Netem, Partition
 from infra.naming import (ROLE_LABEL, check_name, container_name, lab_dir, network_name,
                           new_lab_id)
@@ -95,6 +95,7 @@ class Lab:
     cgroup_parent: str | None = None    # infra.cpu_group: the containers' parent cgroup
     say: Say = field(default=lambda _m: None, repr=False)
     _meta: dict | None = field(default=None, repr=False)
+    _tree_sampler: TreeSampler | None = field(default=None, repr=False)
 
     # ---- creation ---------------------------------------------------------------------
     @classmethod
@@ -261,6 +262,16 @@ class Lab:
 
     def sample(self, node: str) -> ResourceSample:
         return sample(self.docker, self.container_name(node))
+
+    def sample_all(self, nodes: list[str], *, include_self: bool = False) -> dict[str, ResourceSample | Exception]:
+        """:meth:`sample` of every node in one round (one scan of the process table, container
+        pids kept between rounds): per node its sample or the error that says why there is
+        none; with ``include_self`` the harness's own tree under ``infra.procfaults.SELF``."""
+        if self._tree_sampler is None:
+            self._tree_sampler = TreeSampler(self.docker)
+        by_container = {self.container_name(n): n for n in nodes}
+        got = self._tree_sampler.sample_all(list(by_container), include_self=include_self)
+        return {by_container.get(c, c): s for c, s in got.items()}
 
     def repair_disk(self, node: str, dirname: str, busy_timeout_s: float = 10.0) -> str:
         return repair_disk(self.disk(node, dirname), busy_timeout_s=busy_timeout_s)

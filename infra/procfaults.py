@@ -85,13 +85,7 @@ class ResourceSample:
     write_bytes: int
 
 
-def sample(docker: Docker, container: str) -> ResourceSample:
-    """One psutil sample of the container's whole process tree."""
-    try:
-        root = psutil.Process(docker.pid(container))
-        procs = [root, *root.children(recursive=True)]
-    except (psutil.Error, ContainerError) as exc:
-        raise ContainerError(f"cannot sample {container}: {exc}") from exc
+def _tree_sample(container: str, procs: list[psutil.Process]) -> ResourceSample:
     user = system = 0.0
     rss = rd = wr = 0
     for p in procs:
@@ -107,3 +101,78 @@ def sample(docker: Docker, container: str) -> ResourceSample:
         except psutil.Error:
             continue  # exited meanwhile
     return ResourceSample(container, time.time_ns(), len(procs), user, system, rss, rd, wr)
+
+
+def sample(docker: Docker, container: str) -> ResourceSample:
+    """One psutil sample of the container's whole process tree."""
+    try:
+        root = psutil.Process(docker.pid(container))
+        procs = [root, *root.children(recursive=True)]
+    except (psutil.Error, ContainerError) as exc:
+        raise ContainerError(f"cannot sample {container}: {exc}") from exc
+    return _tree_sample(container, procs)
+
+
+def descendants(children_of: dict[int, list[int]], root: int) -> list[int]:
+    """``root`` and every pid below it in a ``{ppid: [pid, …]}`` map (pure)."""
+    out, todo, seen = [], [root], set()
+    while todo:
+        pid = todo.pop()
+        if pid in seen:
+            continue
+        seen.add(pid)
+        out.append(pid)
+        todo.extend(children_of.get(pid, ()))
+    return out
+
+
+SELF = "<this process>"
+
+
+class TreeSampler:
+    """:func:`sample` of several containers once a second, cheaply: each container's init
+    process is looked up in dockerd once and kept while that process lives (a restarted
+    container's new one is looked up again), and one scan of the process table per round
+    finds every tree (where ``sample`` asks dockerd and scans the table per container)."""
+
+    def __init__(self, docker: Docker) -> None:
+        self.docker = docker
+        self._roots: dict[str, psutil.Process] = {}
+
+    def _root(self, container: str) -> psutil.Process:
+        p = self._roots.get(container)
+        if p is not None and p.is_running():   # is_running also tells a reused pid apart
+            return p
+        self._roots.pop(container, None)
+        try:
+            p = psutil.Process(self.docker.pid(container))
+        except psutil.Error as exc:
+            raise ContainerError(f"cannot sample {container}: {exc}") from exc
+        self._roots[container] = p
+        return p
+
+    def sample_all(self, containers: list[str], *, include_self: bool = False
+                   ) -> dict[str, ResourceSample | ContainerError]:
+        """One sample per container, or the ContainerError that says why there is none
+        (stopped, removed, dockerd unreachable); with ``include_self`` also this process's
+        own tree (client threads, FUSE daemon) under the key :data:`SELF`."""
+        roots: dict[str, psutil.Process] = {SELF: psutil.Process()} if include_self else {}
+        out: dict[str, ResourceSample | ContainerError] = {}
+        for c in containers:
+            try:
+                roots[c] = self._root(c)
+            except ContainerError as exc:
+                out[c] = exc
+        if not roots:
+            return out
+        children_of: dict[int, list[int]] = {}
+        procs: dict[int, psutil.Process] = {}
+        for p in psutil.process_iter(["ppid"]):
+            ppid = p.info.get("ppid")
+            if ppid is not None:
+                children_of.setdefault(ppid, []).append(p.pid)
+                procs[p.pid] = p
+        for c, root in roots.items():
+            tree = [root] + [procs[pid] for pid in descendants(children_of, root.pid)[1:] if pid in procs]
+            out[c] = _tree_sample(c, tree)
+        return out

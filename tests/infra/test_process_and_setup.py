@@ -11,7 +11,9 @@ from pathlib import Path
 import pytest
 
 from infra import image
+from infra.errors import ContainerError
 from infra.lab import Lab, NodeSpec, Topology
+from infra.procfaults import SELF, ResourceSample
 
 pytestmark = pytest.mark.system
 ROOT = Path(__file__).resolve().parents[2]
@@ -26,6 +28,10 @@ def test_pause_resume_kill_restart_and_sample(node_image):
             time.sleep(0.05)
             s = lab.sample("n1")
         assert s.processes >= 2 and s.rss_bytes > 0
+        # the runner's once-a-second round: the same tree, plus the harness's own
+        got = lab.sample_all(["n1"], include_self=True)
+        assert got["n1"].processes == s.processes and got["n1"].cpu_user_s >= s.cpu_user_s
+        assert got[SELF].processes >= 1 and got[SELF].cpu_user_s > 0
         stats = lab.docker.stats(name)
         assert stats["memory_stats"]["usage"] > 0 and stats["pids_stats"]["current"] >= 2
         exits = lab.docker.watch_exits(lab.lab_id)
@@ -38,8 +44,17 @@ def test_pause_resume_kill_restart_and_sample(node_image):
         restart = lab.process_fault("n1", "restart")
         restart.inject()
         assert lab.docker.state(name) == "running"
+        # the cached pid is gone with the old process: the new container process is found
+        deadline = time.monotonic() + 10
+        got = lab.sample_all(["n1"])
+        while (not isinstance(got["n1"], ResourceSample) or got["n1"].processes < 2) and time.monotonic() < deadline:
+            time.sleep(0.05)
+            got = lab.sample_all(["n1"])
+        assert got["n1"].processes >= 2 and got["n1"].container == name
+        assert lab.docker.pid(name) == lab._tree_sampler._roots[name].pid
         lab.process_fault("n1", "kill", "KILL").inject()
         assert lab.docker.state(name) == "exited"
+        assert isinstance(lab.sample_all(["n1"])["n1"], ContainerError)   # nothing to sample, said why
         seen = []
         deadline = time.monotonic() + 10
         while not any(e.exit_code == 137 for e in seen) and time.monotonic() < deadline:
