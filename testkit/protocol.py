@@ -35,13 +35,15 @@ def make_batch(values: list[bytes], *, producer_id: int = -1, epoch: int = -1, b
     return struct.pack(">qi", 0, len(body)) + body
 
 
-def produce_request(version: int, topic: str, partition: int, records: bytes | None, *, acks: int = -1,
+def produce_request(version: int, topic: str, partition: int | list[int], records: bytes | None, *, acks: int = -1,
                     timeout_ms: int = 10_000) -> Any:
+    """One topic; ``partition`` a list: the same records to each of them in one request."""
     mod = wire.request_module(0, version)
+    partitions = partition if isinstance(partition, list) else [partition]
     return wire.request_class(0, version)(
         transactional_id=None, acks=acks, timeout=timedelta(milliseconds=timeout_ms),
-        topic_data=(mod.TopicProduceData(name=topic, partition_data=(
-            mod.PartitionProduceData(index=partition, records=records),)),))
+        topic_data=(mod.TopicProduceData(name=topic, partition_data=tuple(
+            mod.PartitionProduceData(index=p, records=records) for p in partitions)),))
 
 
 def init_producer_id_request(version: int = 4) -> Any:
