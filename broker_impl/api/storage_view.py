@@ -69,6 +69,8 @@ class LogManagerView:
         self.follower_leo: dict[tuple[uuid.UUID, int, int], int] = {}
         self.caught_up_ms: dict[tuple[uuid.UUID, int, int], int] = {}
         self._partition_locks: dict[tuple[str, int], asyncio.Lock] = {}
+        self._config_cache: dict[tuple[uuid.UUID, str], Any] = {}
+        self._config_stamp: tuple | None = None   # (image.last_offset, configs, static config) of the cache
 
     # --- blocking replica operations -----------------------------------------------------
     async def replica_io(self, replica: Any, fn: Callable[..., Any], *args: Any) -> Any:
@@ -87,8 +89,22 @@ class LogManagerView:
         return int(self.topic_config(topic_id, "min.insync.replicas"))
 
     def topic_config(self, topic_id: uuid.UUID, name: str) -> Any:
-        topic = self.topic_name(topic_id) or ""
-        return tc.topic_value(topic, name, self.node_id, getattr(self.image, "configs", {}), self.static_config)
+        """The value in force, resolved once per metadata change: Produce asks for two of
+        them per partition, and resolving walks every config layer."""
+        image = self.image
+        configs = getattr(image, "configs", {})
+        stamp = (getattr(image, "last_offset", None), id(configs), id(self.static_config))
+        if stamp != self._config_stamp:
+            self._config_cache = {}
+            self._config_stamp = stamp
+        key = (topic_id, name)
+        try:
+            return self._config_cache[key]
+        except KeyError:
+            pass
+        value = tc.topic_value(self.topic_name(topic_id) or "", name, self.node_id, configs, self.static_config)
+        self._config_cache[key] = value
+        return value
 
     def topic_name(self, topic_id: uuid.UUID) -> str | None:
         reg = self.image.topics.get(topic_id)

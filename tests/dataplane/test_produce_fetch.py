@@ -145,11 +145,17 @@ def test_acks_all_times_out_and_min_isr_is_enforced(broker3):
         try:
             resp = await c.call(produce_request(9, "slow", 0, make_batch([b"x"]), acks=-1, timeout_ms=300))
             assert _perr(resp)[0] is ErrorCode.request_timed_out
+            # the view caches the configs in force; a change must be seen at the next produce
+            resp = await c.call(produce_request(9, "alone", 0, make_batch([b"x"]), acks=-1))
+            assert _perr(resp) == (ErrorCode.none, 0)
             await b.controller.alter_configs(_set_topic_config("alone", "min.insync.replicas", "2"))
             resp = await c.call(produce_request(9, "alone", 0, make_batch([b"x"]), acks=-1))
             assert _perr(resp)[0] is ErrorCode.not_enough_replicas
             resp = await c.call(produce_request(9, "alone", 0, make_batch([b"x"]), acks=1))
-            assert _perr(resp) == (ErrorCode.none, 0)   # acks=1 does not need min ISR
+            assert _perr(resp) == (ErrorCode.none, 1)   # acks=1 does not need min ISR
+            await b.controller.alter_configs(_set_topic_config("alone", "min.insync.replicas", "1"))
+            resp = await c.call(produce_request(9, "alone", 0, make_batch([b"x"]), acks=-1))
+            assert _perr(resp) == (ErrorCode.none, 2)
         finally:
             await c.close()
     b.loop.run(go())
