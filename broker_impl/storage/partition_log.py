@@ -121,7 +121,7 @@ class PartitionLog(TailCache, LogTrimming):
         self.closed = False
         # the newest appended batches, as written: (batch bases, batch ends, byte positions,
         # bytes), replaced as a whole (readers on the event loop take a snapshot)
-        self._tail: tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...], bytes] | None = None
+        self._tail: tuple[list[int], list[int], list[int], bytearray, int, int] | None = None   # log_tail
         self._parent_unsynced = False  # a new log's dir entry, not yet synced in the log dir
         self._segment_entry_unsynced = False   # a rolled segment's entry, not yet synced in self.path
 
