@@ -33,7 +33,7 @@ from harness.scenario import Scenario
 from harness.node_configs import lab_topology
 from harness.services import ServiceError, Services
 from harness.group_workload import GroupConsumerWorkload
-from harness.workload import SUPPORTED_CLIENTS, ProducerWorkload, SafeLedger, drain
+from harness.workload import SUPPORTED_CLIENTS, ProducerWorkload, SafeLedger, drain, ready_line
 from infra.procfaults import SELF, ResourceSample
 
 Say = Callable[[str], None]
@@ -293,7 +293,7 @@ def _run_in_lab(scenario: Scenario, svc: Services, ledger, sampler, outcome: Run
     for t in w.topics:
         if t.create_at_ms is not None:
             heapq.heappush(plan, (t.create_at_ms, len(plan), "topic", t))
-    workload.start()
+    say(f"  workload: {ready_line(workload.start(), w.producers)}")
     group = None
     if w.group_consumers:   # members of one group reading the initial topics, commit after processing
         group = GroupConsumerWorkload(svc.bootstrap, ledger, group=w.group_id, topics=[t.name for t in topics_now],

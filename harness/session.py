@@ -143,7 +143,8 @@ class _Session:
                                          seed=s.seed, client=client, say=print)
         for t in s.workload.topics:
             self.workload.add_topic(t.name, t.partitions)
-        self.workload.start()
+        from harness.workload import ready_line
+        print(f"workload: {ready_line(self.workload.start(), s.workload.producers)}")
         self.executor = FaultExecutor(self.svc, self.ledger, seed=s.seed, say=print)
         self.t0 = time.monotonic()
 

@@ -37,7 +37,9 @@ def test_every_ack_is_drained_at_its_offset(broker, tmp_path, client: str) -> No
     ledger = SafeLedger(tmp_path / "ledger.jsonl")
     w = ProducerWorkload(spec, lambda: broker.bootstrap, ledger, tag="it", seed=3)
     w.add_topic("t1", 3)
-    w.start()
+    ready = w.start()
+    # each producer connected and had its warm-up values acked before its clock started
+    assert set(ready) == {"p0", "p1"} and all(n >= 1 and unacked == 0 for _s, n, unacked in ready.values()), ready
     time.sleep(1.5)
     w.stop()
     ends = drain(broker.bootstrap, {"t1": 3}, ledger, timeout_ms=15000)
@@ -52,3 +54,9 @@ def test_every_ack_is_drained_at_its_offset(broker, tmp_path, client: str) -> No
     assert sum(ends.values()) == r.acked
     # two producers, unique value ids
     assert len({op.value_id for op in h.ops("produce", "invoke")}) == w.counts["invoke"]
+    # the warm-up values are ordinary ops, acked before the producer's clocked ones begin
+    for process, (_s, n, _u) in ready.items():
+        acked = {op.value_id: op.ts_ns for op in h.ops("produce", "ok") if op.process == process}
+        invoked = {op.value_id: op.ts_ns for op in h.ops("produce", "invoke") if op.process == process}
+        warm = [f"it-{process}-{i}" for i in range(n)]
+        assert max(acked[v] for v in warm) <= invoked[f"it-{process}-{n}"]
