@@ -30,6 +30,8 @@ from kafka_common.wire import ApiKey, ErrorCode
 from kafka_runtime.client import ClientError, KafkaClient
 from kafka_runtime.snapshot_fetch import fetch_snapshot_request, parse_fetch_snapshot_response
 
+MIN_CONNECT_ATTEMPT_S = 0.5   # one connection attempt's least share of a request's time (several voters)
+
 log = logging.getLogger(__name__)
 
 
@@ -117,10 +119,21 @@ class ControllerConnection:
                 await self.close()
             if self.client is None:
                 self.client = await KafkaClient.connect(host, port, client_id=self.client_id,
-                                                        sasl=self.sasl, timeout_s=timeout_s,
+                                                        sasl=self.sasl, timeout_s=self.attempt_s(timeout_s),
                                                         max_frame_bytes=self.max_frame_bytes)
                 self._node = node
             return node, self.client
+
+    def attempt_s(self, remaining_s: float) -> float:
+        """How long one connection attempt may take out of a request's remaining time. With
+        other voters to try, a share of it (at least :data:`MIN_CONNECT_ATTEMPT_S`): a killed
+        controller's address answers nothing, and an attempt that waited out the whole
+        timeout left the next voter — the new active one — no time at all (seen in S12: two
+        brokers fenced by their session timeout while a live leader was one voter away)."""
+        voters = len(self.locator.voters)
+        if voters <= 1:
+            return remaining_s
+        return min(remaining_s, max(MIN_CONNECT_ATTEMPT_S, remaining_s / voters))
 
     async def request(self, build, timeout_s: float) -> Any:
         """``build(client) -> request`` (it may pick versions); raises ClientError."""
