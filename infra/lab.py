@@ -40,7 +40,7 @@ from infra.faultmodes import FaultMode
 from infra.faults import DiskFaultHandle
 from infra.fuse_daemon import FuseDaemon
 from infra.loopdev import WRITE_CACHES
-from infra.procfaults import ProcessFaultHandle, ResourceSample, TreeSampler, sample
+from infra.procfaults import ProcessFaultHandle, ResourceSample, TreeSampler
 from infra.netfaults import Isolate, NetTarget, Netem, Partition
 from infra.naming import (ROLE_LABEL, check_name, container_name, lab_dir, network_name,
                           new_lab_id)
@@ -261,7 +261,11 @@ class Lab:
         return ProcessFaultHandle(self.docker, self.container_name(node), kind, signal)
 
     def sample(self, node: str) -> ResourceSample:
-        return sample(self.docker, self.container_name(node))
+        """One psutil sample of the node's container process tree (ContainerError if none)."""
+        got = self.sample_all([node])[node]
+        if isinstance(got, Exception):
+            raise got
+        return got
 
     def sample_all(self, nodes: list[str], *, include_self: bool = False) -> dict[str, ResourceSample | Exception]:
         """:meth:`sample` of every node in one round (one scan of the process table, container
