@@ -15,6 +15,7 @@ import signal
 import sys
 
 from kafka_runtime.event_loop import loop_kind_or_exit, new_event_loop
+from kafka_runtime.loop_watch import LoopWatch
 from kafka_runtime.properties import load_or_exit
 
 PROG = "kraft-broker"
@@ -25,6 +26,7 @@ async def _serve(cfg) -> int:
     from broker_impl.runtime.broker import BrokerRuntime, StartupError
     runtime = BrokerRuntime(cfg)
     loop = asyncio.get_running_loop()
+    LoopWatch(loop).start()  # logs any stall of this loop (a daemon thread; lives as long as the process)
     try:
         await runtime.start()
     except (StartupError, ValueError, OSError) as exc:

@@ -11,10 +11,12 @@ storage not formatted, …) with a one-line reason on stderr, 2 for a bad config
 from __future__ import annotations
 
 import asyncio
+import logging
 import signal
 import sys
 
 from kafka_runtime.event_loop import loop_kind_or_exit, new_event_loop
+from kafka_runtime.loop_watch import LoopWatch
 from kafka_runtime.properties import load_or_exit
 
 PROG = "kraft-controller"
@@ -25,6 +27,7 @@ async def _serve(cfg) -> int:
     runtime = ControllerRuntime(cfg)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
+    LoopWatch(loop).start()  # logs any stall of this loop (a daemon thread; lives as long as the process)
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     try:
@@ -88,6 +91,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{PROG}: {argv[0]}: process.roles={','.join(cfg.process_roles)} has no controller role",
               file=sys.stderr)
         return 2
+    logging.basicConfig(level=logging.WARNING, format=f"{PROG}[{cfg.node_id}] %(levelname)s %(message)s")
     with asyncio.Runner(loop_factory=new_event_loop) as runner:
         return runner.run(_serve(cfg))
 

@@ -354,10 +354,11 @@ class Services:
         return text.strip()[-chars:] or "(no output)"
 
     def collect_logs(self) -> None:
-        """Every node's container output into ``<run dir>/container.log`` (never raises)."""
+        """Every node's container output into ``<run dir>/container.log``, each line led by
+        the time docker received it (to line up with the timeline; never raises)."""
         for n in self.nodes:
             try:
-                text = self.lab.docker.logs(self.container(n))
+                text = self.lab.docker.logs(self.container(n), timestamps=True)
             except Exception as exc:  # noqa: BLE001
                 text = f"(cannot read logs: {exc})\n"
             try:

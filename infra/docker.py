@@ -198,10 +198,12 @@ class Docker:
             pool.shutdown(wait=False)  # a timed-out exec is left to finish in the container
         return ExecResult(int(code), (out or b"").decode(errors="replace"), (err or b"").decode(errors="replace"))
 
-    def logs(self, name: str, tail: int | None = None) -> str:
-        """stdout + stderr of the container ("" when it is gone)."""
+    def logs(self, name: str, tail: int | None = None, timestamps: bool = False) -> str:
+        """stdout + stderr of the container ("" when it is gone); ``timestamps``: each line
+        led by docker's RFC 3339 receive time."""
         try:
-            return self.client.containers.get(name).logs(tail=tail or "all").decode(errors="replace")
+            return self.client.containers.get(name).logs(tail=tail or "all",
+                                                         timestamps=timestamps).decode(errors="replace")
         except (NotFound, APIError):
             return ""
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import itertools
+import socket
 from typing import Any
 
 from kafka_common import framing, wire
@@ -28,6 +29,56 @@ class ClientError(Exception):
 
 class ConnectionClosed(ClientError):
     pass
+
+
+# Name lookups in flight, one per (loop, host, port): callers share it, so a name that
+# resolves slowly holds one resolver thread, not one per attempt (uvloop resolves on libuv's
+# pool of 4 threads; a retry loop starting a lookup every attempt could fill it and hold up
+# the lookups of names that answer).
+_lookups: dict[tuple[int, str, int], asyncio.Future] = {}
+
+
+def _lookup(host: str, port: int) -> asyncio.Future:
+    loop = asyncio.get_running_loop()
+    key = (id(loop), host, port)
+    fut = _lookups.get(key)
+    if fut is None:
+        fut = _lookups[key] = asyncio.ensure_future(loop.getaddrinfo(host, port, type=socket.SOCK_STREAM))
+
+        def done(f: asyncio.Future) -> None:
+            if _lookups.get(key) is f:
+                del _lookups[key]
+            if not f.cancelled():
+                f.exception()  # retrieved: a caller that gave up must not leave it unread
+        fut.add_done_callback(done)
+    return fut
+
+
+async def open_stream(host: str, port: int, timeout_s: float) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """Name lookup, then a TCP connect to each address in turn, within ``timeout_s`` in
+    all. A failure says which step failed and how long each took (a "timeout" that was a
+    slow lookup and one that was an unanswered SYN are different faults)."""
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    try:
+        infos = await asyncio.wait_for(asyncio.shield(_lookup(host, port)), timeout_s)
+    except asyncio.TimeoutError:
+        raise ClientError(f"cannot connect to {host}:{port}: name lookup took more than {timeout_s:.2f}s") from None
+    except OSError as exc:
+        raise ClientError(f"cannot connect to {host}:{port}: name lookup failed after "
+                          f"{loop.time() - start:.3f}s: {exc!r}") from None
+    looked_up = loop.time() - start
+    failure = "no address"
+    for family, _, _, _, sockaddr in infos:
+        remaining = timeout_s - (loop.time() - start)
+        if remaining <= 0:
+            break
+        began = loop.time()
+        try:
+            return await asyncio.wait_for(asyncio.open_connection(sockaddr[0], sockaddr[1], family=family), remaining)
+        except (OSError, asyncio.TimeoutError) as exc:
+            failure = f"{sockaddr[0]}: {exc!r} after {loop.time() - began:.3f}s"
+    raise ClientError(f"cannot connect to {host}:{port}: {failure} (name lookup {looked_up:.3f}s)")
 
 
 class KafkaClient:
@@ -48,10 +99,7 @@ class KafkaClient:
                       sasl: tuple[str, str] | None = None, negotiate: bool = True,
                       timeout_s: float = 10.0,
                       max_frame_bytes: int = framing.DEFAULT_MAX_FRAME_BYTES) -> "KafkaClient":
-        try:
-            reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout_s)
-        except (OSError, asyncio.TimeoutError) as exc:
-            raise ClientError(f"cannot connect to {host}:{port}: {exc!r}") from None
+        reader, writer = await open_stream(host, port, timeout_s)
         client = cls(reader, writer, client_id=client_id, max_frame_bytes=max_frame_bytes)
         try:
             if negotiate or sasl:
