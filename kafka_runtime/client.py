@@ -42,7 +42,7 @@ def _lookup(host: str, port: int) -> asyncio.Future:
     loop = asyncio.get_running_loop()
     key = (id(loop), host, port)
     fut = _lookups.get(key)
-    if fut is None:
+    if fut is None or fut.get_loop() is not loop:  # (a closed loop's id may come back)
         fut = _lookups[key] = asyncio.ensure_future(loop.getaddrinfo(host, port, type=socket.SOCK_STREAM))
 
         def done(f: asyncio.Future) -> None:
