@@ -15,7 +15,9 @@ Checks that pass in some runs and not in others on these 2 cores are ``xfail(str
 with the measured margin (:data:`MARGINAL`).
 
 Needs root, dockerd and loop devices (``scripts/bootstrap.sh`` + ``jbodlab setup``).
-Results go to ``$JBODLAB_SYSTEM_RESULTS`` (default: a temp dir, printed).
+Results go to ``$JBODLAB_SYSTEM_RESULTS`` (kept); by default to a temp dir that is removed
+when every test of this module passed and kept, with its path printed, when one failed
+(a suite run leaves ~80 MB there).
 """
 
 from __future__ import annotations
@@ -171,6 +173,22 @@ def suite_scenario(variant: str):
                        "workload.client=confluent-kafka"):
         apply_override(data, assignment)
     return Scenario.from_dict(data)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _temp_results(request):
+    """The default results dir goes when the module passed, stays (path printed) when not."""
+    failed_before = request.session.testsfailed
+    yield
+    root = _RUNS.pop("root", None)
+    if root is None:
+        return
+    if request.session.testsfailed == failed_before:
+        shutil.rmtree(root, ignore_errors=True)
+    else:
+        reporter = request.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line(f"system suite: runs kept in {root} (JBODLAB_SYSTEM_RESULTS=dir keeps them always)")
 
 
 def outcome_of(variant: str):

@@ -172,6 +172,7 @@ def test_kafka_python_describe_and_alter_configs(cluster):
         a.close()
 
 
+@pytest.mark.filterwarnings("ignore:alter_configs has been deprecated")  # the legacy API is what this tests
 def test_alter_configs_replaces_the_set_confluent(cluster):
     from confluent_kafka.admin import ConfigResource, ResourceType
     create(cluster, "cfg-replace", {"segment.ms": "600000", "retention.ms": "5000"})
