@@ -61,7 +61,8 @@ class LoopWatch:
         if late > self.threshold_s:
             self.stalls += 1
             self.longest_s = max(self.longest_s, late)
-            where = self._stack or "(the loop's thread held the interpreter; no stack taken)\n"
+            where = self._stack or ("(no stack taken: the whole process was stopped — a pause, SIGSTOP, a "
+                                    "frozen cgroup — or the loop's thread held the interpreter)\n")
             self.log.warning("event loop stalled for %d ms; the loop's thread was at:\n%s",
                              late * 1000, where.rstrip())
         self._last = now      # first, so the watcher does not take a stack for this stall again
