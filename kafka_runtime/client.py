@@ -35,14 +35,14 @@ class ConnectionClosed(ClientError):
 # resolves slowly holds one resolver thread, not one per attempt (uvloop resolves on libuv's
 # pool of 4 threads; a retry loop starting a lookup every attempt could fill it and hold up
 # the lookups of names that answer).
-_lookups: dict[tuple[int, str, int], asyncio.Future] = {}
+_lookups: dict[tuple[asyncio.AbstractEventLoop, str, int], asyncio.Future] = {}
 
 
 def _lookup(host: str, port: int) -> asyncio.Future:
     loop = asyncio.get_running_loop()
-    key = (id(loop), host, port)
+    key = (loop, host, port)
     fut = _lookups.get(key)
-    if fut is None or fut.get_loop() is not loop:  # (a closed loop's id may come back)
+    if fut is None:
         fut = _lookups[key] = asyncio.ensure_future(loop.getaddrinfo(host, port, type=socket.SOCK_STREAM))
 
         def done(f: asyncio.Future) -> None:

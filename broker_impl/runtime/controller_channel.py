@@ -126,10 +126,10 @@ class ControllerConnection:
 
     def attempt_s(self, remaining_s: float) -> float:
         """How long one connection attempt may take out of a request's remaining time. With
-        other voters to try, a share of it (at least :data:`MIN_CONNECT_ATTEMPT_S`): a killed
-        controller's address answers nothing, and an attempt that waited out the whole
-        timeout left the next voter — the new active one — no time at all (seen in S12: two
-        brokers fenced by their session timeout while a live leader was one voter away)."""
+        other voters to try, a share of it (at least :data:`MIN_CONNECT_ATTEMPT_S`): a voter
+        that answers nothing (cut off by a partition, or a dead container whose name docker's
+        DNS leaves unanswered for glibc's 5 s) must not take the whole timeout and leave the
+        next voter — the new active one — no time at all."""
         voters = len(self.locator.voters)
         if voters <= 1:
             return remaining_s

@@ -66,7 +66,7 @@ def test_slow_lookup_is_shared_by_retries_and_reported_as_a_lookup_timeout():
                 await open_stream("slow-name", port, 0.1)
             messages.append(str(err.value))
         await asyncio.sleep(0.7)   # the shared lookup finishes; nothing is left in flight
-        assert not [k for k in client_mod._lookups if k[0] == id(loop)]
+        assert not [k for k in client_mod._lookups if k[0] is loop]
         return messages
     messages = run(go())
     assert calls == ["slow-name"]
