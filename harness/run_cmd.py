@@ -32,7 +32,7 @@ from pathlib import Path
 
 from harness.fields import ScenarioError
 
-__all__ = ["configure", "run", "resolve_scenarios", "summary_lines", "results_root"]
+__all__ = ["configure", "run", "resolve_scenarios", "summary_lines", "results_root", "campaign_header"]
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -71,6 +71,18 @@ def resolve_scenarios(names: list[str], *, overrides: list[str], seed: int | Non
         raise ScenarioError([("SCENARIO", "name at least one scenario, or --all")])
     return [s for name in names
             for s in resolve_runs(name, overrides=overrides, seed=seed, bounce=bounce, runs=runs)]
+
+
+def campaign_header(variants: list[str], runs: int) -> str:
+    """``campaign: 10 runs (2 scenarios × 5)``; a scenario named more than once on the command
+    line makes the plan no product, so then ``campaign: 32 runs of 2 scenarios (S1 ×30, …)``."""
+    counts: dict[str, int] = {}
+    for v in variants:
+        counts[v] = counts.get(v, 0) + 1
+    if len(variants) == len(counts) * runs:
+        return f"campaign: {len(variants)} runs ({len(counts)} scenarios × {runs})"
+    each = ", ".join(f"{v} ×{n}" for v, n in counts.items())
+    return f"campaign: {len(variants)} runs of {len(counts)} scenarios ({each})"
 
 
 def results_root(args: argparse.Namespace, runs: int, now_ns: int | None = None) -> Path:
@@ -140,8 +152,7 @@ def run(args: argparse.Namespace) -> int:
     outcomes = []
     if campaign:
         root.mkdir(parents=True, exist_ok=True)
-        show(f"campaign: {len(scenarios)} runs ({len({s.variant for s in scenarios})} scenarios × {args.runs}) "
-             f"into {root}")
+        show(f"{campaign_header([s.variant for s in scenarios], args.runs)} into {root}")
     interrupted = False
     try:
         for i, s in enumerate(scenarios):

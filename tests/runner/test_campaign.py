@@ -8,7 +8,7 @@ import pytest
 
 from harness.campaign import (DEFAULT_OVERHEAD_S, Progress, Record, campaign_root_name, fmt_duration, summarize,
                               summary_lines, summary_markdown)
-from harness.run_cmd import resolve_scenarios, results_root
+from harness.run_cmd import campaign_header, resolve_scenarios, results_root
 from scenarios.catalog import all_scenarios
 
 pytestmark = pytest.mark.unit
@@ -36,6 +36,13 @@ def test_a_campaign_gets_one_results_root():
     root = results_root(args, 3, now_ns=1_700_000_000_000_000_000)
     assert str(root) == "results/campaign-20231114T221320" == f"results/{campaign_root_name(1_700_000_000 * 10**9)}"
     assert str(results_root(argparse.Namespace(results="/tmp/x"), 3)) == "/tmp/x"
+
+
+def test_campaign_header_says_the_plan():
+    assert campaign_header(["a", "a", "b", "b"], 2) == "campaign: 4 runs (2 scenarios × 2)"
+    # a scenario named again on the command line: not "2 scenarios × 1"
+    assert campaign_header(["S15", "S1", "S1", "S1", "S15"], 1) == \
+        "campaign: 5 runs of 2 scenarios (S15 ×2, S1 ×3)"
 
 
 def test_eta_uses_the_same_variant_then_workload_plus_overhead():
