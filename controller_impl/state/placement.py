@@ -2,8 +2,16 @@
 
 Unfenced brokers first, so the leader (first replica) is always unfenced; fenced brokers
 only as non-leader replicas when there are not enough unfenced ones. Replicas of
-consecutive partitions start at consecutive brokers (rotation), offset by ``start`` so
-that successive topics spread too. Brokers in controlled shutdown are not used.
+consecutive partitions start at consecutive brokers (rotation), offset by ``start`` (the
+partitions the cluster already has) so that successive topics spread too. Each time the
+leaders wrap around the brokers, the followers' order turns by one (Kafka's rack-unaware
+assignment, its ``nextReplicaShift``): with a fixed order every partition a broker leads
+would have the same first follower, and when that broker fails or loses the dir holding its
+leaders, one broker would inherit all of them (S15 on 3 brokers: 200 leaders on one broker,
+100 on the other). Turned, they split evenly — the goal Kafka's striped placer states: "If
+any specific broker is fenced, we would like the new leaders to distributed evenly across
+the remaining brokers". Deterministic: no random start. Brokers in controlled shutdown are
+not used.
 Directory health is not considered (Kafka's rule): a broker with an offline dir still
 gets UNASSIGNED replicas and picks an online dir itself.
 """
@@ -32,9 +40,12 @@ def place(num_partitions: int, replication_factor: int, unfenced: Sequence[int],
     up = sorted(unfenced)
     down = sorted(fenced)
     out = []
+    n = len(up)
     for p in range(num_partitions):
-        k = (start + p) % len(up)
-        order = up[k:] + up[:k]
+        g = start + p
+        k = g % n
+        shift = g // n  # the round: how many times the leaders wrapped around the brokers
+        order = [up[k]] + [up[(k + 1 + (shift + j) % (n - 1)) % n] for j in range(n - 1)] if n > 1 else [up[k]]
         if replication_factor <= len(order):
             out.append(tuple(order[:replication_factor]))
         else:

@@ -123,6 +123,25 @@ def test_placement_rule():
             place(*args)
 
 
+def test_placement_turns_the_followers_each_round():
+    # 3 brokers: leaders rotate 1, 2, 3; the followers' order turns each round, so the
+    # partitions one broker leads do not all share one first follower
+    got = place(6, 3, [1, 2, 3], [])
+    assert got == [(1, 2, 3), (2, 3, 1), (3, 1, 2), (1, 3, 2), (2, 1, 3), (3, 2, 1)]
+    # whichever broker fails, its leaders move (to the first follower) evenly to the others
+    for failed in (1, 2, 3):
+        big = place(300, 3, [1, 2, 3], [])
+        heirs = [next(b for b in r if b != failed) for r in big if r[0] == failed]
+        assert len(heirs) == 100 and sorted({h: heirs.count(h) for h in heirs}.values()) == [50, 50]
+    # 4 brokers RF 3: each broker's 3 possible first followers all get used
+    first = {r[1] for r in place(12, 3, [1, 2, 3, 4], []) if r[0] == 1}
+    assert first == {2, 3, 4}
+    # every replica list has distinct brokers, with and without a start offset
+    for start in range(7):
+        for rf in (1, 2, 3, 4, 5):
+            assert all(len(set(r)) == rf for r in place(20, rf, [1, 2, 3, 4, 5], [], start=start))
+
+
 def test_default_dir():
     # CCMT testDefaultDir (no MIGRATING case: every registration has dirs, D2).
     from kafka_common.metadata.model import BrokerRegistration
