@@ -79,10 +79,11 @@ def campaign_header(variants: list[str], runs: int) -> str:
     counts: dict[str, int] = {}
     for v in variants:
         counts[v] = counts.get(v, 0) + 1
+    scenarios = f"{len(counts)} scenario{'s' if len(counts) != 1 else ''}"
     if len(variants) == len(counts) * runs:
-        return f"campaign: {len(variants)} runs ({len(counts)} scenarios × {runs})"
+        return f"campaign: {len(variants)} runs ({scenarios} × {runs})"
     each = ", ".join(f"{v} ×{n}" for v, n in counts.items())
-    return f"campaign: {len(variants)} runs of {len(counts)} scenarios ({each})"
+    return f"campaign: {len(variants)} runs of {scenarios} ({each})"
 
 
 def results_root(args: argparse.Namespace, runs: int, now_ns: int | None = None) -> Path:

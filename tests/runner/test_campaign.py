@@ -40,6 +40,7 @@ def test_a_campaign_gets_one_results_root():
 
 def test_campaign_header_says_the_plan():
     assert campaign_header(["a", "a", "b", "b"], 2) == "campaign: 4 runs (2 scenarios × 2)"
+    assert campaign_header(["S15"] * 5, 5) == "campaign: 5 runs (1 scenario × 5)"
     # a scenario named again on the command line: not "2 scenarios × 1"
     assert campaign_header(["S15", "S1", "S1", "S1", "S15"], 1) == \
         "campaign: 5 runs of 2 scenarios (S15 ×2, S1 ×3)"
