@@ -81,7 +81,9 @@ MISSING: dict[tuple[str, str], str] = {}
 # true in 3 of 3 passes — the host and broker CPU figures the same in all. Beside three hogs 1 of 5.
 # On 2026-11-29's machine (18 % slower cores) false in 5 of 5 quiet runs: 1000 records/s is past the
 # lab's capacity there (before-fault p99 0.6-6.2 s), on either event loop.
-FAILOVER_MARGIN = ("300 partitions at 1000 records/s, 100 leaders moving to one broker at once. On 2026-11-28's "
+FAILOVER_MARGIN = ("300 partitions at 1000 records/s, 100 leaders moving at once (to one broker until stop 27's "
+                   "placement fix, split between the other two since: 13 of 15 quiet runs true, and 2 of 3 suite "
+                   "passes beside a CPU hog). On 2026-11-28's "
                    "machine: true in 10 of 10 quiet runs; beside one CPU hog (host 99 % busy) 12 of 16, worst "
                    "outside partition up to 6.2x its baseline p50 for 5-10 s after the move; beside three hogs "
                    "1 of 5. On 2026-11-29's (18 % slower cores): 0 of 5 quiet, before-fault p99 0.6-6.2 s, "
