@@ -178,9 +178,13 @@ def _variants(s: CampaignSummary) -> list[str]:
     return seen
 
 
+def _runs(n: int) -> str:
+    return f"{n} run" if n == 1 else f"{n} runs"
+
+
 def summary_lines(s: CampaignSummary, *, metrics: Sequence[str] | None = SHOWN_METRICS) -> list[str]:
     """The campaign summary as text lines (``metrics=None``: every metric)."""
-    out = ["", f"=== campaign: {len(s.records)} runs, verdicts: " +
+    out = ["", f"=== campaign: {_runs(len(s.records))}, verdicts: " +
            ", ".join(f"{k} {v}" for k, v in sorted(s.verdicts.items())) + " ==="]
     names = sorted({c for cs in s.checks.values() for c in cs})
     width = max([len(v) for v in _variants(s)] + [8])
@@ -210,7 +214,7 @@ def summary_lines(s: CampaignSummary, *, metrics: Sequence[str] | None = SHOWN_M
         out.append(f"  {metric:28} {st['n']:>5}  {st['p50']:>10.1f}  {st['p99']:>10.1f}  {st['max']:>10.1f} "
                    f"{st['unit']}")
     total_lost, total_dups = sum(s.lost.values()), sum(s.duplicates.values())
-    out += ["", f"acked records lost: {total_lost:.0f} in {len(s.records)} runs"
+    out += ["", f"acked records lost: {total_lost:.0f} in {_runs(len(s.records))}"
             + ("" if not total_lost else " (" + ", ".join(f"{v} {n:.0f}" for v, n in s.lost.items() if n) + ")"),
             f"duplicates (idempotent producers, acks=all): {total_dups:.0f}"
             + ("" if not total_dups else " (" + ", ".join(f"{v} {n:.0f}" for v, n in s.duplicates.items() if n) + ")")]

@@ -85,6 +85,8 @@ def test_summary_counts_checks_and_aggregates_run_level_metrics():
     assert "s1           3          3/3          2/3" in text
     assert "acked records lost: 1 in 4 runs (s2 1)" in text
     assert "duplicates (idempotent producers, acks=all): 2 (s1 2)" in text
+    one = "\n".join(summary_lines(summarize(records[:1])))
+    assert "=== campaign: 1 run, verdicts: true 1 ===" in one and "acked records lost: 0 in 1 run" in one
     md = summary_markdown(s)
     assert "| s1 | service | 2 | 3 |" in md
     assert "| s1 | service_recovery_ms | 3 | 200.000 | 298.000 | 300.000 | ms |" in md
