@@ -27,8 +27,8 @@ from typing import Any, Iterable, Sequence
 from harness.checkers.base import valid_text
 from harness.checkers.service_windows import percentile
 
-__all__ = ["Record", "Progress", "CampaignSummary", "summarize", "summary_lines", "campaign_root_name",
-           "fmt_duration", "DEFAULT_OVERHEAD_S", "SHOWN_METRICS", "RUN_LEVEL_METRICS"]
+__all__ = ["Record", "Progress", "CampaignSummary", "summarize", "summary_lines", "campaign_header",
+           "campaign_root_name", "fmt_duration", "DEFAULT_OVERHEAD_S", "SHOWN_METRICS", "RUN_LEVEL_METRICS"]
 
 DEFAULT_OVERHEAD_S = 30.0     # lab up, topics, drain, tear down: a first guess until a run finished
 # metrics printed in the summary (all of them go to the campaign's summary.md)
@@ -178,13 +178,26 @@ def _variants(s: CampaignSummary) -> list[str]:
     return seen
 
 
-def _runs(n: int) -> str:
-    return f"{n} run" if n == 1 else f"{n} runs"
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def campaign_header(variants: Sequence[str], runs: int) -> str:
+    """``campaign: 10 runs (2 scenarios × 5)``; a scenario named more than once on the command
+    line makes the plan no product, so then ``campaign: 32 runs of 2 scenarios (S1 ×30, …)``."""
+    counts: dict[str, int] = {}
+    for v in variants:
+        counts[v] = counts.get(v, 0) + 1
+    scenarios = _count(len(counts), "scenario")
+    if len(variants) == len(counts) * runs:
+        return f"campaign: {len(variants)} runs ({scenarios} × {runs})"
+    each = ", ".join(f"{v} ×{n}" for v, n in counts.items())
+    return f"campaign: {len(variants)} runs of {scenarios} ({each})"
 
 
 def summary_lines(s: CampaignSummary, *, metrics: Sequence[str] | None = SHOWN_METRICS) -> list[str]:
     """The campaign summary as text lines (``metrics=None``: every metric)."""
-    out = ["", f"=== campaign: {_runs(len(s.records))}, verdicts: " +
+    out = ["", f"=== campaign: {_count(len(s.records), 'run')}, verdicts: " +
            ", ".join(f"{k} {v}" for k, v in sorted(s.verdicts.items())) + " ==="]
     names = sorted({c for cs in s.checks.values() for c in cs})
     width = max([len(v) for v in _variants(s)] + [8])
@@ -214,7 +227,7 @@ def summary_lines(s: CampaignSummary, *, metrics: Sequence[str] | None = SHOWN_M
         out.append(f"  {metric:28} {st['n']:>5}  {st['p50']:>10.1f}  {st['p99']:>10.1f}  {st['max']:>10.1f} "
                    f"{st['unit']}")
     total_lost, total_dups = sum(s.lost.values()), sum(s.duplicates.values())
-    out += ["", f"acked records lost: {total_lost:.0f} in {_runs(len(s.records))}"
+    out += ["", f"acked records lost: {total_lost:.0f} in {_count(len(s.records), 'run')}"
             + ("" if not total_lost else " (" + ", ".join(f"{v} {n:.0f}" for v, n in s.lost.items() if n) + ")"),
             f"duplicates (idempotent producers, acks=all): {total_dups:.0f}"
             + ("" if not total_dups else " (" + ", ".join(f"{v} {n:.0f}" for v, n in s.duplicates.items() if n) + ")")]

@@ -32,7 +32,7 @@ from pathlib import Path
 
 from harness.fields import ScenarioError
 
-__all__ = ["configure", "run", "resolve_scenarios", "summary_lines", "results_root", "campaign_header"]
+__all__ = ["configure", "run", "resolve_scenarios", "summary_lines", "results_root"]
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -71,19 +71,6 @@ def resolve_scenarios(names: list[str], *, overrides: list[str], seed: int | Non
         raise ScenarioError([("SCENARIO", "name at least one scenario, or --all")])
     return [s for name in names
             for s in resolve_runs(name, overrides=overrides, seed=seed, bounce=bounce, runs=runs)]
-
-
-def campaign_header(variants: list[str], runs: int) -> str:
-    """``campaign: 10 runs (2 scenarios × 5)``; a scenario named more than once on the command
-    line makes the plan no product, so then ``campaign: 32 runs of 2 scenarios (S1 ×30, …)``."""
-    counts: dict[str, int] = {}
-    for v in variants:
-        counts[v] = counts.get(v, 0) + 1
-    scenarios = f"{len(counts)} scenario{'s' if len(counts) != 1 else ''}"
-    if len(variants) == len(counts) * runs:
-        return f"campaign: {len(variants)} runs ({scenarios} × {runs})"
-    each = ", ".join(f"{v} ×{n}" for v, n in counts.items())
-    return f"campaign: {len(variants)} runs of {scenarios} ({each})"
 
 
 def results_root(args: argparse.Namespace, runs: int, now_ns: int | None = None) -> Path:
@@ -136,7 +123,7 @@ def run(args: argparse.Namespace) -> int:
         for field_path, message in exc.problems:
             print(f"jbodlab run: {field_path}: {message}", file=sys.stderr)
         return 2
-    from harness.campaign import Progress, Record, summarize, summary_markdown
+    from harness.campaign import Progress, Record, campaign_header, summarize, summary_markdown
     from harness.workload import SUPPORTED_CLIENTS
     root = results_root(args, len(scenarios))
     campaign = len(scenarios) > 1

@@ -45,7 +45,7 @@ def place(num_partitions: int, replication_factor: int, unfenced: Sequence[int],
         g = start + p
         k = g % n
         shift = g // n  # the round: how many times the leaders wrapped around the brokers
-        order = [up[k]] + [up[(k + 1 + (shift + j) % (n - 1)) % n] for j in range(n - 1)] if n > 1 else [up[k]]
+        order = [up[k]] + [up[(k + 1 + (shift + j) % (n - 1)) % n] for j in range(n - 1)]
         if replication_factor <= len(order):
             out.append(tuple(order[:replication_factor]))
         else:
