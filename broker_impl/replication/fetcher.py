@@ -371,8 +371,13 @@ class LeaderFetcher(StorageSteps):
                     continue
                 got = True
                 by_dir.setdefault(getattr(plog, "log_dir", ""), []).append((st, plog, p))
+        # the steps start now, not when the request was sent: after a long poll that stale
+        # time made a step just begun look "old" (a slow dir), so the next round did not wait
+        # for it and long-polled the idle partitions for as long as the poll had lasted — the
+        # partition's HW, and its acks=all producers, waited for that poll or another append
+        started = loop.time()
         for items in by_dir.values():
-            self._start_steps(items, now)
+            self._start_steps(items, started)
         return got
 
 class FetcherManager:

@@ -129,6 +129,31 @@ def test_one_leader_many_partitions_kafka_python(cluster, n):
     assert acked <= set(counts), f"{len(acked - set(counts))} acknowledged records missing"
 
 
+IDLE_S = 4.0          # between records: longer than a poll the fetcher could be stuck in ...
+IDLE_GIVE_UP_MS = 2000   # ... and what the producer allows each record: half of it
+
+
+def test_a_record_after_an_idle_spell_is_acked_without_waiting_for_a_poll(cluster):
+    """One record every ``IDLE_S`` to partition 0 of a 2-partition topic, partition 1 idle.
+    The record arrives at a follower at the end of a long poll; the follower's next fetch must
+    carry its new log end at once (that is what moves the leader's HW). The fetcher once took
+    the storage step's start from the time the poll was SENT, so the step looked old, the
+    partition sat out and the fetch long-polled partition 1 for as long as the idle spell:
+    each ack came ~``IDLE_S`` late, after this producer had given up (``IDLE_GIVE_UP_MS``)."""
+    from confluent_kafka import Producer
+    make_topic(cluster, "idle2", 2)
+    p = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "enable.idempotence": True,
+                  "linger.ms": 0, "message.timeout.ms": IDLE_GIVE_UP_MS, "request.timeout.ms": IDLE_GIVE_UP_MS})
+    outcomes: list = []
+    p.produce("idle2", b"warm-up", partition=0, on_delivery=lambda err, msg: outcomes.append(err))
+    assert p.flush(IDLE_GIVE_UP_MS / 1000 + 10) == 0 and outcomes == [None], f"warm-up: {outcomes}"
+    for i in range(3):
+        time.sleep(IDLE_S)
+        p.produce("idle2", f"idle-{i}".encode(), partition=0, on_delivery=lambda err, msg: outcomes.append(err))
+        assert p.flush(IDLE_GIVE_UP_MS / 1000 + 10) == 0
+        assert outcomes[-1] is None, f"record {i} after {IDLE_S} s idle: {outcomes[-1]}"
+
+
 def test_the_leader_reports_where_its_produce_time_goes(cluster):
     """The leader's ``request_metrics`` events (every metrics.sample.window.ms = 500 ms):
     acks=all Produce requests spend their time waiting for the followers (``remote``), and

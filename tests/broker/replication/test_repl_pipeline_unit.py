@@ -205,3 +205,57 @@ def test_an_incremental_fetch_looks_only_at_what_changed():
         assert _named(req) == [] and tp5 not in sent and len(sent) == 99
         await mgr.close()
     asyncio.run(go())
+
+
+class _Polling(_Logs):
+    """Two followed partitions; the storage step (``run_io``) takes 5 ms."""
+
+    async def run_io(self, _plog, _fn, items):
+        await asyncio.sleep(0.005)
+        return [("appended", True) for _ in items]
+
+
+class _LongPoll(_Client):
+    """A leader that answers the first fetch after a long poll (data for partition 0 only)
+    and records the fetches after it."""
+
+    def __init__(self, poll_s: float) -> None:
+        self.poll_s, self.seen = poll_s, []
+
+    async def request(self, req, timeout_s):
+        from types import SimpleNamespace as NS
+        self.seen.append(req)
+        if len(self.seen) > 1:
+            return NS(error_code=ErrorCode.none, session_id=0, responses=())
+        await asyncio.sleep(self.poll_s)
+        data = NS(partition_index=0, error_code=ErrorCode.none, high_watermark=10, log_start_offset=0,
+                  records=b"x" * 70, diverging_epoch=None)
+        return NS(error_code=ErrorCode.none, session_id=0, responses=(NS(topic_id=TID, partitions=(data,)),))
+
+
+def test_after_a_long_poll_the_next_round_waits_for_the_new_step():
+    """A partition's first data after an idle spell arrives at the end of a long poll. Its
+    storage step starts then; the next round must wait for it (it is young) and carry the
+    partition at its new log end. It once took the step's age from the time the previous
+    request was SENT: after a poll longer than ``step_wait_ms`` the step looked old (a slow
+    dir), the partition sat out, and the fetch long-polled the idle partitions for as long as
+    the poll had lasted — the leader's HW and its acks=all producers waited (the lab's S1
+    saw 70 ms acks on partitions whose leader was idle for 160 ms between appends)."""
+    from broker_impl.replication import fetcher as fmod
+
+    async def go():
+        host = _Polling(2)
+        mgr = fmod.FetcherManager(host, wait_max_ms=30000, max_bytes=1 << 20, step_wait_ms=50)
+        for p in range(2):
+            mgr.add(TopicPartition("t", p), TID, 1, 5)
+        f = mgr.fetchers[1]
+        f.task.cancel()                          # rounds driven by hand
+        f.joined_at = -1e9                       # past the join settle time: full polls
+        client = _LongPoll(poll_s=0.2)
+        assert await f._round(client) is True    # the long poll ends with data for partition 0
+        await f._round(client)
+        nxt = client.seen[1]
+        assert _named(nxt) == [0, 1], "partition 0 sat out of the fetch after its step"
+        assert nxt.max_wait.total_seconds() == 30.0
+        await mgr.close()
+    asyncio.run(go())
