@@ -70,8 +70,8 @@ SOAK_DURATION_MS = 40000
 MISSING: dict[tuple[str, str], str] = {}
 # (variant, check) -> a check that passes in some runs and not in others on these 2 cores, with
 # the measured margin: a non-strict xfail (it may pass; when it fails, the reason says by how much).
-# S15 (300 partitions, 1000 records/s; the failed dir holds all 100 leaders of broker 1, which
-# move to broker 2 at once): on a quiet machine true in 10 of 10 runs since the lab stopped
+# S15 (300 partitions, 1000 records/s; the failed dir held all 100 leaders of broker 1, which
+# moved to broker 2 at once; since stops 27-28 it holds 34, which split between brokers 2 and 3): on a quiet machine true in 10 of 10 runs since the lab stopped
 # syncing its backing files on the host, the FUSE daemon went native and a flush stopped
 # syncing unchanged index files (it had been 2 of 7 on one machine, 0 of 4 on another). Beside a
 # `while True` hog the host is 99 % busy (harness.host_load) and the verdict depends on the hour:
@@ -81,9 +81,9 @@ MISSING: dict[tuple[str, str], str] = {}
 # true in 3 of 3 passes — the host and broker CPU figures the same in all. Beside three hogs 1 of 5.
 # On 2026-11-29's machine (18 % slower cores) false in 5 of 5 quiet runs: 1000 records/s is past the
 # lab's capacity there (before-fault p99 0.6-6.2 s), on either event loop.
-FAILOVER_MARGIN = ("300 partitions at 1000 records/s, 100 leaders moving at once (to one broker until stop 27's "
-                   "placement fix, split between the other two since: 13 of 15 quiet runs true, and 2 of 3 suite "
-                   "passes beside a CPU hog). On 2026-11-28's "
+FAILOVER_MARGIN = ("300 partitions at 1000 records/s, a dir's leaders moving at once (100 to one broker until stop "
+                   "27; 100 split between the other two after it: 13 of 15 quiet runs true, 2 of 3 suite passes "
+                   "beside a CPU hog; 34 split 17/17 since stop 28: 7 of 8 quiet runs true). On 2026-11-28's "
                    "machine: true in 10 of 10 quiet runs; beside one CPU hog (host 99 % busy) 12 of 16, worst "
                    "outside partition up to 6.2x its baseline p50 for 5-10 s after the move; beside three hogs "
                    "1 of 5. On 2026-11-29's (18 % slower cores): 0 of 5 quiet, before-fault p99 0.6-6.2 s, "
