@@ -61,7 +61,12 @@ class StorageSteps:
             if run_io is None:
                 outcomes = storage_steps([(plog, p) for _st, plog, p in live])
             else:
-                outcomes = await run_io(live[0][1], storage_steps, [(plog, p) for _st, plog, p in live])
+                try:
+                    outcomes = await run_io(live[0][1], storage_steps, [(plog, p) for _st, plog, p in live])
+                except KafkaStorageError as exc:
+                    # the dir failed in the job's flush by count, after the steps: the whole
+                    # batch is on that dir, and every partition of it leaves the fetcher
+                    outcomes = [exc] * len(live)
         for (st, _plog, p), outcome in zip(live, outcomes):
             if self.partitions.get(st.tp) is st:
                 self._settle(st, p, outcome)

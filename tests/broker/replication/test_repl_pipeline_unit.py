@@ -259,3 +259,37 @@ def test_after_a_long_poll_the_next_round_waits_for_the_new_step():
         assert nxt.max_wait.total_seconds() == 30.0
         await mgr.close()
     asyncio.run(go())
+
+
+class _FailingDir(_Logs):
+    """The dir's job fails after the steps (its flush by count hit EIO)."""
+
+    async def run_io(self, plog, _fn, _items):
+        from broker_impl.storage.errors import KafkaStorageError
+        raise KafkaStorageError("/d1", 5, "fsync", "Input/output error")
+
+
+def test_a_dir_failing_in_the_steps_flush_drops_its_partitions_without_a_traceback(caplog):
+    """A follower's job on a dir whose flush fails (KafkaStorageError out of the job, not one
+    step's outcome): the batch's partitions leave the fetcher, as a failed step's would (the
+    dir is reported through the failure channel); it is not logged as a bug (the lab's S10
+    once printed a traceback for it)."""
+    import logging
+
+    from broker_impl.replication import fetcher as fmod
+
+    async def go():
+        host = _FailingDir(2)
+        mgr = fmod.FetcherManager(host, wait_max_ms=500, max_bytes=1 << 20)
+        for p in range(2):
+            mgr.add(TopicPartition("t", p), TID, 1, 5)
+        f = mgr.fetchers[1]
+        f.task.cancel()
+        items = [(f.partitions[TopicPartition("t", p)], host.logs[TopicPartition("t", p)], part(records=b"x" * 70))
+                 for p in range(2)]
+        with caplog.at_level(logging.WARNING):
+            await f._apply_batch(items)
+        assert not f.partitions and not f.running
+        assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+        await mgr.close()
+    asyncio.run(go())
