@@ -28,7 +28,10 @@ in a faulted dir (every replica of *b* for ``all``/``metadata``; a replica whose
 unknown or reserved counts as in it); a process fault, network fault or disk replacement on
 *b* — every partition with a replica on *b* (or on the network peer); a move — the moved
 partition; a ``delay`` disk fault also holds what *b* leads while the dir is slow (a produce
-request is answered when its slowest partition is done, in Kafka too). A partition is **outside** when no fault of the run has it in its domain (a
+request is answered when its slowest partition is done, in Kafka too), and what any other
+broker leads while one of its partitions has an in-sync replica in the slow dir (its acks=all
+answers wait for that follower until it leaves the ISR, and a client connection's answers go
+out in request order, Kafka's too). A partition is **outside** when no fault of the run has it in its domain (a
 partition that merely gets a new leader, or shares a leader with moved ones, is outside; one the
 metadata does not place at the fault counts as inside).
 

@@ -156,6 +156,18 @@ def service_windows(ops: Iterable[ProduceOp], faults: list[InjectedFault]) -> Wi
 
 # ---------------------------------------------------------------- fault domains
 
+def _state_dir(st: Any, broker: int) -> str | None:
+    if not st.replicas or not st.directories or broker not in st.replicas:
+        return None
+    i = st.replicas.index(broker)
+    return st.directories[i] if i < len(st.directories) else None
+
+
+def _in_dirs(d: Any, dir_ids: tuple[str, ...]) -> bool:
+    """A replica's dir is one of the fault's (an unknown or reserved dir counts as in it)."""
+    return d is None or d in (UNASSIGNED, MIGRATING, LOST) or d in dir_ids
+
+
 def fault_domain(f: InjectedFault, view: MetadataView, timelines: dict | None = None) -> set[tuple[str, int]]:
     if f.kind == "move-replica":
         return {(str(f.attrs.get("topic")), int(f.attrs.get("partition", -1)))}
@@ -165,11 +177,25 @@ def fault_domain(f: InjectedFault, view: MetadataView, timelines: dict | None = 
         # a produce request answers when its slowest partition is done (Kafka's too): whatever the
         # slow dir's broker leads while the dir is slow waits with the partitions on that dir
         end = f.healed_ns if f.healed_ns is not None else 2**63 - 1
+        slow = {f.node_id}
+        # ... and so does whatever another broker leads while one of its partitions has an
+        # in-sync replica in the slow dir: its acks=all answers wait for that follower until it
+        # leaves the ISR (replica.lag.time.max.ms), and a client connection's answers go out in
+        # request order (Kafka's too), so the leader's other partitions wait behind them
+        b = f.node_id
+        for p in view.partitions.values():
+            if p.leader not in (None, -1, b) and b in (p.isr or ()) and _in_dirs(p.dir_of(b), f.dir_ids):
+                slow.add(p.leader)
+        for states in (timelines or {}).values():
+            for st in states:
+                if f.ts_ns <= st.ts_ns < end and st.leader != b and b in st.isr and \
+                        _in_dirs(_state_dir(st, b), f.dir_ids):
+                    slow.add(st.leader)
         for key, p in view.partitions.items():
-            if p.leader == f.node_id:
+            if p.leader in slow:
                 out.add(key)
         for key, states in (timelines or {}).items():
-            if any(f.ts_ns <= st.ts_ns < end and st.leader == f.node_id for st in states):
+            if any(f.ts_ns <= st.ts_ns < end and st.leader in slow for st in states):
                 out.add(key)
     for key, p in view.partitions.items():
         if not p.replicas:

@@ -334,3 +334,30 @@ def test_brokers_own_produce_time_per_window_from_their_request_metrics():
     assert rows["broker_produce_during_p99_ms"]["value"] == 400.0 and rows["broker_produce_before_mean_ms"]["topic"] is None
     assert set(rows) == {"broker_produce_before_mean_ms", "broker_produce_before_p99_ms",
                          "broker_produce_during_mean_ms", "broker_produce_during_p99_ms"}
+
+
+def test_a_slow_follower_in_an_isr_holds_up_what_its_leader_leads():
+    """Kafka's layout puts followers on every dir. Broker 2's slow d2 holds an in-sync follower
+    of t1-2, led by broker 3; broker 3's acks=all answers for t1-2 wait for it until it leaves
+    the ISR, and its answers for t1-3 on the same client connections wait behind them (in
+    request order, Kafka's too). So t1-3, with no replica in the slow dir, is in the fault's
+    domain and judged from the heal (stop 28: S10 on that layout, outside partitions at p50
+    1.3 s for the whole slowness). Without the in-sync follower there, t1-3 is outside and the
+    same stall is false."""
+    def run(isr_of_2):
+        h = H().register_all(0).layout(1)
+        h.partition(1, 2, 3, isr_of_2, [3, 2, 1], [DIRS[3][0], DIRS[2][1], DIRS[1][0]])   # broker 2's copy on d2
+        h.partition(1, 3, 3, [3, 1, 2], [3, 1, 2], [DIRS[3][1], DIRS[1][2], DIRS[2][2]])  # nothing on d2
+        h.disk_fault(FAULT, 2, 1, mode="delay", fault_id="f0")
+        h.harness(FAULT + 6000, "fault_healed", None, fault_id="f0")
+        stall = lambda t: FAULT + 6000 - t + 20 if FAULT <= t < FAULT + 6000 else 20  # noqa: E731
+        for p in range(4):
+            Ops(h, p).run(0, 16000, stall if p in (1, 2, 3) else 20)
+        return analyse_service(SC, h.build())
+    a = run([3, 2, 1])
+    by = {p.name: p for p in a.partitions}
+    assert not by["t1-3"].outside and by["t1-3"].faults == ["f0"]
+    assert a.valid is True, a.summary
+    a = run([3, 1])                      # broker 2's copy out of the ISR: nothing waits for it
+    by = {p.name: p for p in a.partitions}
+    assert by["t1-3"].outside and a.valid is False
