@@ -232,7 +232,7 @@ def many_partitions(*, seed: int = 0) -> Scenario:
         checks=("durability", "failover", "liveness", "metadata_invariants", "fencing", "service"),
         expect=Expect(outcomes={LEADER: "alive"}, leader_moves=True, failover_within_ms=15000,
                       service_recovery_within_ms=AFTER_FENCING_MS,
-                      must_show="the dir's 100 leaders move at once, split between the other two brokers; "
+                      must_show="the dir's ~33 leaders move at once, split between the other two brokers; "
                                 "every partition keeps or regains its service; "
                                 "no acked record lost"))
 

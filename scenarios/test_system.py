@@ -70,8 +70,9 @@ SOAK_DURATION_MS = 40000
 MISSING: dict[tuple[str, str], str] = {}
 # (variant, check) -> a check that passes in some runs and not in others on these 2 cores, with
 # the measured margin: a non-strict xfail (it may pass; when it fails, the reason says by how much).
-# S15 (300 partitions, 1000 records/s; the failed dir holds all 100 leaders of broker 1, which
-# move at once: to broker 2 alone until stop 27, split between brokers 2 and 3 since): on a quiet machine true in 10 of 10 runs since the lab stopped
+# S15 (300 partitions, 1000 records/s; the failed dir held all 100 leaders of broker 1, which
+# moved at once: to broker 2 alone until stop 27, split between brokers 2 and 3 after it; since stop
+# 28 it holds 34, split 17/17): on a quiet machine true in 10 of 10 runs since the lab stopped
 # syncing its backing files on the host, the FUSE daemon went native and a flush stopped
 # syncing unchanged index files (it had been 2 of 7 on one machine, 0 of 4 on another). Beside a
 # `while True` hog the host is 99 % busy (harness.host_load) and the verdict depends on the hour:
@@ -313,16 +314,15 @@ def moved_leaders(run_dir: Path, topic: str) -> dict[int, int]:
 
 @pytest.mark.timeout(600)
 def test_s15_moved_leaders_split_between_the_other_brokers() -> None:
-    """S15's failed dir holds all 100 of one broker's leaders (t1-0's leader, broker 1: a broker
-    makes its new logs in partition order, each in its least-loaded dir, so its leaders — every
-    third replica — share a dir). They must not all move to one heir: before stop 27 the
-    followers came in one order and broker 2 took all 100, then served 200 partitions'
-    acks=all producers alone; the placement turns the followers each round, so the two other
-    brokers take half each."""
+    """S15's failed dir holds a third of one broker's leaders (t1-0's leader, broker 1: ~33 of
+    its 100; the broker makes its leaders' logs before its followers', as Kafka does, so they
+    spread over its dirs). They must not all move to one heir: before stop 27 the followers
+    came in one order and broker 2 took all of them (then 100, all in one dir); the placement
+    turns the followers each round, so the two other brokers take half each."""
     o = outcome_of(MANY)
     assert o.error is None, o.error
     heirs = moved_leaders(o.run_dir, "t1")
     moved = sum(heirs.values())
-    assert moved >= 90, f"S15 should move the ~100 leaders on broker 1's failed dir: {heirs}"
+    assert 25 <= moved <= 40, f"S15 should move the ~33 leaders on broker 1's failed dir: {heirs}"
     assert len(heirs) == 2 and max(heirs.values()) <= 0.6 * moved, \
         f"the moved leaders should split between the two other brokers: {heirs} (run: {o.run_dir})"

@@ -174,10 +174,21 @@ class ReplicaManager:
         return out
 
     def apply(self, changes: Iterable[PartitionChange], *, promotions_in_flight: frozenset = frozenset()) -> list:
+        """One batch's changes in Kafka's order (``ReplicaManager.applyDelta``): the replicas
+        this broker loses, then the partitions it leads, then those it follows, each group in
+        the batch's order. New logs go to the least-loaded dir in that order, so a broker's
+        leaders spread over its dirs (leaders and followers interleaved would put every
+        ``brokers``-th replica, all of its leaders of a topic, in one dir)."""
         out: list = []
-        for ch in changes:
+        for ch in sorted(changes, key=self._apply_rank):
             out += self._apply_one(ch, promotions_in_flight)
         return out
+
+    def _apply_rank(self, ch: PartitionChange) -> int:
+        new = ch.new
+        if new is None or self.broker_id not in new.replicas:
+            return 0
+        return 1 if new.leader == self.broker_id else 2
 
     def _apply_one(self, ch: PartitionChange, promotions_in_flight) -> list:
         tp = TopicPartition(ch.topic, ch.partition)

@@ -51,6 +51,34 @@ def test_least_loaded_ties_broken_by_configured_order():
     assert [c.dir_id for c in of(out, CreateLog)] == [D1, D2, D3, D1]
 
 
+def test_leaders_placed_before_followers_so_they_spread_over_the_dirs():
+    """A new topic of 12 partitions RF 3 on 3 brokers, leaders rotating (this broker leads
+    0, 3, 6, 9): Kafka's applyDelta makes the leaders first, so they land on D1, D2, D3, D1;
+    in partition order every third replica, all four leaders, would share D1."""
+    r = rm()
+    changes = [PartitionChange("t", None, reg(pid=p, leader=(p % 3) + 1, replicas=((p % 3) + 1, (p + 1) % 3 + 1,
+                                                                                  (p + 2) % 3 + 1),
+                                              dir_for_me=UNASSIGNED)) for p in range(12)]
+    out = no_events(r.apply(changes))
+    where = {c.tp.partition: c.dir_id for c in of(out, CreateLog)}
+    assert len(where) == 12
+    assert [where[p] for p in (0, 3, 6, 9)] == [D1, D2, D3, D1]
+    assert sorted(where.values()).count(D1) == 4 and list(where.values()).count(D2) == 4
+    # the effects still follow one partition's order: its log before its assignment and role
+    first = [type(e) for e in out if getattr(e, "tp", None) == tp(p=0)]
+    assert first[:2] == [CreateLog, QueueAssignment] and BecomeLeader in first
+
+
+def test_lost_replicas_go_before_new_ones():
+    r = rm()
+    apply(r, reg(pid=0, dir_for_me=UNASSIGNED))
+    out = no_events(r.apply([PartitionChange("t", None, reg(pid=1, leader=2, dir_for_me=UNASSIGNED)),
+                             PartitionChange("t", reg(pid=0), None)]))
+    assert [type(e) for e in out if isinstance(e, (CreateLog, DeleteLog))] == [DeleteLog, CreateLog]
+    # the removed log no longer counts: the new replica goes to D1 again
+    assert of(out, CreateLog)[0].dir_id == D1
+
+
 def test_unassigned_created_even_with_an_offline_dir():
     r = rm(offline=[D1])
     out = apply(r, reg(dir_for_me=UNASSIGNED))
