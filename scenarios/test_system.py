@@ -84,7 +84,8 @@ MISSING: dict[tuple[str, str], str] = {}
 # lab's capacity there (before-fault p99 0.6-6.2 s), on either event loop.
 FAILOVER_MARGIN = ("300 partitions at 1000 records/s, a dir's leaders moving at once (100 to one broker until stop "
                    "27; 100 split between the other two after it: 13 of 15 quiet runs true, 2 of 3 suite passes "
-                   "beside a CPU hog). On 2026-11-28's "
+                   "beside a CPU hog; 34 split 17/17 since stop 28's leaders-first layout: 9 of 11 quiet runs true, "
+                   "the false ones from 1 ms to 2x past the bound). On 2026-11-28's "
                    "machine: true in 10 of 10 quiet runs; beside one CPU hog (host 99 % busy) 12 of 16, worst "
                    "outside partition up to 6.2x its baseline p50 for 5-10 s after the move; beside three hogs "
                    "1 of 5. On 2026-11-29's (18 % slower cores): 0 of 5 quiet, before-fault p99 0.6-6.2 s, "
