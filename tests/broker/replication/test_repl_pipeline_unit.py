@@ -159,6 +159,18 @@ def _named(req) -> list[int]:
     return sorted(p.partition for t in req.topics for p in t.partitions)
 
 
+def _hand_driven(host, n: int, **kw):
+    """A FetcherManager following partitions 0..n-1 of "t" from leader 1, its fetch loop
+    cancelled so the test drives the rounds by hand: (manager, fetcher)."""
+    from broker_impl.replication import fetcher as fmod
+    mgr = fmod.FetcherManager(host, max_bytes=1 << 20, **kw)
+    for p in range(n):
+        mgr.add(TopicPartition("t", p), TID, 1, 5)
+    f = mgr.fetchers[1]
+    f.task.cancel()
+    return mgr, f
+
+
 def _forgotten(req) -> list[int]:
     return sorted(p for t in req.forgotten_topics_data for p in t.partitions)
 
@@ -167,15 +179,10 @@ def test_an_incremental_fetch_looks_only_at_what_changed():
     """With 100 partitions followed from one leader, a round names (and looks at) only the
     partitions whose fetch state moved: a step ended (a new log end), a step started or a
     back-off began (forgotten: they sit out), a back-off ended (named again)."""
-    from broker_impl.replication import fetcher as fmod
 
     async def go():
         host = _Logs(100)
-        mgr = fmod.FetcherManager(host, wait_max_ms=500, max_bytes=1 << 20)
-        for p in range(100):
-            mgr.add(TopicPartition("t", p), TID, 1, 5)
-        f = mgr.fetchers[1]
-        f.task.cancel()                         # rounds driven by hand below
+        mgr, f = _hand_driven(host, 100, wait_max_ms=500)
         now = 10.0
         req, _v, sent, members = f._request(_Client(), 500, now)
         assert req.session_id == 0 and _named(req) == list(range(100))     # full: asks for a session
@@ -241,15 +248,10 @@ def test_after_a_long_poll_the_next_round_waits_for_the_new_step():
     dir), the partition sat out, and the fetch long-polled the idle partitions for as long as
     the poll had lasted — the leader's HW and its acks=all producers waited (the lab's S1
     saw 70 ms acks on partitions whose leader was idle for 160 ms between appends)."""
-    from broker_impl.replication import fetcher as fmod
 
     async def go():
         host = _Polling(2)
-        mgr = fmod.FetcherManager(host, wait_max_ms=30000, max_bytes=1 << 20, step_wait_ms=50)
-        for p in range(2):
-            mgr.add(TopicPartition("t", p), TID, 1, 5)
-        f = mgr.fetchers[1]
-        f.task.cancel()                          # rounds driven by hand
+        mgr, f = _hand_driven(host, 2, wait_max_ms=30000, step_wait_ms=50)
         f.joined_at = -1e9                       # past the join settle time: full polls
         client = _LongPoll(poll_s=0.2)
         assert await f._round(client) is True    # the long poll ends with data for partition 0
@@ -276,15 +278,10 @@ def test_a_dir_failing_in_the_steps_flush_drops_its_partitions_without_a_traceba
     once printed a traceback for it)."""
     import logging
 
-    from broker_impl.replication import fetcher as fmod
 
     async def go():
         host = _FailingDir(2)
-        mgr = fmod.FetcherManager(host, wait_max_ms=500, max_bytes=1 << 20)
-        for p in range(2):
-            mgr.add(TopicPartition("t", p), TID, 1, 5)
-        f = mgr.fetchers[1]
-        f.task.cancel()
+        mgr, f = _hand_driven(host, 2, wait_max_ms=500)
         items = [(f.partitions[TopicPartition("t", p)], host.logs[TopicPartition("t", p)], part(records=b"x" * 70))
                  for p in range(2)]
         with caplog.at_level(logging.WARNING):
