@@ -278,7 +278,6 @@ def test_a_dir_failing_in_the_steps_flush_drops_its_partitions_without_a_traceba
     once printed a traceback for it)."""
     import logging
 
-
     async def go():
         host = _FailingDir(2)
         mgr, f = _hand_driven(host, 2, wait_max_ms=500)
