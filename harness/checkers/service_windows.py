@@ -204,11 +204,9 @@ def fault_domain(f: InjectedFault, view: MetadataView, timelines: dict | None = 
             if f.kind != "disk" or f.dir_ref in ("all", "metadata"):
                 out.add(key)
                 continue
-            d = p.dir_of(b)
-            if d is None or d in (UNASSIGNED, MIGRATING, LOST) or d in f.dir_ids:
+            if _in_dirs(p.dir_of(b), f.dir_ids):
                 out.add(key)
     return out
-
 
 
 # ---------------------------------------------------------------- rolling windows
