@@ -232,6 +232,8 @@ class DataPlane:
             log.error("swap of %s failed: %s", e.tp, exc)
             host.events.emit("storage_effect_failed", effect="SwapFutureLog", topic=e.tp.topic,
                              partition=e.tp.partition, error=str(exc))
+            if not host.stopping:
+                host.feed(host.core.on_swap_failed(e.tp, host.now_ms()))
             return
         if swapped and not host.stopping:
             host.feed(host.core.on_swap_done(e.tp, host.now_ms()))

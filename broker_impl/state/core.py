@@ -150,7 +150,7 @@ class BrokerCore:
             return []  # reported once
         out: list = []
         if self.log_dirs.is_known(dir_id):
-            out += self.replicas.on_dir_offline(dir_id)
+            out += self.replicas.on_dir_offline(dir_id, self.moves.swapping_out_of(dir_id))
             # StopFetcher / MarkPartitionsOffline first, then the moves touching the dir
             out += self.moves.on_dir_offline(dir_id)
         out += self.log_dirs.on_storage_error(dir_id, errno, op)
@@ -219,6 +219,16 @@ class BrokerCore:
 
     def on_future_caught_up(self, tp: TopicPartition, now_ms: int) -> list:
         return self._pump(self._route(self.moves.on_future_caught_up(tp), now_ms), now_ms)
+
+    def on_swap_failed(self, tp: TopicPartition, now_ms: int) -> list:
+        """The runtime's swap of ``tp`` raised a storage error (its dir's failure is reported
+        on its own): revert the controller's assignment, or LOST with the source offline."""
+        m = self.moves.moves.get(tp)
+        if m is None or self.halted:
+            return []
+        source_online = self.log_dirs.is_online(m.source_dir)
+        out = self.replicas.on_swap_failed(tp, source_online) + self.moves.on_swap_failed(tp, source_online)
+        return self._pump(self._route(out, now_ms), now_ms)
 
     def on_swap_done(self, tp: TopicPartition, now_ms: int) -> list:
         """The runtime swapped the future log in (a move, or a future log promoted at start)."""

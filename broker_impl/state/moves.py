@@ -8,6 +8,9 @@ blocks appends, lets the future catch up fully, swaps, deletes the old log) → 
   it to the source dir (KAFKA-16297).
 - Source dir fails after the assignment was queued and before the swap → assign LOST so
   the controller moves ISR/leadership.
+- Source dir fails during the swap → the swap decides: once the future log is in, the
+  replica lives in the target (the swap's own delete of the old log is often what fails the
+  source); a swap that fails assigns LOST (source offline) or reverts to the source.
 - Cancel (new destination, partition removed) → revert when QUEUED/ACCEPTED.
 """
 
@@ -107,6 +110,25 @@ class DirMoves:
 
     def on_swap_done(self, tp: TopicPartition) -> Move | None:
         return self.moves.pop(tp, None)
+
+    def swapping_out_of(self, dir_id: uuid.UUID) -> frozenset[TopicPartition]:
+        """Partitions whose swap from ``dir_id`` into another dir is under way: the swap itself
+        decides where they live (its own delete of the old log is what fails a source dir)."""
+        return frozenset(tp for tp, m in self.moves.items()
+                         if m.state is MoveState.SWAPPING and m.source_dir == dir_id and m.target_dir != dir_id)
+
+    def on_swap_failed(self, tp: TopicPartition, source_online: bool) -> list:
+        """The runtime could not swap the future log in. The controller already names the
+        target: point it back at the source if that still holds the log, else at LOST so it
+        moves leadership and the ISR away from this replica (as when the source fails before the
+        swap: the future log stays where it is, like there)."""
+        m = self.moves.pop(tp, None)
+        if m is None:
+            return []
+        dir_id, reason = (m.source_dir, REASON_REVERT) if source_online else (LOST, REASON_LOST)
+        return [StopDirMover(tp), QueueAssignment(m.topic_id, tp.partition, dir_id, reason, tp),
+                event("dir_move_cancelled", topic=tp.topic, partition=tp.partition, state=m.state.value,
+                      reason="swap failed" + ("" if source_online else ", source dir offline"))]
 
     def on_dir_offline(self, dir_id: uuid.UUID) -> list:
         out: list = []

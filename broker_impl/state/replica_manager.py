@@ -325,11 +325,12 @@ class ReplicaManager:
         return out + self._forget(lr)
 
     # ------------------------------------------------------------------ dir failure
-    def on_dir_offline(self, dir_id: uuid.UUID) -> list:
+    def on_dir_offline(self, dir_id: uuid.UUID, swapping_out: frozenset = frozenset()) -> list:
         """Stop fetchers for, and mark offline, every online partition whose log is in
-        ``dir_id``; forget logs and future logs there."""
+        ``dir_id``, but those being swapped into another dir (``swapping_out``: the swap
+        decides, ``on_swap_done`` / ``on_swap_failed``); forget logs and future logs there."""
         hit = sorted(lr.tp for lr in self.partitions.values()
-                     if lr.hosted is Hosted.ONLINE and lr.dir_id == dir_id)
+                     if lr.hosted is Hosted.ONLINE and lr.dir_id == dir_id and lr.tp not in swapping_out)
         fetching = [tp for tp in hit if self.partitions[tp].fetching]
         for tp in hit:
             lr = self.partitions[tp]
@@ -344,6 +345,18 @@ class ReplicaManager:
         return out
 
     # ------------------------------------------------------------------ moves
+    def on_swap_failed(self, tp: TopicPartition, source_online: bool) -> list:
+        """A swap failed: the future log is not this replica's; with the source offline, neither
+        is the old log (its dir's failure spared the partition while the swap ran)."""
+        self.futures.pop(tp, None)
+        lr = self.partitions.get(tp)
+        if source_online or lr is None or lr.hosted is not Hosted.ONLINE:
+            return []
+        dir_id, fetching = lr.dir_id, lr.fetching
+        lr.hosted, lr.fetching, lr.role = Hosted.OFFLINE, False, None
+        self.logs.pop(tp, None)
+        return ([StopFetcher((tp,))] if fetching else []) + [MarkPartitionsOffline(dir_id, (tp,))]
+
     def on_swap_done(self, tp: TopicPartition, target_dir: uuid.UUID) -> None:
         fut = self.futures.pop(tp, None)
         topic_id = fut[0] if fut else self.logs[tp][0]

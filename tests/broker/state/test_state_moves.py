@@ -3,11 +3,12 @@ import pytest
 
 from broker_impl.state.core import (KAFKA_STORAGE_ERROR, LOG_DIR_NOT_FOUND, NONE, REPLICA_NOT_AVAILABLE,
                                     UNKNOWN_TOPIC_OR_PARTITION, BrokerCore, CoreConfig)
-from broker_impl.state.effects import (CreateFutureLog, CreateLog, DeleteFutureLog, SendAssignments, SendHeartbeat,
-                                       StartDirMover, StopDirMover, SwapFutureLog)
+from broker_impl.state.effects import (CreateFutureLog, CreateLog, DeleteFutureLog, MarkPartitionsOffline,
+                                       SendAssignments, SendHeartbeat, StartDirMover, StopDirMover, StopFetcher,
+                                       SwapFutureLog)
 from broker_impl.state.log_dirs import LogDirInfo
 from broker_impl.state.moves import REASON_LOST, REASON_PROMOTION, REASON_REVERT, MoveState
-from broker_impl.state.replica_manager import ExistingLog, PartitionChange
+from broker_impl.state.replica_manager import ExistingLog, Hosted, PartitionChange
 from broker_state_helpers import D1, D2, D3, ME, T1, FixedRng, events, of, reg, tp
 from kafka_common.ids import LOST, UNASSIGNED, uuid_of
 
@@ -83,6 +84,58 @@ def test_source_failure_after_assignment_sent_assigns_lost_D6():
     c.on_assignments_response(0, {req.assignments[0].key: NONE}, 140)
     req2 = send_and_ack(c, 240)
     assert [(a.dir_id, a.reason) for a in req2.assignments] == [(LOST, REASON_LOST)]
+
+
+def swapping_follower():
+    """A follower of t-0 (leader 2) whose move D1 → D3 the controller accepted: the swap runs."""
+    c = setup()
+    c.apply_metadata([PartitionChange("t", reg(dir_for_me=D1), reg(dir_for_me=D1, leader=2, leader_epoch=1))], 5)
+    assert c.replicas.partitions[tp()].fetching
+    c.alter_replica_log_dir(tp(), D3, 10)
+    c.on_future_caught_up(tp(), 20)
+    send_and_ack(c, 120)
+    assert of(c.on_future_caught_up(tp(), 200), SwapFutureLog) == [SwapFutureLog(tp(), D1, D3)]
+    return c
+
+
+def test_source_failing_in_the_swaps_own_delete_leaves_the_replica_in_the_target():
+    # the swap installed the future log in D3, then its delete of the old log in D1 hit EIO:
+    # D1's failure is reported before the swap's end; the replica must stay online, fetching
+    # (campaign S9 seed 2: it went offline for good and its leader waited 5 s to shrink the ISR)
+    c = swapping_follower()
+    out = c.on_storage_error(D1, 5, "delete_log", 210)
+    assert all(tp() not in e.partitions for e in of(out, StopFetcher))
+    assert all(tp() not in e.partitions for e in of(out, MarkPartitionsOffline))
+    lr = c.replicas.partitions[tp()]
+    assert lr.hosted is Hosted.ONLINE and lr.fetching
+    out = c.on_swap_done(tp(), 215)
+    assert events(out, "dir_move_done")
+    assert lr.hosted is Hosted.ONLINE and lr.fetching and lr.dir_id == D3
+    assert c.replicas.logs[tp()] == (T1, D3) and tp() not in c.moves.moves
+    assert c.queued_replica_to_dir_assignments == 0    # the controller already names D3
+
+
+def test_a_swap_failing_with_its_source_offline_assigns_lost():
+    c = swapping_follower()
+    c.on_storage_error(D1, 5, "read", 210)               # the swap's last copy step read D1
+    out = c.on_swap_failed(tp(), 215)
+    assert of(out, StopFetcher) == [StopFetcher((tp(),))]
+    assert of(out, MarkPartitionsOffline) == [MarkPartitionsOffline(D1, (tp(),))]
+    assert events(out, "dir_move_cancelled") and tp() not in c.moves.moves
+    assert c.replicas.partitions[tp()].hosted is Hosted.OFFLINE and tp() not in c.replicas.futures
+    req = send_and_ack(c, 320)
+    assert [(a.dir_id, a.reason) for a in req.assignments] == [(LOST, REASON_LOST)]
+
+
+def test_a_swap_failing_with_its_source_online_reverts_to_it():
+    c = swapping_follower()
+    c.on_storage_error(D3, 5, "roll", 210)               # the target failed in the swap's rename
+    out = c.on_swap_failed(tp(), 215)
+    assert not of(out, StopFetcher) and not of(out, MarkPartitionsOffline)
+    lr = c.replicas.partitions[tp()]
+    assert lr.hosted is Hosted.ONLINE and lr.fetching and lr.dir_id == D1
+    req = send_and_ack(c, 320)
+    assert [(a.dir_id, a.reason) for a in req.assignments] == [(D1, REASON_REVERT)]
 
 
 def test_cancel_after_accepted_reverts_KAFKA_16297():
