@@ -136,9 +136,11 @@ class DirMover:
         future = self.lm.future_log(tp.topic, tp.partition)
         if future is None:
             return False
-        if current is not None and current.is_offline:
+        lost = self.lm.offline_partition(tp.topic, tp.partition) if current is None else None
+        if lost is not None or (current is not None and current.is_offline):
             # the future may lack the source's last records: never swap it in behind its back
-            raise KafkaStorageError(current.log_dir, None, "swap", f"source of {tp.topic}-{tp.partition} offline")
+            raise KafkaStorageError(lost[0] if lost is not None else current.log_dir, None, "swap",
+                                    f"source of {tp.topic}-{tp.partition} offline")
         if current is not None:
             for _ in range(1_000_000):
                 if await self.copy_step_async(current, future, 8 * COPY_CHUNK_BYTES):

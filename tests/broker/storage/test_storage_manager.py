@@ -3,6 +3,7 @@ failure routing on a real OSError, offline partitions, future logs, strays, prob
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import os
 import random
@@ -12,6 +13,8 @@ import uuid
 import pytest
 
 from kafka_common.clock import ManualClock
+from broker_impl.replication.mover import DirMover
+from broker_impl.state.effects import TopicPartition
 from broker_impl.storage import checkpoint as ckpt
 from broker_impl.storage.errors import InconsistentTopicId, KafkaStorageError, LogDirStartupError, LogNotFound
 from broker_impl.storage.log_manager import CLEAN_SHUTDOWN_FILE, LogManager
@@ -155,6 +158,22 @@ def test_future_log_swap(log_dirs, failures):
     assert [h.base_offset for h in headers(new.read(0, 1 << 20))] == [0]
     lm.close()
     assert _open(log_dirs, failures).get_log("m", 0).log_dir == log_dirs[1]
+
+
+def test_a_swap_whose_source_went_offline_is_refused(log_dirs, failures):
+    # the future lacks the current's last records: swapping it in would drop acked records
+    lm = _open(log_dirs, failures)
+    cur = lm.get_or_create_log(T1, "m", 0, log_dirs[0])
+    cur.append_as_leader(make_batch(3), 2)
+    fut = lm.create_future_log(T1, "m", 0, log_dirs[1])
+    fut.append_as_follower(cur.read(0, 1 << 20))
+    cur.append_as_leader(make_batch(2), 2)              # not copied yet
+    lm.forget_offline(log_dirs[0])                      # the source dir fails: its logs leave the tables
+    mover = DirMover(lm, lambda _tp: None)
+    with pytest.raises(KafkaStorageError, match="offline"):
+        asyncio.run(mover.swap(TopicPartition("m", 0)))
+    assert lm.get_log("m", 0) is None and lm.future_log("m", 0) is fut and fut.log_end_offset == 3
+    lm.close()
 
 
 def test_stray_renamed_not_deleted_and_ignored_at_start(log_dirs, failures):
