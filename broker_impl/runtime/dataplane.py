@@ -235,7 +235,9 @@ class DataPlane:
             if not host.stopping:
                 host.feed(host.core.on_swap_failed(e.tp, host.now_ms()))
             return
-        if swapped and not host.stopping:
+        if not swapped:
+            host.core.on_swap_skipped(e.tp)
+        elif not host.stopping:
             host.feed(host.core.on_swap_done(e.tp, host.now_ms()))
             tid = self._topic_id(e.tp)
             if tid is not None:

@@ -16,13 +16,14 @@ import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from kafka_common.ids import to_base64
+from kafka_common.ids import LOST, to_base64
 from broker_impl.state.assignments import AssignmentsManager
-from broker_impl.state.effects import Halt, QueueAssignment, ReportDirFailure, StartDirMover, TopicPartition, event
+from broker_impl.state.effects import (Halt, QueueAssignment, ReportDirFailure, StartDirMover, SwapFutureLog, TopicPartition,
+                                       event)
 from broker_impl.state.failure_timer import FailureTimer
 from broker_impl.state.lifecycle import Lifecycle, LifecycleConfig
 from broker_impl.state.log_dirs import LogDirInfo, LogDirs
-from broker_impl.state.moves import DirMoves
+from broker_impl.state.moves import REASON_LOST, REASON_REVERT, DirMoves
 from broker_impl.state.replica_manager import ExistingLog, Hosted, PartitionChange, ReplicaManager
 
 # wire error codes used by alter_replica_log_dir
@@ -59,6 +60,9 @@ class BrokerCore:
         self.failure_timer = FailureTimer(config.log_dir_failure_timeout_ms)
         self.replicas = ReplicaManager(config.broker_id, self.log_dirs, existing_logs)
         self.moves = DirMoves()
+        # swaps the runtime runs now (a move's, or KAFKA-16082's when the metadata already names
+        # the future's dir): tp -> (source dir, target dir), until on_swap_done / on_swap_failed
+        self.swaps: dict[TopicPartition, tuple[uuid.UUID, uuid.UUID]] = {}
         self.halted: Halt | None = None
 
     # ------------------------------------------------------------------ plumbing
@@ -83,6 +87,10 @@ class BrokerCore:
             if isinstance(e, QueueAssignment):
                 self.assignments.queue(e.topic_id, e.partition, e.dir_id, e.reason, now_ms)
                 queued += 1
+            elif isinstance(e, SwapFutureLog):
+                self.swaps[e.tp] = (e.source_dir, e.target_dir)
+                self.moves.on_swap_started(e.tp)
+                out.append(e)
             elif isinstance(e, ReportDirFailure):
                 self.failure_timer.arm(e.dir_id, now_ms)
                 out += self.lifecycle.on_dir_failure(e.dir_id, now_ms)
@@ -150,7 +158,8 @@ class BrokerCore:
             return []  # reported once
         out: list = []
         if self.log_dirs.is_known(dir_id):
-            out += self.replicas.on_dir_offline(dir_id, self.moves.swapping_out_of(dir_id))
+            swapping_out = frozenset(tp for tp, (src, dst) in self.swaps.items() if src == dir_id and dst != dir_id)
+            out += self.replicas.on_dir_offline(dir_id, swapping_out)
             # StopFetcher / MarkPartitionsOffline first, then the moves touching the dir
             out += self.moves.on_dir_offline(dir_id)
         out += self.log_dirs.on_storage_error(dir_id, errno, op)
@@ -221,17 +230,28 @@ class BrokerCore:
         return self._pump(self._route(self.moves.on_future_caught_up(tp), now_ms), now_ms)
 
     def on_swap_failed(self, tp: TopicPartition, now_ms: int) -> list:
-        """The runtime's swap of ``tp`` raised a storage error (its dir's failure is reported
-        on its own): revert the controller's assignment, or LOST with the source offline."""
-        m = self.moves.moves.get(tp)
-        if m is None or self.halted:
+        """The runtime's swap of ``tp`` raised a storage error (its dir's failure is reported on
+        its own). The controller already names the target: point it back at the source if that
+        still holds the log, else at LOST so it moves the ISR and leadership away."""
+        sw = self.swaps.pop(tp, None)
+        if sw is None or self.halted:
             return []
-        source_online = self.log_dirs.is_online(m.source_dir)
+        source, _target = sw
+        source_online = self.log_dirs.is_online(source)
         out = self.replicas.on_swap_failed(tp, source_online) + self.moves.on_swap_failed(tp, source_online)
+        lr = self.replicas.partitions.get(tp)
+        if not any(isinstance(e, QueueAssignment) for e in out) and lr is not None:  # a swap without a move
+            out.append(QueueAssignment(lr.topic_id, tp.partition, source if source_online else LOST,
+                                       REASON_REVERT if source_online else REASON_LOST, tp))
         return self._pump(self._route(out, now_ms), now_ms)
+
+    def on_swap_skipped(self, tp: TopicPartition) -> None:
+        """The runtime found no future log to swap in (another swap of ``tp`` took it)."""
+        self.swaps.pop(tp, None)
 
     def on_swap_done(self, tp: TopicPartition, now_ms: int) -> list:
         """The runtime swapped the future log in (a move, or a future log promoted at start)."""
+        self.swaps.pop(tp, None)
         m = self.moves.on_swap_done(tp)
         fut = self.replicas.futures.get(tp)
         target = m.target_dir if m is not None else (fut[1] if fut is not None else None)

@@ -111,11 +111,12 @@ class DirMoves:
     def on_swap_done(self, tp: TopicPartition) -> Move | None:
         return self.moves.pop(tp, None)
 
-    def swapping_out_of(self, dir_id: uuid.UUID) -> frozenset[TopicPartition]:
-        """Partitions whose swap from ``dir_id`` into another dir is under way: the swap itself
-        decides where they live (its own delete of the old log is what fails a source dir)."""
-        return frozenset(tp for tp, m in self.moves.items()
-                         if m.state is MoveState.SWAPPING and m.source_dir == dir_id and m.target_dir != dir_id)
+    def on_swap_started(self, tp: TopicPartition) -> None:
+        """The runtime swaps ``tp``'s future in: from the caught-up future here, or because the
+        metadata already names the target (KAFKA-16082). Either way the swap decides now."""
+        m = self.moves.get(tp)
+        if m is not None:
+            m.state = MoveState.SWAPPING
 
     def on_swap_failed(self, tp: TopicPartition, source_online: bool) -> list:
         """The runtime could not swap the future log in. The controller already names the

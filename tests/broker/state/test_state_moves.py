@@ -115,6 +115,36 @@ def test_source_failing_in_the_swaps_own_delete_leaves_the_replica_in_the_target
     assert c.queued_replica_to_dir_assignments == 0    # the controller already names D3
 
 
+def test_a_swap_the_metadata_started_is_spared_too_KAFKA_16082():
+    # the controller's record naming D3 reaches the broker first and starts the swap (the
+    # future is there): the move is still ACCEPTED here, and the swap's delete fails D1
+    # (S9 seed 1 after the first fix: the move was cancelled and D3's good replica went LOST)
+    c = setup()
+    c.apply_metadata([PartitionChange("t", reg(dir_for_me=D1), reg(dir_for_me=D1, leader=2, leader_epoch=1))], 5)
+    c.alter_replica_log_dir(tp(), D3, 10)
+    c.on_future_caught_up(tp(), 20)
+    send_and_ack(c, 120)
+    out = c.apply_metadata([PartitionChange("t", reg(dir_for_me=D1, leader=2, leader_epoch=1),
+                                            reg(dir_for_me=D3, leader=2, leader_epoch=1))], 125)
+    assert of(out, SwapFutureLog) == [SwapFutureLog(tp(), D1, D3)]
+    assert not of(c.on_future_caught_up(tp(), 130), SwapFutureLog)   # one swap, not two
+    out = c.on_storage_error(D1, 5, "delete_log", 140)
+    assert not events(out, "dir_move_cancelled")
+    assert all(tp() not in e.partitions for e in of(out, MarkPartitionsOffline))
+    c.on_swap_done(tp(), 145)
+    lr = c.replicas.partitions[tp()]
+    assert lr.hosted is Hosted.ONLINE and lr.fetching and lr.dir_id == D3
+    assert c.queued_replica_to_dir_assignments == 0
+
+
+def test_a_swap_that_found_no_future_is_forgotten():
+    c = swapping_follower()
+    c.on_swap_skipped(tp())
+    assert tp() not in c.swaps
+    out = c.on_storage_error(D1, 5, "append", 210)   # no swap runs: the replica goes with its dir
+    assert of(out, MarkPartitionsOffline) == [MarkPartitionsOffline(D1, (tp(),))]
+
+
 def test_a_swap_failing_with_its_source_offline_assigns_lost():
     c = swapping_follower()
     c.on_storage_error(D1, 5, "read", 210)               # the swap's last copy step read D1
