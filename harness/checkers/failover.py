@@ -21,8 +21,10 @@ time *T*, with the metadata view replayed from the controller's events up to *T*
 - ``expect.moved_replica_survives`` (move-replica faults): True → *b* stays in the moved
   partition's ISR — or, when the controller had already accepted the target as the replica's
   dir, leaves it at the dir failure and is back within the bound (the broker reverts the
-  assignment); False → it leaves the ISR within the bound. A move whose swap finished before
-  the dir fault is ``unknown``: nothing mid-move was exercised.
+  assignment); False → it leaves the ISR within the bound, unless the swap landed in the
+  target as the source failed (the swap's own delete of the old log can be what fails it):
+  then the replica lives in a healthy dir and must stay in the ISR. A move whose swap finished
+  before the dir fault is ``unknown``: nothing mid-move was exercised.
 """
 
 from __future__ import annotations
@@ -161,6 +163,15 @@ def _judge_move(f: InjectedFault, history: History, timelines, bound_ms: int, su
         return UNKNOWN, {**base, "problem": f"the move finished {(start - done.ts_ns) / MS:.0f} ms before the "
                                             "dir fault: nothing mid-move was tested"}
     hit = first_after(states, f.ts_ns, _left(b))
+    landed = _move_event(history, b, key, "dir_move_done", start, deadline) if later and not survives else None
+    if landed is not None:
+        # the swap landed in the target as the source failed (its own delete of the old log is
+        # often what fails the dir): the replica lives in a healthy dir and stays in the ISR
+        swap = {**base, "swap_landed_ms": (landed.ts_ns - start) / MS}
+        if hit is None:
+            return True, swap
+        return False, {**swap, "problem": f"the swap landed in the target, yet broker {b} left the ISR "
+                                          f"({hit.reason}) {(hit.ts_ns - start) / MS:.0f} ms after the dir fault"}
     if survives:
         if hit is None:
             return True, base

@@ -281,6 +281,26 @@ def test_failover_move_target_fails_cancel_and_revert():
     assert move["valid"] is True and move["reverted"] is True and move["out_of_isr_ms"] == pytest.approx(200)
 
 
+def test_failover_source_fails_as_the_swap_lands():
+    """The swap installs the future in the target, then its delete of the old log fails the
+    source: the replica lives in a healthy dir and must stay in the ISR (campaign S9 seed 2:
+    the broker marked it offline and its leader dropped it 5.3 s later)."""
+    s9 = catalog.move_replica(fail="source")
+    h = H().register_all(0).layout(1)
+    h.harness(5000, "fault_injected", 2, fault_id="f0", kind="move-replica", node_ref="follower:t1/0",
+              topic="t1", partition=0)
+    h.node(5020, 2, "broker", "dir_move_started", topic="t1", partition=0)
+    h.node(5250, 2, "broker", "dir_move_accepted", topic="t1", partition=0)
+    h.disk_fault(5300, 2, 0, node_ref="follower:t1/0")
+    h.node(5310, 2, "broker", "dir_move_done", topic="t1", partition=0)
+    h.status(40_000, 2, True)
+    move = check_failover(s9, h.build()).details["moves"][0]
+    assert move["valid"] is True and move["swap_landed_ms"] == pytest.approx(10)
+    h.partition(10_600, 0, 1, [1, 3], reason="alter_partition")
+    move = check_failover(s9, h.build()).details["moves"][0]
+    assert move["valid"] is False and "the swap landed in the target, yet broker 2 left the ISR" in move["problem"]
+
+
 def test_failover_move_finished_before_the_fault_is_unknown():
     """A dir fault after the swap tests nothing mid-move: neither a pass nor a fail."""
     for fail in ("source", "target"):
