@@ -240,7 +240,7 @@ class BrokerCore:
         source_online = self.log_dirs.is_online(source)
         out = self.replicas.on_swap_failed(tp, source_online) + self.moves.on_swap_failed(tp, source_online)
         lr = self.replicas.partitions.get(tp)
-        if not any(isinstance(e, QueueAssignment) for e in out) and lr is not None:  # a swap without a move
+        if lr is not None:  # with or without a move, the controller names the target now
             out.append(QueueAssignment(lr.topic_id, tp.partition, source if source_online else LOST,
                                        REASON_REVERT if source_online else REASON_LOST, tp))
         return self._pump(self._route(out, now_ms), now_ms)

@@ -119,17 +119,15 @@ class DirMoves:
             m.state = MoveState.SWAPPING
 
     def on_swap_failed(self, tp: TopicPartition, source_online: bool) -> list:
-        """The runtime could not swap the future log in. The controller already names the
-        target: point it back at the source if that still holds the log, else at LOST so it
-        moves leadership and the ISR away from this replica (as when the source fails before the
-        swap: the future log stays where it is, like there)."""
+        """The runtime could not swap the future log in: the move ends here (the core points
+        the controller's assignment back at the source, or at LOST; the future log stays where
+        it is, as when the source fails before the swap)."""
         m = self.moves.pop(tp, None)
         if m is None:
             return []
-        dir_id, reason = (m.source_dir, REASON_REVERT) if source_online else (LOST, REASON_LOST)
-        return [StopDirMover(tp), QueueAssignment(m.topic_id, tp.partition, dir_id, reason, tp),
-                event("dir_move_cancelled", topic=tp.topic, partition=tp.partition, state=m.state.value,
-                      reason="swap failed" + ("" if source_online else ", source dir offline"))]
+        return [StopDirMover(tp), event("dir_move_cancelled", topic=tp.topic, partition=tp.partition,
+                                        state=m.state.value,
+                                        reason="swap failed" + ("" if source_online else ", source dir offline"))]
 
     def on_dir_offline(self, dir_id: uuid.UUID) -> list:
         out: list = []

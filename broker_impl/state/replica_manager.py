@@ -331,18 +331,18 @@ class ReplicaManager:
         decides, ``on_swap_done`` / ``on_swap_failed``); forget logs and future logs there."""
         hit = sorted(lr.tp for lr in self.partitions.values()
                      if lr.hosted is Hosted.ONLINE and lr.dir_id == dir_id and lr.tp not in swapping_out)
-        fetching = [tp for tp in hit if self.partitions[tp].fetching]
-        for tp in hit:
-            lr = self.partitions[tp]
-            lr.hosted, lr.fetching, lr.role = Hosted.OFFLINE, False, None
         for table in (self.logs, self.futures):
             for tp in [tp for tp, (_, d) in table.items() if d == dir_id]:
                 del table[tp]
-        out: list = []
-        if fetching:
-            out.append(StopFetcher(tuple(fetching)))
-        out.append(MarkPartitionsOffline(dir_id, tuple(hit)))
-        return out
+        return self._take_offline(dir_id, hit)
+
+    def _take_offline(self, dir_id: uuid.UUID, tps: list) -> list:
+        """Mark ``tps`` (online, their log in ``dir_id``) offline: stop their fetchers."""
+        fetching = [tp for tp in tps if self.partitions[tp].fetching]
+        for tp in tps:
+            lr = self.partitions[tp]
+            lr.hosted, lr.fetching, lr.role = Hosted.OFFLINE, False, None
+        return ([StopFetcher(tuple(fetching))] if fetching else []) + [MarkPartitionsOffline(dir_id, tuple(tps))]
 
     # ------------------------------------------------------------------ moves
     def on_swap_failed(self, tp: TopicPartition, source_online: bool) -> list:
@@ -352,10 +352,8 @@ class ReplicaManager:
         lr = self.partitions.get(tp)
         if source_online or lr is None or lr.hosted is not Hosted.ONLINE:
             return []
-        dir_id, fetching = lr.dir_id, lr.fetching
-        lr.hosted, lr.fetching, lr.role = Hosted.OFFLINE, False, None
         self.logs.pop(tp, None)
-        return ([StopFetcher((tp,))] if fetching else []) + [MarkPartitionsOffline(dir_id, (tp,))]
+        return self._take_offline(lr.dir_id, [tp])
 
     def on_swap_done(self, tp: TopicPartition, target_dir: uuid.UUID) -> None:
         fut = self.futures.pop(tp, None)
