@@ -150,6 +150,8 @@ _DEFS: dict[str, tuple[str, Callable[[str, str], Any], str | None]] = {
     "broker.session.timeout.ms": ("broker_session_timeout_ms", _int(1), "9000"),
     "log.dir.failure.timeout.ms": ("log_dir_failure_timeout_ms", _int(1), "30000"),
     "log.dir.probe.interval.ms": ("log_dir_probe_interval_ms", _int(0), "1000"),
+    "replica.high.watermark.checkpoint.interval.ms": ("hw_checkpoint_interval_ms", _int(1), "5000"),
+    "log.flush.offset.checkpoint.interval.ms": ("recovery_checkpoint_interval_ms", _int(1), "60000"),
     "replica.lag.time.max.ms": ("replica_lag_time_max_ms", _int(1), "30000"),
     "min.insync.replicas": ("min_insync_replicas", _int(1), "1"),
     "default.replication.factor": ("default_replication_factor", _int(1), "1"),
@@ -219,6 +221,8 @@ class ServerConfig:
     broker_session_timeout_ms: int
     log_dir_failure_timeout_ms: int
     log_dir_probe_interval_ms: int
+    hw_checkpoint_interval_ms: int
+    recovery_checkpoint_interval_ms: int
     replica_lag_time_max_ms: int
     min_insync_replicas: int
     default_replication_factor: int

@@ -185,7 +185,8 @@ class BrokerRuntime:
         self.dataplane = dataplane = DataPlane(self, requests, dir_set.cluster_id, offline_at_start)
         metadata = MetadataFollower(self, links.metadata, on_changes=dataplane.on_image_changes,
                                     on_ready=lambda: self.spawn(dataplane.start_listener()))
-        maintenance = Maintenance(self.lm, self.dir_io, self.now_ms, cfg.log_dir_probe_interval_ms)
+        maintenance = Maintenance(self.lm, self.dir_io, self.now_ms, cfg.log_dir_probe_interval_ms,
+                                  cfg.hw_checkpoint_interval_ms, cfg.recovery_checkpoint_interval_ms)
         self.events.emit("broker_starting", log_dirs=[ids.to_base64(d.dir_id) for d in dirs],
                          existing_logs=len(existing), incarnation_id=ids.to_base64(self.incarnation_id),
                          event_loop=running_loop_kind())

@@ -18,20 +18,24 @@ from broker_impl.runtime.dir_io import DirIO
 from broker_impl.storage import LogManager, StorageError
 
 log = logging.getLogger(__name__)
-HW_CHECKPOINT_INTERVAL_MS = 5000
-RECOVERY_CHECKPOINT_INTERVAL_MS = 60000
+HW_CHECKPOINT_INTERVAL_MS = 5000          # replica.high.watermark.checkpoint.interval.ms
+RECOVERY_CHECKPOINT_INTERVAL_MS = 60000   # log.flush.offset.checkpoint.interval.ms
 
 
 class Maintenance:
-    def __init__(self, lm: LogManager, dir_io: DirIO, now_ms: Callable[[], int], probe_interval_ms: int) -> None:
+    def __init__(self, lm: LogManager, dir_io: DirIO, now_ms: Callable[[], int], probe_interval_ms: int,
+                 hw_interval_ms: int = HW_CHECKPOINT_INTERVAL_MS,
+                 recovery_interval_ms: int = RECOVERY_CHECKPOINT_INTERVAL_MS) -> None:
         self.lm = lm
         self.dir_io = dir_io
         self.now_ms = now_ms
         self.probe_interval_ms = probe_interval_ms
+        self.hw_interval_ms = hw_interval_ms
+        self.recovery_interval_ms = recovery_interval_ms
 
     async def run(self) -> None:
         lm, probe_ms = self.lm, self.probe_interval_ms
-        step_ms = min(x for x in (probe_ms or 1000, HW_CHECKPOINT_INTERVAL_MS) if x > 0)
+        step_ms = min(probe_ms or 1000, self.hw_interval_ms)
         start = self.now_ms()
         last = {path: [start, start, start] for path in self.dir_io.executors}  # probe, HW, recovery point
         running: dict[str, concurrent.futures.Future] = {}
@@ -51,8 +55,8 @@ class Maintenance:
                     continue  # the metadata dir holds no partition logs: no checkpoints or flushes
                 if path in running and not running[path].done():
                     continue  # its previous round is still on the disk
-                hw = now - stamps[1] >= HW_CHECKPOINT_INTERVAL_MS
-                rp = now - stamps[2] >= RECOVERY_CHECKPOINT_INTERVAL_MS
+                hw = now - stamps[1] >= self.hw_interval_ms
+                rp = now - stamps[2] >= self.recovery_interval_ms
                 stamps[1] = now if hw else stamps[1]
                 stamps[2] = now if rp else stamps[2]
                 running[path] = self.dir_io.submit_upkeep(path, self.dir_round, path, False, hw, rp, now)

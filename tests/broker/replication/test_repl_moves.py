@@ -8,6 +8,10 @@
   assignment reverted to the source dir, the replica stays where it was, nothing is lost.
 - The source dir (loop fs) fails after the assignment was sent: the broker sends
   AssignReplicasToDirs(LOST) (D6), so the controller records LOST and moves ISR/leadership.
+- The source dir fails unnoticed while the promotion waits for the controller, so the swap's
+  own delete of the old log is the first I/O to hit EIO (the race campaign S9 hit in 2 of 10
+  runs, stop 29): the replica lives on in the target dir, in the ISR and serving, while the
+  source dir's other replicas go offline.
 """
 
 from __future__ import annotations
@@ -193,4 +197,82 @@ def test_source_dir_fails_after_assignment_sent_assigns_lost(tmp_path, request, 
     assert not prod.errors, prod.errors[:3]
     expected = {(p, v) for p, v, _t in prod.acked}
     assert not expected - consume_all(cluster.bootstrap, "src", 3, expected)
+    assert b1.alive()
+
+
+QUIET_DIRS = {  # nothing but the test's own steps touches a dir: no probe, no checkpoint due
+    "log.dir.probe.interval.ms": "0",
+    "replica.high.watermark.checkpoint.interval.ms": "600000",
+    "log.flush.offset.checkpoint.interval.ms": "600000",
+}
+
+
+@pytest.mark.parametrize("role", ["leader", "follower"])
+def test_source_dir_fails_as_the_swap_deletes_the_old_log(tmp_path, request, loop_fs, role):
+    cluster = Cluster(tmp_path, session_timeout_ms=12000, broker_extra=QUIET_DIRS)
+    request.addfinalizer(cluster.kill)
+    cluster.start_with_dir(loop_fs.mnt, dir_index=1)
+    b1 = cluster.brokers[0]
+    ids1 = b1.dir_ids()
+    replicas = [1, 2, 3] if role == "leader" else [2, 1, 3]
+    cluster.create_topic("sw", {p: replicas for p in range(6)})
+    im = cluster.wait_image(lambda im: "sw" in im.topic_ids and all(
+        len(p.isr) == 3 and p.directories[p.replicas.index(1)] in ids1.values()
+        for p in im.partitions_of(im.topic_ids["sw"]).values()), 20, "sw placed")
+    tid = im.topic_ids["sw"]
+    in_loop = [p for p in range(6) if dir_of(im, "sw", p, 1) == ids1[loop_fs.mnt]]
+    assert len(in_loop) == 2, in_loop           # least-loaded placement: two per dir
+    victim, bystander = in_loop
+    target = next(p for p in b1.dirs if p != loop_fs.mnt)
+    # some load, then none: acks=all acked everything on every replica, so no write is pending
+    prod = BackgroundProducer(cluster.bootstrap, "sw", 6)
+    prod.thread.start()
+    try:
+        wait_until(lambda: len(prod.acked) > 300, 20, "load running")
+    finally:
+        prod.finish()
+    assert not prod.errors, prod.errors[:3]
+    first = {(p, v) for p, v, _t in prod.acked}
+
+    sent_before = count_events(b1, "assignment_sent")
+    hold_controller(cluster)
+    try:
+        assert alter_dir(b1, "sw", victim, target) == 0
+        wait_until(lambda: count_events(b1, "assignment_sent") > sent_before, 10,
+                   "the promotion assignment sent (the controller does not answer yet)")
+        loop_fs.shutdown()          # nothing reads or writes the source dir until the swap
+    finally:
+        release_controller(cluster)
+    wait_until(lambda: count_events(b1, "dir_move_done", topic="sw", partition=victim) == 1, 20,
+               "the swap landed")
+    wait_until(lambda: count_events(b1, "dir_offline") == 1, 10, "the source dir offline")
+    offline = next(e for e in b1.events() if e["event"] == "dir_offline")
+    assert offline["op"] == "delete_log" and offline["path"] == loop_fs.mnt, offline
+    assert count_events(b1, "dir_move_cancelled") == 0
+    assert count_events(b1, "storage_effect_failed") == 0
+
+    loop_id = ids1[loop_fs.mnt]
+    settled = cluster.wait_image(lambda im: loop_id not in im.brokers[1].log_dirs
+                                 and 1 not in im.partition(tid, bystander).isr, 30,
+                                 "the source dir dropped, its other replica out of the ISR")
+    assert dir_of(settled, "sw", victim, 1) == ids1[target]
+    # the moved replica serves on: acks=all through it (min.insync.replicas 2 of its ISR)
+    prod = BackgroundProducer(cluster.bootstrap, "sw", 6)
+    prod.thread.start()
+    try:
+        t0 = time.monotonic()
+        wait_until(lambda: prod.acked_after(t0, victim) > 100, 30, "the moved partition serves")
+        time.sleep(3.5)             # past replica.lag.time.max.ms (3 s): a stalled replica would leave
+    finally:
+        prod.finish()
+    assert not prod.errors, prod.errors[:3]
+    final = cluster.image()
+    reg = final.partition(tid, victim)
+    assert sorted(reg.isr) == [1, 2, 3], reg
+    assert reg.leader == replicas[0]
+    # the dead fs may still list the old log (its delete failed): what counts is the live dirs
+    assert [h for h in holders(b1, "sw", victim) if not h.startswith(loop_fs.mnt)] == \
+        [os.path.join(target, f"sw-{victim}")]
+    expected = first | {(p, v) for p, v, _t in prod.acked}
+    assert not expected - consume_all(cluster.bootstrap, "sw", 6, expected)
     assert b1.alive()

@@ -227,3 +227,42 @@ def test_a_roll_flush_runs_in_the_background_after_the_awaited_ones(tmp_path):
     assert sorted(order) == ["awaited", "background"]
     ex.close()
     io.close()
+
+
+def test_maintenance_takes_its_checkpoint_intervals_from_the_config(tmp_path):
+    """``replica.high.watermark.checkpoint.interval.ms`` / ``log.flush.offset.checkpoint.interval.ms``
+    reach the per-dir rounds: with 20 ms / one hour, rounds write the HW checkpoint and never
+    the recovery points; with the probe off, no probe runs."""
+    from broker_impl.runtime.maintenance import Maintenance
+    from kafka_common.config import parse_config
+
+    cfg = parse_config("process.roles=broker\nnode.id=1\nlisteners=PLAINTEXT://h:1\nlog.dirs=/d\n"
+                       "controller.quorum.voters=9@h:2\ncontroller.listener.names=CONTROLLER\n"
+                       "replica.high.watermark.checkpoint.interval.ms=20\n"
+                       "log.flush.offset.checkpoint.interval.ms=3600000\nlog.dir.probe.interval.ms=0\n")
+    default = parse_config("process.roles=broker\nnode.id=1\nlisteners=PLAINTEXT://h:1\nlog.dirs=/d\n"
+                           "controller.quorum.voters=9@h:2\ncontroller.listener.names=CONTROLLER\n")
+    assert (default.hw_checkpoint_interval_ms, default.recovery_checkpoint_interval_ms) == (5000, 60000)
+    d = str(tmp_path / "d")
+    rounds: list[tuple[bool, bool, bool]] = []
+    io = DirIO([d])
+
+    class Logs:
+        def online_dirs(self):
+            return [d]
+
+        def probe_targets(self):
+            return [d]
+
+    m = Maintenance(Logs(), io, lambda: int(time.monotonic() * 1000), cfg.log_dir_probe_interval_ms,
+                    cfg.hw_checkpoint_interval_ms, cfg.recovery_checkpoint_interval_ms)
+    m.dir_round = lambda path, probe, hw, rp, now: rounds.append((probe, hw, rp))
+
+    async def main():
+        task = asyncio.create_task(m.run())
+        while sum(hw for _p, hw, _r in rounds) < 3:
+            await asyncio.sleep(0.01)
+        task.cancel()
+    asyncio.run(asyncio.wait_for(main(), 30))
+    io.close()
+    assert not any(probe or rp for probe, _hw, rp in rounds), rounds
