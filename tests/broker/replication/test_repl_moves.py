@@ -12,6 +12,9 @@
   own delete of the old log is the first I/O to hit EIO (the race campaign S9 hit in 2 of 10
   runs, stop 29): the replica lives on in the target dir, in the ISR and serving, while the
   source dir's other replicas go offline.
+- The target dir fails the same way, unnoticed until the swap's flush of the future log: the
+  swap fails, the assignment goes back to the source, the replica stays there, back in the
+  ISR, and serves.
 """
 
 from __future__ import annotations
@@ -275,4 +278,70 @@ def test_source_dir_fails_as_the_swap_deletes_the_old_log(tmp_path, request, loo
         [os.path.join(target, f"sw-{victim}")]
     expected = first | {(p, v) for p, v, _t in prod.acked}
     assert not expected - consume_all(cluster.bootstrap, "sw", 6, expected)
+    assert b1.alive()
+
+
+def test_target_dir_fails_as_the_swap_flushes_the_future_log(tmp_path, request, loop_fs):
+    cluster = Cluster(tmp_path, session_timeout_ms=12000, broker_extra=QUIET_DIRS)
+    request.addfinalizer(cluster.kill)
+    cluster.start_with_dir(loop_fs.mnt, dir_index=1)
+    b1 = cluster.brokers[0]
+    ids1 = b1.dir_ids()
+    cluster.create_topic("tw", {p: [1, 2, 3] for p in range(3)})
+    im = cluster.wait_image(lambda im: "tw" in im.topic_ids and all(
+        len(p.isr) == 3 and p.directories[0] in ids1.values()
+        for p in im.partitions_of(im.topic_ids["tw"]).values()), 20, "tw placed")
+    tid = im.topic_ids["tw"]
+    [bystander] = [p for p in range(3) if dir_of(im, "tw", p, 1) == ids1[loop_fs.mnt]]
+    victim = next(p for p in range(3) if p != bystander)
+    source = next(path for path, i in ids1.items() if i == dir_of(im, "tw", victim, 1))
+    prod = BackgroundProducer(cluster.bootstrap, "tw", 3)
+    prod.thread.start()
+    try:
+        wait_until(lambda: len(prod.acked) > 300, 20, "load running")
+    finally:
+        prod.finish()
+    assert not prod.errors, prod.errors[:3]
+    first = {(p, v) for p, v, _t in prod.acked}
+
+    sent_before = count_events(b1, "assignment_sent")
+    hold_controller(cluster)
+    try:
+        assert alter_dir(b1, "tw", victim, loop_fs.mnt) == 0
+        wait_until(lambda: count_events(b1, "assignment_sent") > sent_before, 10,
+                   "the promotion assignment sent (the controller does not answer yet)")
+        loop_fs.shutdown()          # the future log, caught up, is not written again until the swap
+    finally:
+        release_controller(cluster)
+    wait_until(lambda: count_events(b1, "dir_move_cancelled", topic="tw", partition=victim,
+                                    reason="swap failed") == 1, 20, "the swap failed")
+    wait_until(lambda: count_events(b1, "dir_offline") == 1, 10, "the target dir offline")
+    offline = next(e for e in b1.events() if e["event"] == "dir_offline")
+    assert offline["path"] == loop_fs.mnt and offline["op"] == "fsync", offline
+    assert count_events(b1, "dir_move_done") == 0
+
+    loop_id = ids1[loop_fs.mnt]
+    settled = cluster.wait_image(lambda im: loop_id not in im.brokers[1].log_dirs
+                                 and 1 not in im.partition(tid, bystander).isr
+                                 and dir_of(im, "tw", victim, 1) == ids1[source], 30,
+                                 "the target dir dropped, the assignment back at the source")
+    assert 1 in settled.partition(tid, victim).isr
+    prod = BackgroundProducer(cluster.bootstrap, "tw", 3)
+    prod.thread.start()
+    try:
+        t0 = time.monotonic()
+        wait_until(lambda: prod.acked_after(t0, victim) > 100, 30, "the partition serves from its source")
+        time.sleep(3.5)             # past replica.lag.time.max.ms (3 s): a stalled replica would leave
+    finally:
+        prod.finish()
+    assert not prod.errors, prod.errors[:3]
+    # the controller may take the dir failure while its assignment still names the target and
+    # move the leadership away (as Kafka's would: the heartbeat with the offline dir goes out
+    # before the swap's revert); the revert brings broker 1 back into the ISR
+    reg = cluster.image().partition(tid, victim)
+    assert sorted(reg.isr) == [1, 2, 3], reg
+    assert [h for h in holders(b1, "tw", victim) if not h.startswith(loop_fs.mnt)] == \
+        [os.path.join(source, f"tw-{victim}")]
+    expected = first | {(p, v) for p, v, _t in prod.acked}
+    assert not expected - consume_all(cluster.bootstrap, "tw", 3, expected)
     assert b1.alive()
