@@ -48,7 +48,7 @@ sys.path[:0] = [ROOT, os.path.join(ROOT, "tests")]
 from testkit.cluster import reader_for, unfenced, until, wait_until  # noqa: E402
 
 from testkit.processes import BrokerProcess  # noqa: E402
-from broker_impl.runtime.maintenance import HW_CHECKPOINT_INTERVAL_MS  # noqa: E402
+from kafka_common.config import default_text  # noqa: E402
 from testkit.controller_client import create_topic  # noqa: E402
 from testkit.processes import ControllerProcess  # noqa: E402
 from kafka_common import ids  # noqa: E402
@@ -145,7 +145,8 @@ def one_run(probe_ms: int | None, n_dir: int, rf: int, size_mb: int, settle_time
         # let the last fsyncs and the storage worker drain, then inject at a random phase of
         # the probe cycle (a fixed delay would hit the same phase every run)
         # (probe off, 0: the next I/O is the 5 s high-watermark checkpoint; default: 1000 ms)
-        cycle_ms = 1000 if probe_ms is None else probe_ms or HW_CHECKPOINT_INTERVAL_MS
+        hw_ms = int(default_text("replica.high.watermark.checkpoint.interval.ms"))
+        cycle_ms = 1000 if probe_ms is None else probe_ms or hw_ms
         phase_s = rng.uniform(0, cycle_ms / 1000)
         time.sleep(2.0 + phase_s)
 

@@ -18,14 +18,13 @@ from broker_impl.runtime.dir_io import DirIO
 from broker_impl.storage import LogManager, StorageError
 
 log = logging.getLogger(__name__)
-HW_CHECKPOINT_INTERVAL_MS = 5000          # replica.high.watermark.checkpoint.interval.ms
-RECOVERY_CHECKPOINT_INTERVAL_MS = 60000   # log.flush.offset.checkpoint.interval.ms
 
 
 class Maintenance:
     def __init__(self, lm: LogManager, dir_io: DirIO, now_ms: Callable[[], int], probe_interval_ms: int,
-                 hw_interval_ms: int = HW_CHECKPOINT_INTERVAL_MS,
-                 recovery_interval_ms: int = RECOVERY_CHECKPOINT_INTERVAL_MS) -> None:
+                 hw_interval_ms: int, recovery_interval_ms: int) -> None:
+        """The intervals: ``log.dir.probe.interval.ms`` (0 = no probe),
+        ``replica.high.watermark.checkpoint.interval.ms``, ``log.flush.offset.checkpoint.interval.ms``."""
         self.lm = lm
         self.dir_io = dir_io
         self.now_ms = now_ms

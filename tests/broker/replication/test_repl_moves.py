@@ -20,6 +20,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import time
@@ -116,29 +117,33 @@ def test_move_leader_and_follower_replicas_under_load(tmp_path, request):
     assert final.partition(final.topic_ids["mv"], 0).isr == (1, 2, 3)
 
 
-def hold_controller(cluster):
+@contextlib.contextmanager
+def controller_held(cluster):
+    """The controller stopped (SIGSTOP) inside the block, released however it ends."""
     os.kill(cluster.ctrl.proc.pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        os.kill(cluster.ctrl.proc.pid, signal.SIGCONT)
 
 
-def release_controller(cluster):
-    os.kill(cluster.ctrl.proc.pid, signal.SIGCONT)
+def move_then_fail(b1, topic: str, partition: int, target: str, loop_fs) -> None:
+    """With the controller held: move ``topic``-``partition`` of broker 1 to ``target``, wait
+    until the promotion assignment is sent (not answered), then fail the loop fs."""
+    sent_before = count_events(b1, "assignment_sent")
+    assert alter_dir(b1, topic, partition, target) == 0
+    wait_until(lambda: count_events(b1, "assignment_sent") > sent_before, 10,
+               "the promotion assignment sent (the controller does not answer yet)")
+    loop_fs.shutdown()
 
 
 def fail_mid_move(cluster, b1, topic: str, partition: int, target: str, loop_fs, reason: str) -> None:
-    """Move ``topic``-``partition`` of broker 1 to ``target``; with the controller held (the
-    promotion assignment sent, not answered) fail the loop fs; the move must be cancelled
-    for ``reason``. The controller is released however it ends."""
-    sent_before = count_events(b1, "assignment_sent")
-    hold_controller(cluster)
-    try:
-        assert alter_dir(b1, topic, partition, target) == 0
-        wait_until(lambda: count_events(b1, "assignment_sent") > sent_before, 10,
-                   "the promotion assignment sent (the controller does not answer yet)")
-        loop_fs.shutdown()
+    """:func:`move_then_fail`; the move must be cancelled for ``reason`` before the controller
+    answers."""
+    with controller_held(cluster):
+        move_then_fail(b1, topic, partition, target, loop_fs)
         wait_until(lambda: count_events(b1, "dir_move_cancelled", topic=topic, reason=reason) == 1,
                    10, "move cancelled")
-    finally:
-        release_controller(cluster)
 
 
 def test_target_dir_fails_mid_move_cancels_and_reverts(tmp_path, request, loop_fs):
@@ -210,11 +215,44 @@ QUIET_DIRS = {  # nothing but the test's own steps touches a dir: no probe, no c
 }
 
 
-@pytest.mark.parametrize("role", ["leader", "follower"])
-def test_source_dir_fails_as_the_swap_deletes_the_old_log(tmp_path, request, loop_fs, role):
+def quiet_cluster(tmp_path, request, loop_fs) -> Cluster:
     cluster = Cluster(tmp_path, session_timeout_ms=12000, broker_extra=QUIET_DIRS)
     request.addfinalizer(cluster.kill)
     cluster.start_with_dir(loop_fs.mnt, dir_index=1)
+    return cluster
+
+
+def produce_then_stop(cluster, topic: str, partitions: int) -> set[tuple[int, bytes]]:
+    """Some load, then none: acks=all acked everything on every replica, so no write is
+    pending. Returns what was acked."""
+    prod = BackgroundProducer(cluster.bootstrap, topic, partitions)
+    prod.thread.start()
+    try:
+        wait_until(lambda: len(prod.acked) > 300, 20, "load running")
+    finally:
+        prod.finish()
+    assert not prod.errors, prod.errors[:3]
+    return {(p, v) for p, v, _t in prod.acked}
+
+
+def serves_on(cluster, topic: str, partitions: int, partition: int, what: str) -> set[tuple[int, bytes]]:
+    """Produce again until ``partition`` took 100 acks=all records, then on past
+    ``replica.lag.time.max.ms`` (3 s: a stalled replica would leave the ISR). Returns what was acked."""
+    prod = BackgroundProducer(cluster.bootstrap, topic, partitions)
+    prod.thread.start()
+    try:
+        t0 = time.monotonic()
+        wait_until(lambda: prod.acked_after(t0, partition) > 100, 30, what)
+        time.sleep(3.5)
+    finally:
+        prod.finish()
+    assert not prod.errors, prod.errors[:3]
+    return {(p, v) for p, v, _t in prod.acked}
+
+
+@pytest.mark.parametrize("role", ["leader", "follower"])
+def test_source_dir_fails_as_the_swap_deletes_the_old_log(tmp_path, request, loop_fs, role):
+    cluster = quiet_cluster(tmp_path, request, loop_fs)
     b1 = cluster.brokers[0]
     ids1 = b1.dir_ids()
     replicas = [1, 2, 3] if role == "leader" else [2, 1, 3]
@@ -227,25 +265,9 @@ def test_source_dir_fails_as_the_swap_deletes_the_old_log(tmp_path, request, loo
     assert len(in_loop) == 2, in_loop           # least-loaded placement: two per dir
     victim, bystander = in_loop
     target = next(p for p in b1.dirs if p != loop_fs.mnt)
-    # some load, then none: acks=all acked everything on every replica, so no write is pending
-    prod = BackgroundProducer(cluster.bootstrap, "sw", 6)
-    prod.thread.start()
-    try:
-        wait_until(lambda: len(prod.acked) > 300, 20, "load running")
-    finally:
-        prod.finish()
-    assert not prod.errors, prod.errors[:3]
-    first = {(p, v) for p, v, _t in prod.acked}
-
-    sent_before = count_events(b1, "assignment_sent")
-    hold_controller(cluster)
-    try:
-        assert alter_dir(b1, "sw", victim, target) == 0
-        wait_until(lambda: count_events(b1, "assignment_sent") > sent_before, 10,
-                   "the promotion assignment sent (the controller does not answer yet)")
-        loop_fs.shutdown()          # nothing reads or writes the source dir until the swap
-    finally:
-        release_controller(cluster)
+    first = produce_then_stop(cluster, "sw", 6)
+    with controller_held(cluster):  # nothing reads or writes the source dir until the swap
+        move_then_fail(b1, "sw", victim, target, loop_fs)
     wait_until(lambda: count_events(b1, "dir_move_done", topic="sw", partition=victim) == 1, 20,
                "the swap landed")
     wait_until(lambda: count_events(b1, "dir_offline") == 1, 10, "the source dir offline")
@@ -260,15 +282,7 @@ def test_source_dir_fails_as_the_swap_deletes_the_old_log(tmp_path, request, loo
                                  "the source dir dropped, its other replica out of the ISR")
     assert dir_of(settled, "sw", victim, 1) == ids1[target]
     # the moved replica serves on: acks=all through it (min.insync.replicas 2 of its ISR)
-    prod = BackgroundProducer(cluster.bootstrap, "sw", 6)
-    prod.thread.start()
-    try:
-        t0 = time.monotonic()
-        wait_until(lambda: prod.acked_after(t0, victim) > 100, 30, "the moved partition serves")
-        time.sleep(3.5)             # past replica.lag.time.max.ms (3 s): a stalled replica would leave
-    finally:
-        prod.finish()
-    assert not prod.errors, prod.errors[:3]
+    second = serves_on(cluster, "sw", 6, victim, "the moved partition serves")
     final = cluster.image()
     reg = final.partition(tid, victim)
     assert sorted(reg.isr) == [1, 2, 3], reg
@@ -276,15 +290,13 @@ def test_source_dir_fails_as_the_swap_deletes_the_old_log(tmp_path, request, loo
     # the dead fs may still list the old log (its delete failed): what counts is the live dirs
     assert [h for h in holders(b1, "sw", victim) if not h.startswith(loop_fs.mnt)] == \
         [os.path.join(target, f"sw-{victim}")]
-    expected = first | {(p, v) for p, v, _t in prod.acked}
+    expected = first | second
     assert not expected - consume_all(cluster.bootstrap, "sw", 6, expected)
     assert b1.alive()
 
 
 def test_target_dir_fails_as_the_swap_flushes_the_future_log(tmp_path, request, loop_fs):
-    cluster = Cluster(tmp_path, session_timeout_ms=12000, broker_extra=QUIET_DIRS)
-    request.addfinalizer(cluster.kill)
-    cluster.start_with_dir(loop_fs.mnt, dir_index=1)
+    cluster = quiet_cluster(tmp_path, request, loop_fs)
     b1 = cluster.brokers[0]
     ids1 = b1.dir_ids()
     cluster.create_topic("tw", {p: [1, 2, 3] for p in range(3)})
@@ -295,24 +307,9 @@ def test_target_dir_fails_as_the_swap_flushes_the_future_log(tmp_path, request, 
     [bystander] = [p for p in range(3) if dir_of(im, "tw", p, 1) == ids1[loop_fs.mnt]]
     victim = next(p for p in range(3) if p != bystander)
     source = next(path for path, i in ids1.items() if i == dir_of(im, "tw", victim, 1))
-    prod = BackgroundProducer(cluster.bootstrap, "tw", 3)
-    prod.thread.start()
-    try:
-        wait_until(lambda: len(prod.acked) > 300, 20, "load running")
-    finally:
-        prod.finish()
-    assert not prod.errors, prod.errors[:3]
-    first = {(p, v) for p, v, _t in prod.acked}
-
-    sent_before = count_events(b1, "assignment_sent")
-    hold_controller(cluster)
-    try:
-        assert alter_dir(b1, "tw", victim, loop_fs.mnt) == 0
-        wait_until(lambda: count_events(b1, "assignment_sent") > sent_before, 10,
-                   "the promotion assignment sent (the controller does not answer yet)")
-        loop_fs.shutdown()          # the future log, caught up, is not written again until the swap
-    finally:
-        release_controller(cluster)
+    first = produce_then_stop(cluster, "tw", 3)
+    with controller_held(cluster):  # the future log, caught up, is not written again until the swap
+        move_then_fail(b1, "tw", victim, loop_fs.mnt, loop_fs)
     wait_until(lambda: count_events(b1, "dir_move_cancelled", topic="tw", partition=victim,
                                     reason="swap failed") == 1, 20, "the swap failed")
     wait_until(lambda: count_events(b1, "dir_offline") == 1, 10, "the target dir offline")
@@ -326,15 +323,7 @@ def test_target_dir_fails_as_the_swap_flushes_the_future_log(tmp_path, request, 
                                  and dir_of(im, "tw", victim, 1) == ids1[source], 30,
                                  "the target dir dropped, the assignment back at the source")
     assert 1 in settled.partition(tid, victim).isr
-    prod = BackgroundProducer(cluster.bootstrap, "tw", 3)
-    prod.thread.start()
-    try:
-        t0 = time.monotonic()
-        wait_until(lambda: prod.acked_after(t0, victim) > 100, 30, "the partition serves from its source")
-        time.sleep(3.5)             # past replica.lag.time.max.ms (3 s): a stalled replica would leave
-    finally:
-        prod.finish()
-    assert not prod.errors, prod.errors[:3]
+    second = serves_on(cluster, "tw", 3, victim, "the partition serves from its source")
     # the controller may take the dir failure while its assignment still names the target and
     # move the leadership away (as Kafka's would: the heartbeat with the offline dir goes out
     # before the swap's revert); the revert brings broker 1 back into the ISR
@@ -342,6 +331,6 @@ def test_target_dir_fails_as_the_swap_flushes_the_future_log(tmp_path, request, 
     assert sorted(reg.isr) == [1, 2, 3], reg
     assert [h for h in holders(b1, "tw", victim) if not h.startswith(loop_fs.mnt)] == \
         [os.path.join(source, f"tw-{victim}")]
-    expected = first | {(p, v) for p, v, _t in prod.acked}
+    expected = first | second
     assert not expected - consume_all(cluster.bootstrap, "tw", 3, expected)
     assert b1.alive()
