@@ -74,7 +74,8 @@ class _Client:
     """One producer connection; ``send`` calls ``done(err_text | None, offset | None)`` later."""
 
     def send(self, topic: str, partition: int, value: bytes, done) -> None: ...
-    def service(self) -> None: ...
+    def service(self) -> None: ...                  # run the completions that are ready
+    def wait(self, timeout_s: float) -> None: ...   # idle up to timeout_s, running completions as they come
     def flush(self, timeout_s: float) -> int: ...   # values still unacked when it returns
     def close(self, timeout_s: float) -> int: ...
 
@@ -99,6 +100,12 @@ class _Confluent(_Client):
 
     def service(self) -> None:
         self.p.poll(0)
+
+    def wait(self, timeout_s: float) -> None:
+        # librdkafka hands delivery reports over only inside poll(): a poll that blocks returns
+        # as soon as one is ready, so its completion is stamped when it arrives (a sleep between
+        # polls(0) would stamp it at the next poll: latencies in steps of the sleep)
+        self.p.poll(timeout_s)
 
     def flush(self, timeout_s: float) -> int:
         return self.p.flush(timeout_s)
@@ -135,6 +142,9 @@ class _KafkaPython(_Client):
 
     def service(self) -> None:
         pass
+
+    def wait(self, timeout_s: float) -> None:
+        time.sleep(timeout_s)   # kafka-python completes its futures on its own I/O thread
 
     def flush(self, timeout_s: float) -> int:
         try:
@@ -232,8 +242,7 @@ class ProducerWorkload:
             due = start + seq / rate
             now = time.monotonic()
             if due > now:
-                client.service()
-                time.sleep(min(due - now, 0.01))
+                client.wait(min(due - now, 0.01))
                 continue
             with self._targets_lock:
                 targets = list(self.targets)
