@@ -123,6 +123,7 @@ class LogTrimming:
 
     def _after_truncation(self) -> None:
         self._tail = None
+        self._truncations += 1   # a flush under way must not move the recovery point past this
         leo = self.log_end_offset
         self.epoch_cache.truncate_from_end(leo)
         self._hw = min(max(self._hw, self._log_start), leo)

@@ -40,8 +40,9 @@ bytes are not read). A producer whose last batch lies only in older bytes is the
 which the state treats leniently (accepted at any sequence), never as an error. Kafka instead
 snapshots the state at each roll; a header scan of the tail is our bounded equivalent.
 
-Retention, the log start offset and truncation: :mod:`broker_impl.storage.log_trim`; the
-in-memory tail served by ``read_tail``: :mod:`broker_impl.storage.log_tail`.
+Retention, the log start offset and truncation: :mod:`broker_impl.storage.log_trim`; flush
+(fsyncs outside the log's lock): :mod:`broker_impl.storage.log_flush`; the in-memory tail
+served by ``read_tail``: :mod:`broker_impl.storage.log_tail`.
 
 Segments roll by size (``log.segment.bytes``) and age (``log.roll.ms``, clock injected as
 ``now_ms``; less each segment's jitter, :func:`roll_jitter_ms`). A new segment is named by its
@@ -70,6 +71,7 @@ from broker_impl.storage.errors import (INVALID_PRODUCER_EPOCH, MESSAGE_TOO_LARG
                                         ProducerSequenceError)
 from broker_impl.storage.failure import DirFailureChannel
 from broker_impl.storage.log_config import LogConfig, parse_partition_dir_name, partition_dir_name
+from broker_impl.storage.log_flush import LogFlushing
 from broker_impl.storage.log_recovery import RecoverySummary, recover_segments, scan_epochs
 from broker_impl.storage.log_tail import TailCache
 from broker_impl.storage.log_trim import LogTrimming
@@ -94,7 +96,7 @@ def roll_jitter_ms(topic: str, partition: int, base_offset: int, roll_ms: int, j
 FLUSH_NEVER = 2**63 - 1   # log.flush.interval.messages' default: no flush by count
 
 
-class PartitionLog(TailCache, LogTrimming):
+class PartitionLog(TailCache, LogTrimming, LogFlushing):
     def __init__(self, *, log_dir: str, path: str, topic: str, partition: int, topic_id: uuid.UUID | None,
                  config: LogConfig, channel: DirFailureChannel, now_ms: NowMs) -> None:
         self.log_dir = log_dir
@@ -124,6 +126,8 @@ class PartitionLog(TailCache, LogTrimming):
         self._tail: tuple[list[int], list[int], list[int], bytearray, int, int] | None = None   # log_tail
         self._parent_unsynced = False  # a new log's dir entry, not yet synced in the log dir
         self._segment_entry_unsynced = False   # a rolled segment's entry, not yet synced in self.path
+        self._inflight: list = []      # what the flushes under way took (log_flush._Unsynced)
+        self._truncations = 0          # counts truncations: a flush across one keeps the recovery point
 
     # ---- creation and loading ------------------------------------------------------------
     @classmethod
@@ -143,7 +147,7 @@ class PartitionLog(TailCache, LogTrimming):
             else:
                 fsutil.fsync_dir(path)
         # The partition dir's own entry in the log dir is synced by the log's first flush or
-        # roll, before anything is durable in it (:meth:`_sync_parent`): an empty log lost in
+        # roll, before anything is durable in it (``_parent_unsynced``): an empty log lost in
         # a crash is created again from the metadata. Creating a 300-partition topic costs
         # each broker one fsync less per replica (Kafka syncs no dir at creation).
         plog._parent_unsynced = True
@@ -376,59 +380,6 @@ class PartitionLog(TailCache, LogTrimming):
         # syncs it and the new file's entry — a roll burst (every partition of a topic created
         # at once rolls in the same second) adds no fsyncs of its own in front of those flushes
         return new
-
-    # ---- flush ---------------------------------------------------------------------------
-    def flush(self) -> None:
-        """fsync every segment with unflushed data; the recovery point becomes the log end."""
-        with self._lock:
-            with self._channel.io(self.log_dir, "fsync"):
-                for seg in self._segments:
-                    if seg.base_offset in self._dirty:
-                        seg.flush()
-                if self._segment_entry_unsynced:     # a roll's new segment file
-                    fsutil.fsync_dir(self.path)
-                    self._segment_entry_unsynced = False
-                self._sync_parent()
-            if self._epochs_unpersisted:                 # before the recovery point moves past them
-                self._persist_epochs(self.epoch_cache.entries)
-            self._dirty.clear()
-            self._unflushed_messages = 0
-            self._last_flush_ms = self._now_ms()
-            self.recovery_point = self.log_end_offset
-
-    def flush_unless_closed(self) -> bool:
-        """A flush noted by :func:`flush_deferral.flush_due`: skipped if the log was closed
-        since (deleted, its dir offline, swapped out). True if it flushed."""
-        with self._lock:
-            if self.closed:
-                if self.is_offline:   # its append is not acked: the data never reached the disk
-                    raise KafkaStorageError(self.log_dir, None, "fsync",
-                                            f"{self.topic}-{self.partition}: {self.log_dir} went offline before the flush")
-                return False
-            self.flush()
-            return True
-
-    def _sync_parent(self) -> None:
-        """Sync the log dir once after this log was created, so that the partition dir
-        holding flushed data survives a crash (caller: inside an io block, lock held)."""
-        if self._parent_unsynced:
-            fsutil.fsync_dir(self.log_dir)
-            self._parent_unsynced = False
-
-    def maybe_flush(self, now_ms: int) -> bool:
-        """Time-based flush policy (log.flush.interval.ms); True if it flushed (or, in a dir job,
-        noted the flush for the dir's flush threads). A log whose lock is taken — most often by
-        a flush thread's fsync of it — waits for the next round instead of holding up the
-        caller's thread behind that fsync."""
-        if not self._lock.acquire(blocking=False):
-            return False   # an fsync of it (a flush thread) or another operation is under way: next round
-        try:
-            if self._dirty and now_ms - self._last_flush_ms >= self.config.flush_interval_ms:
-                flush_deferral.flush_due(self)   # in the maintenance job: on the dir's flush threads
-                return True
-            return False
-        finally:
-            self._lock.release()
 
     # ---- read ----------------------------------------------------------------------------
     def read(self, offset: int, max_bytes: int, upper_offset: int | None = None, min_one: bool = True) -> bytes:

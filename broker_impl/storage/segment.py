@@ -242,6 +242,23 @@ class LogSegment:
             os.fsync(self._index_fd)
             self._index_unsynced = False
 
+    def take_sync_fds(self, with_index: bool) -> tuple[list[int], bool]:
+        """For a flush that fsyncs outside its log's lock: duplicates of the .log's descriptor
+        and, if it changed since its last sync (or ``with_index``), the .index's, plus whether
+        the index is among them. A duplicate stays valid when the segment is closed or deleted
+        meanwhile (an fsync of the unlinked file is then harmless). The index counts as synced
+        from here: a write to it after this call marks it again. The caller closes the fds."""
+        index = with_index or self._index_unsynced
+        fds = [os.dup(self._log_fd)]
+        if index:
+            try:
+                fds.append(os.dup(self._index_fd))
+            except OSError:
+                os.close(fds[0])
+                raise
+        self._index_unsynced = False
+        return fds, index
+
     # ---- read ----------------------------------------------------------------------------
     def header_at(self, pos: int) -> bh.BatchHeader:
         return bh.read_header(_pread_exact(self._log_fd, bh.HEADER_BYTES, pos))

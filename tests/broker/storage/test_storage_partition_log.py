@@ -253,14 +253,26 @@ def test_flush_policy_by_messages_and_time(env):
     assert log.recovery_point == 6
 
 
+def _record_dir_syncs(monkeypatch) -> list[str]:
+    """The directories fsynced from now on, in order (a flush syncs dirs through duplicated
+    descriptors, fsutil.fsync_dir and atomic writes through their own: all are an os.fsync)."""
+    synced: list[str] = []
+    real = os.fsync
+
+    def recording(fd):
+        target = os.readlink(f"/proc/self/fd/{fd}")
+        if os.path.isdir(target):
+            synced.append(os.path.abspath(target))
+        return real(fd)
+    monkeypatch.setattr(os, "fsync", recording)
+    return synced
+
+
 def test_creation_syncs_the_partition_dir_and_the_first_flush_its_entry(env, monkeypatch):
     """A new log costs one dir sync (the partition dir, through the atomic partition.metadata
     write, after the segment files exist); the log dir's entry for it is synced by the first
     flush or roll (before anything in it is durable), once."""
-    from kafka_runtime import fsutil
-    synced: list[str] = []
-    real = fsutil.fsync_dir
-    monkeypatch.setattr(fsutil, "fsync_dir", lambda path: (synced.append(os.path.abspath(path)), real(path)))
+    synced = _record_dir_syncs(monkeypatch)
     log = env.new(LogConfig(flush_interval_messages=2))
     part, parent = os.path.abspath(log.path), os.path.abspath(env.dir)
     assert synced == [part]
@@ -483,10 +495,7 @@ def test_a_roll_inside_a_dir_job_leaves_its_fsyncs_to_a_background_flush(env, mo
     it notes the log for a flush nobody waits for (``soon``), and that flush does both (the new
     segment's entry included). An append due its count flush as well is awaited instead."""
     from broker_impl.storage import flush_deferral
-    from kafka_runtime import fsutil
-    synced: list[str] = []
-    real = fsutil.fsync_dir
-    monkeypatch.setattr(fsutil, "fsync_dir", lambda path: (synced.append(os.path.abspath(path)), real(path)))
+    synced = _record_dir_syncs(monkeypatch)
     log = env.new(LogConfig(segment_bytes=100))
     log.append_as_leader(make_batch(1), 0)
     log.flush()
@@ -553,10 +562,7 @@ def test_with_a_flush_by_count_a_roll_leaves_its_fsyncs_to_the_next_one(env, mon
     """No fsync of its own at a roll when a flush by count is configured: the next count flush
     syncs the old segment's tail, the new segment and the new file's dir entry."""
     from broker_impl.storage import flush_deferral
-    from kafka_runtime import fsutil
-    synced: list[str] = []
-    real = fsutil.fsync_dir
-    monkeypatch.setattr(fsutil, "fsync_dir", lambda path: (synced.append(os.path.abspath(path)), real(path)))
+    synced = _record_dir_syncs(monkeypatch)
     log = env.new(LogConfig(segment_bytes=100, flush_interval_messages=3))
     log.append_as_leader(make_batch(1), 0)
     synced.clear()
