@@ -15,6 +15,11 @@ daemon serves; a ``delay`` mode sleeps every block I/O) and, for each ``--delays
   answered (each answer comes after its fsync). With the fsyncs inline on the dir's one
   worker this is the "one after another" figure; with the flushes on the dir's flush threads
   (``broker_impl.storage.flush_deferral``) it approaches the "at once" one.
+- **append beside a flush**: one more log (no flush by count) gets a 1 KiB record, a thread
+  flushes it, and 5 ms into that flush another record is appended to the same log; figures:
+  the flush's time and that append's. With the fsync under the log's lock
+  (``broker_impl.storage.log_flush`` before it synced outside the lock) the append waits for
+  the rest of the fsync; outside the lock it does not.
 
 Each figure is the median of ``--rounds``. Prints a table and writes
 ``results/bench/slowdisk.json``. Needs root, loop devices and FUSE (says so and exits 0
@@ -82,6 +87,25 @@ def dir_io_appends(logs: list, dir_path: str) -> float:
         io.close()
 
 
+def append_beside_flush(log) -> tuple[float, float]:
+    """Seconds of a flush of ``log`` (1 KiB unsynced) and of an append to it 5 ms into that flush."""
+    log.append_as_leader(make_batch(1, 1024), 0)
+    took: list[float] = []
+
+    def flush() -> None:
+        t0 = time.perf_counter()
+        log.flush()
+        took.append(time.perf_counter() - t0)
+    th = threading.Thread(target=flush)
+    th.start()
+    time.sleep(0.005)
+    t = time.perf_counter()
+    log.append_as_leader(make_batch(1), 0)
+    appended = time.perf_counter() - t
+    th.join()
+    return took[0], appended
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--delays", default="0,50", help="ms of delay per block I/O, one figure set each")
@@ -114,25 +138,33 @@ def main() -> int:
         cfg = LogConfig(flush_interval_messages=1)
         logs = [PartitionLog.create(str(root), "bench", p, uuid.uuid4(), cfg, channel, lambda: int(time.time() * 1000))
                 for p in range(args.partitions)]
-        for log in logs:
+        lone = PartitionLog.create(str(root), "lone", 0, uuid.uuid4(), LogConfig(), channel,
+                                   lambda: int(time.time() * 1000))
+        for log in logs + [lone]:
             log.append_as_leader(make_batch(1), 0)     # the first flush syncs the log dir's entry
+        lone.flush()
         raw_fsync(root, args.partitions)               # the raw files exist before the delay
         for delay in [float(x) for x in args.delays.split(",") if x]:
             backend.set_mode(disk, FaultMode("delay", delay_ms=delay) if delay else FaultMode("ok"))
-            serial, together, dirio = [], [], []
+            serial, together, dirio, flushes, beside = [], [], [], [], []
             for _ in range(args.rounds):
                 s, c = raw_fsync(root, args.partitions)
                 serial.append(s)
                 together.append(c)
                 dirio.append(dir_io_appends(logs, str(root)))
+                f, a = append_beside_flush(lone)
+                flushes.append(f)
+                beside.append(a)
             row = {"delay_ms": delay, "partitions": args.partitions,
                    "raw_fsync_one_after_another_ms": round(statistics.median(serial) * 1000, 1),
                    "raw_fsync_at_once_ms": round(statistics.median(together) * 1000, 1),
-                   "dir_io_appends_answered_ms": round(statistics.median(dirio) * 1000, 1)}
+                   "dir_io_appends_answered_ms": round(statistics.median(dirio) * 1000, 1),
+                   "flush_ms": round(statistics.median(flushes) * 1000, 1),
+                   "append_beside_flush_ms": round(statistics.median(beside) * 1000, 2)}
             rows.append(row)
             print(f"  {json.dumps(row)}", flush=True)
         backend.set_mode(disk, FaultMode("ok"))
-        for log in logs:
+        for log in logs + [lone]:
             log.close()
     finally:
         if disk is not None:
@@ -140,10 +172,11 @@ def main() -> int:
         daemon.stop()
         shutil.rmtree(lab, ignore_errors=True)
     print(f"{args.partitions} partitions, 1 KiB append + fsync each (median of {args.rounds})")
-    print("delay ms  fsync one after another ms  fsync at once ms  dir I/O appends answered ms")
+    print("delay ms  fsync one after another ms  fsync at once ms  dir I/O appends answered ms  "
+          "flush ms  append beside it ms")
     for r in rows:
         print(f"{r['delay_ms']:>8} {r['raw_fsync_one_after_another_ms']:>27} {r['raw_fsync_at_once_ms']:>17} "
-              f"{r['dir_io_appends_answered_ms']:>28}")
+              f"{r['dir_io_appends_answered_ms']:>28} {r['flush_ms']:>9} {r['append_beside_flush_ms']:>19}")
     result = {"host": {"machine": platform.machine(), "cpus": os.cpu_count(), "python": platform.python_version(),
                        "loadavg_at_start": os.getloadavg()},
               "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "args": vars(args), "rows": rows}
