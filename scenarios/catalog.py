@@ -18,6 +18,7 @@ from harness.faults.schedule import (
     DiskFault, MoveReplica, NetworkFault, ProcessFault, ReplaceDisk, soak_schedule,
 )
 from broker_impl.groups.state.records import partition_for
+from broker_impl.storage.partition_log import FLUSH_NEVER
 from harness.scenario import CHECK_NAMES, Scenario
 from harness.scenario_sections import Expect, ServerConfigs, Topology, TopicSpec, Workload
 
@@ -222,10 +223,21 @@ def flaky_and_slow(*, bounce: bool = False, seed: int = 0) -> Scenario:
 def many_partitions(*, seed: int = 0) -> Scenario:
     """S15: S1 at a real shape — 300 partitions RF 3 (each broker leads 100 and follows 200,
     100 replicas per dir), 1000 records/s from 4 producers (3.3/s per partition, so each
-    partition's baseline holds ~30 ops before the fault)."""
+    partition's baseline holds ~30 ops before the fault).
+
+    With Kafka's flush policy (``log.flush.interval.messages`` never: the kernel writes back),
+    not the catalog's kafkatest-style fsync every 5 messages. At this shape that fsync, on every
+    replica, puts ~600 fsyncs a second on the lab's FUSE-backed loop devices and into every
+    follower round, and the cluster then runs in one of two states at the same broker CPU: a fast
+    one (followers' fetches ~250-375/s per leader, Produce 9-29 ms) or a backlog (75-140/s,
+    45-90 ms; client p50 0.3-1 s), often entered before the fault (docs/campaign.md, stops 31
+    and 32: with it `service` true in 1 of 5 quiet runs, with Kafka's policy 12 of 17). The probe
+    (``log.dir.probe.interval.ms``), the appends and the segment rolls still meet the failed dir
+    (detected in 34-61 ms p50 over the runs, at most 431 ms)."""
     return Scenario(
         id="S15", name="many-partitions-leader-dir-fails", seed=seed,
         description="300 partitions RF 3; fail the dir holding t1-0's leader replica (100 replicas) under load",
+        configs=ServerConfigs(log_flush_interval_messages=FLUSH_NEVER),
         workload=Workload(topics=(TopicSpec(name="t1", partitions=MANY_PARTITIONS),), rate_per_s=1000,
                           duration_ms=30000, drain_timeout_ms=60000),
         faults=(DiskFault(at_ms=MANY_FAULT_AT_MS, node=LEADER, dir=REPLICA_DIR, mode="error"),),
