@@ -43,6 +43,14 @@ class _Unsynced:
     parent: bool = False
 
 
+def _close_all(fds: list[int]) -> None:
+    for fd in fds:
+        try:
+            os.close(fd)
+        except OSError:   # a duplicate's close reports nothing about the data: the fsync did
+            pass
+
+
 class LogFlushing:
     def flush(self) -> None:
         """fsync every segment with unflushed data (outside the lock); the recovery point
@@ -70,8 +78,7 @@ class LogFlushing:
                 for fd in fds:
                     os.fsync(fd)
         finally:
-            for fd in fds:
-                os.close(fd)
+            _close_all(fds)
             with self._lock:
                 self._inflight.remove(taken)
         with self._lock:
@@ -101,8 +108,7 @@ class LogFlushing:
                 for path in ([self.path] if want.entry else []) + ([self.log_dir] if want.parent else []):
                     fds.append(os.open(path, os.O_RDONLY | os.O_DIRECTORY))
         except BaseException:
-            for fd in fds:
-                os.close(fd)
+            _close_all(fds)
             raise
         self._dirty.clear()
         self._unflushed_messages = 0
