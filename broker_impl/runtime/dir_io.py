@@ -146,7 +146,7 @@ class DirExecutor:
 
         def flush_one(plog: Any) -> None:
             try:
-                plog.flush_unless_closed()
+                plog.flush()
             except BaseException as exc:  # the storage layer reported it (dir offline)
                 with lock:
                     state["error"] = state["error"] or exc
@@ -165,7 +165,7 @@ class DirExecutor:
     @staticmethod
     def _flush_in_background(plog: Any) -> None:
         try:
-            plog.flush_unless_closed()
+            plog.flush()
         except BaseException:  # noqa: BLE001 - reported through the failure channel; nobody awaits it
             log.debug("background flush of %s failed", getattr(plog, "path", plog), exc_info=True)
 

@@ -52,18 +52,10 @@ def _close_all(fds: list[int]) -> None:
 
 
 class LogFlushing:
-    def flush(self) -> None:
+    def flush(self) -> bool:
         """fsync every segment with unflushed data (outside the lock); the recovery point
-        becomes the log end seen when the flush began. A closed log is skipped (an offline
-        one raises)."""
-        self._flush()
-
-    def flush_unless_closed(self) -> bool:
-        """A flush noted by :func:`flush_deferral.flush_due`: skipped if the log was closed
-        since (deleted, its dir offline, swapped out). True if it flushed."""
-        return self._flush()
-
-    def _flush(self) -> bool:
+        becomes the log end seen when the flush began. True if it flushed; a log closed since
+        the flush was noted (deleted, swapped out) is skipped, an offline one raises."""
         with self._lock:
             if self.closed:
                 if self.is_offline:   # its append is not acked: the data never reached the disk

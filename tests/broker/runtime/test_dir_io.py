@@ -97,13 +97,13 @@ def test_partition_locks_are_per_partition(tmp_path):
 
 
 class _Log:
-    """Stands for a PartitionLog in the flush-by-count path: ``flush_unless_closed`` waits
+    """Stands for a PartitionLog in the flush-by-count path: ``flush`` waits
     for ``gate`` (a barrier or an event), then counts or raises."""
 
     def __init__(self, gate=None, error: BaseException | None = None) -> None:
         self.gate, self.error, self.flushes = gate, error, 0
 
-    def flush_unless_closed(self) -> bool:
+    def flush(self) -> bool:
         if isinstance(self.gate, threading.Barrier):
             self.gate.wait(5)          # BrokenBarrierError unless every log flushes at once
         elif self.gate is not None:

@@ -57,6 +57,14 @@ def _in_thread(fn, name: str) -> tuple[threading.Thread, dict]:
     return t, out
 
 
+def _flush_at_gate(log, monkeypatch) -> tuple[FsyncGate, threading.Thread, dict]:
+    """A thread flushing ``log``, returned once its first .log fsync waits at the gate."""
+    gate = FsyncGate(monkeypatch)
+    flusher, out = _in_thread(log.flush, "flusher")
+    assert gate.entered.wait(5)
+    return gate, flusher, out
+
+
 @pytest.fixture
 def new_log(tmp_path, failures):
     channel = DirFailureChannel(failures)
@@ -74,9 +82,7 @@ def test_appends_and_reads_go_on_while_the_log_is_fsynced(new_log, monkeypatch):
     log = new_log()
     for _ in range(3):
         log.append_as_leader(make_batch(1), 0)
-    gate = FsyncGate(monkeypatch)
-    flusher, out = _in_thread(log.flush, "flusher")
-    assert gate.entered.wait(5)
+    gate, flusher, out = _flush_at_gate(log, monkeypatch)
     appender, appended = _in_thread(lambda: log.append_as_leader(make_batch(2), 0), "appender")
     appender.join(5)
     assert not appender.is_alive(), "the append waited for the fsync"
@@ -84,7 +90,7 @@ def test_appends_and_reads_go_on_while_the_log_is_fsynced(new_log, monkeypatch):
     assert log.read(3, 1000)                           # a read too
     gate.open()
     flusher.join(5)
-    assert out == {"value": None}
+    assert out == {"value": True}
     assert log.recovery_point == 3                     # what the flush took, not the append after it
     assert log._dirty                                  # that append waits for the next flush
     log.flush()
@@ -96,9 +102,7 @@ def test_a_flush_overlapping_another_also_syncs_what_the_first_took(new_log, mon
     must still not return (or move the recovery point) before the first one's data is synced."""
     log = new_log()
     log.append_as_leader(make_batch(2), 0)
-    gate = FsyncGate(monkeypatch)
-    first, first_out = _in_thread(log.flush, "first")
-    assert gate.entered.wait(5)
+    gate, first, first_out = _flush_at_gate(log, monkeypatch)
     log.append_as_leader(make_batch(1), 0)
     log.flush()                                         # the second, while the first is at the gate
     second = [name for thread, name in gate.calls if thread == threading.current_thread().name]
@@ -106,7 +110,7 @@ def test_a_flush_overlapping_another_also_syncs_what_the_first_took(new_log, mon
     assert log.recovery_point == 3
     gate.open()
     first.join(5)
-    assert first_out == {"value": None} and log.recovery_point == 3   # never down
+    assert first_out == {"value": True} and log.recovery_point == 3   # never down
 
 
 def test_a_truncation_during_the_fsync_keeps_the_recovery_point(new_log, monkeypatch):
@@ -115,16 +119,14 @@ def test_a_truncation_during_the_fsync_keeps_the_recovery_point(new_log, monkeyp
     log = new_log()
     for _ in range(5):
         log.append_as_leader(make_batch(1), 0)
-    gate = FsyncGate(monkeypatch)
-    flusher, out = _in_thread(log.flush, "flusher")
-    assert gate.entered.wait(5)
+    gate, flusher, out = _flush_at_gate(log, monkeypatch)
     assert log.truncate_to(2)
     for _ in range(3):
         log.append_as_leader(make_batch(1), 1)         # a new leader's data at offsets 2-4
     assert log.log_end_offset == 5
     gate.open()
     flusher.join(5)
-    assert out == {"value": None}
+    assert out == {"value": True}
     assert log.recovery_point == 0
     log.flush()
     assert log.recovery_point == 5
@@ -137,14 +139,12 @@ def test_segments_deleted_during_the_fsync_are_no_disk_failure(new_log, monkeypa
     for _ in range(8):
         log.append_as_leader(make_batch(1, 60), 0)
     assert log.segment_count >= 3
-    gate = FsyncGate(monkeypatch)
-    flusher, out = _in_thread(log.flush, "flusher")
-    assert gate.entered.wait(5)
+    gate, flusher, out = _flush_at_gate(log, monkeypatch)
     log.truncate_fully_and_start_at(100)
     assert log.segment_count == 1 and not os.path.exists(os.path.join(log.path, "00000000000000000000.log"))
     gate.open()
     flusher.join(5)
-    assert out == {"value": None}
+    assert out == {"value": True}
     assert not new_log.channel.is_offline(log.log_dir)
     assert log.recovery_point <= log.log_end_offset == 100
 
@@ -153,8 +153,8 @@ def test_a_closed_log_is_not_flushed_and_an_offline_one_says_so(new_log, failure
     log = new_log()
     log.append_as_leader(make_batch(1), 0)
     log.close()
-    assert log.flush_unless_closed() is False
+    assert log.flush() is False
     new_log.channel.report(log.log_dir, 5, "append")
     from broker_impl.storage.errors import KafkaStorageError
     with pytest.raises(KafkaStorageError):
-        log.flush_unless_closed()
+        log.flush()

@@ -470,7 +470,7 @@ def test_offset_for_timestamp_scans_headers(env):
 
 def test_flush_by_count_inside_a_dir_job_is_left_to_the_worker(env):
     """Within ``flush_deferral.collecting()`` (a dir worker's job) the append reaching the
-    count notes its log instead of fsyncing; ``flush_unless_closed`` is the worker's flush:
+    count notes its log instead of fsyncing; ``flush`` is the worker's flush:
     it flushes an open log, skips one closed since, and refuses one whose dir went offline."""
     from broker_impl.storage import flush_deferral
     from broker_impl.storage.errors import KafkaStorageError
@@ -478,16 +478,16 @@ def test_flush_by_count_inside_a_dir_job_is_left_to_the_worker(env):
     with flush_deferral.collecting() as noted:
         log.append_as_leader(make_batch(2), 0)
     assert noted.due == [log] and log.recovery_point == 0     # not flushed inside the job
-    assert log.flush_unless_closed() and log.recovery_point == 2
+    assert log.flush() and log.recovery_point == 2
     log.append_as_leader(make_batch(2), 0)             # outside a job: inline, as before
     assert log.recovery_point == 4
     log.close()
-    assert log.flush_unless_closed() is False           # deleted / swapped out: nothing to do
+    assert log.flush() is False           # deleted / swapped out: nothing to do
     other = env.new(LogConfig(flush_interval_messages=2), partition=1)
     other.close()
     env.channel.report(env.dir, 5, "append")
     with pytest.raises(KafkaStorageError):
-        other.flush_unless_closed()                    # its append must not be acked
+        other.flush()                    # its append must not be acked
 
 
 def test_a_roll_inside_a_dir_job_leaves_its_fsyncs_to_a_background_flush(env, monkeypatch):
@@ -504,7 +504,7 @@ def test_a_roll_inside_a_dir_job_leaves_its_fsyncs_to_a_background_flush(env, mo
         log.append_as_leader(make_batch(1), 0)          # rolls
     assert log.segment_count == 2 and (noted.due, noted.soon) == ([], [log])
     assert synced == [] and log.recovery_point == 1      # nothing synced inside the job
-    assert log.flush_unless_closed()
+    assert log.flush()
     assert synced == [os.path.abspath(log.path)] and log.recovery_point == 2
     counted = env.new(LogConfig(segment_bytes=100, flush_interval_messages=1), partition=1)
     counted.append_as_leader(make_batch(1), 0)
