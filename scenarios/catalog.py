@@ -33,6 +33,7 @@ __all__ = [
 FAULT_AT_MS = 5000
 MANY_PARTITIONS = 300
 MANY_FAULT_AT_MS = 10000
+KAFKA_ROLL_MS = 7 * 24 * 3600 * 1000   # log.roll.ms' default (log.roll.hours 168)
 BOUNCE_AFTER_MS = 1000
 CONTROLLER = "controller:3001"
 ACTIVE_CONTROLLER = "controller:active"
@@ -225,19 +226,25 @@ def many_partitions(*, seed: int = 0) -> Scenario:
     100 replicas per dir), 1000 records/s from 4 producers (3.3/s per partition, so each
     partition's baseline holds ~30 ops before the fault).
 
-    With Kafka's flush policy (``log.flush.interval.messages`` never: the kernel writes back),
-    not the catalog's kafkatest-style fsync every 5 messages. At this shape that fsync, on every
-    replica, puts ~600 fsyncs a second on the lab's FUSE-backed loop devices and into every
-    follower round, and the cluster then runs in one of two states at the same broker CPU: a fast
-    one (followers' fetches ~250-375/s per leader, Produce 9-29 ms) or a backlog (75-140/s,
-    45-90 ms; client p50 0.3-1 s), often entered before the fault (docs/campaign.md, stops 31
-    and 32: with it `service` true in 1 of 5 quiet runs, with Kafka's policy 12 of 17). The probe
-    (``log.dir.probe.interval.ms``), the appends and the segment rolls still meet the failed dir
-    (detected in 34-61 ms p50 over the runs, at most 431 ms)."""
+    With Kafka's storage policy, not the catalog's kafkatest-style one: no flush by count
+    (``log.flush.interval.messages`` never: the kernel writes back) and no roll by age within
+    the run (``log.roll.ms`` Kafka's 7 days). At this shape the catalog's values load the lab's
+    FUSE-backed loop devices, and the 2 cores that serve them, before any fault:
+    - the fsync every 5 messages, on every replica: ~600 fsyncs a second, in every follower
+      round; the cluster then ran in one of two states at the same broker CPU, a fast one
+      (Produce 9-29 ms) or a backlog (client p50 0.3-1 s), often entered before the fault
+      (stops 31-32: `service` true in 1 of 5 quiet runs; without it 12 of 17);
+    - the 3 s roll: all 900 replicas' segments reach the age together, so every ~3 s a burst of
+      900 rolls (a new segment each, and a background flush of the old one: ~1 ms of the
+      machine's CPU a roll, ``jbodlab bench slowdisk``). Stop 33, alternating quiet runs: with
+      it the before-fault p99 0.7-3.0 s and `service` true in 0 of 7; without it 0.09-0.68 s
+      and 9 of 13 (docs/status.md).
+    The probe (``log.dir.probe.interval.ms`` 500 ms) and the appends still meet the failed dir
+    (detected in 21-467 ms without the rolls, 20-439 ms with them)."""
     return Scenario(
         id="S15", name="many-partitions-leader-dir-fails", seed=seed,
         description="300 partitions RF 3; fail the dir holding t1-0's leader replica (100 replicas) under load",
-        configs=ServerConfigs(log_flush_interval_messages=FLUSH_NEVER),
+        configs=ServerConfigs(log_flush_interval_messages=FLUSH_NEVER, log_roll_ms=KAFKA_ROLL_MS),
         workload=Workload(topics=(TopicSpec(name="t1", partitions=MANY_PARTITIONS),), rate_per_s=1000,
                           duration_ms=30000, drain_timeout_ms=60000),
         faults=(DiskFault(at_ms=MANY_FAULT_AT_MS, node=LEADER, dir=REPLICA_DIR, mode="error"),),

@@ -86,6 +86,10 @@ MISSING: dict[tuple[str, str], str] = {}
 # a backlog before the fault). Stop 32 (fsyncs outside the log's lock since 7689893): that policy
 # 1 of 5; Kafka's (none by count) 12 of 17, the old locked flush 8 of 9 the same hour (stop 31's
 # slower hour: 0 of 5). S15 runs Kafka's policy since; marginal on 2 cores, hence still listed.
+# Stop 33: the catalog's 3 s roll put a burst of 900 rolls on the lab's disks every ~3 s (~1 ms of
+# the machine's CPU each): alternating quiet runs in a slow hour 0 of 7 with it (before-fault p99
+# 0.7-3.0 s), 6 of 8 without it (0.09-0.68 s). S15 runs Kafka's roll (7 days) since; the false runs
+# without it: outside partitions 1.1-1.4x past their bound, late in the run or on the two heirs.
 FAILOVER_MARGIN = ("300 partitions at 1000 records/s, a dir's leaders moving at once (100 to one broker until stop "
                    "27; 100 split between the other two after it: 13 of 15 quiet runs true, 2 of 3 suite passes "
                    "beside a CPU hog; 34 split 17/17 since stop 28's leaders-first layout: 9 of 11 quiet runs true, "
