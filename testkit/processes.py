@@ -200,7 +200,10 @@ class ControllerProcess(ProcessHandle):
         raise RuntimeError(f"kraft-controller did not listen within {timeout_s}s: {self.stderr()}")
 
     def _leads(self, sock: socket.socket) -> bool:
-        """DescribeQuorum (v0) over a plain socket: leader with a high watermark > 0?"""
+        """DescribeQuorum (v0) over a plain socket: the leader, having committed all it holds
+        (its high watermark > 0 and at its own log end)? A restarted lone voter leads at once,
+        with the high watermark it starts with (its snapshot's end) until its epoch's first
+        record is flushed: a reader in that window would see the snapshot without the tail."""
         payload = wire.encode_request(raft_wire.describe_request(0), 1, "testkit")
         sock.settimeout(2.0)
         sock.sendall(len(payload).to_bytes(4, "big") + payload)
@@ -212,7 +215,10 @@ class ControllerProcess(ProcessHandle):
             buf += chunk
         _, resp = wire.decode_response(buf[4:4 + int.from_bytes(buf[:4], "big")], ApiKey.DESCRIBE_QUORUM, 0)
         part = resp.topics[0].partitions[0]
-        return part.error_code == wire.ErrorCode.none and part.high_watermark > 0
+        if part.error_code != wire.ErrorCode.none or part.high_watermark <= 0:
+            return False
+        ends = [v.log_end_offset for v in part.current_voters if v.replica_id == part.leader_id]
+        return bool(ends) and part.high_watermark >= ends[0]
 
 
 @dataclass
