@@ -115,9 +115,8 @@ def append_beside_flush(log) -> tuple[float, float]:
 
 def machine_busy_ms() -> float:
     """CPU time the whole machine spent busy so far (every process and the kernel), ms."""
-    with open("/proc/stat") as f:
-        ticks = [int(x) for x in f.readline().split()[1:]]
-    return (sum(ticks) - ticks[3] - ticks[4]) * 1000 / os.sysconf("SC_CLK_TCK")
+    from harness.host_load import read_proc_stat
+    return read_proc_stat().busy * 1000 / os.sysconf("SC_CLK_TCK")
 
 
 def roll_burst(root: Path, n: int, rounds: int) -> dict:
