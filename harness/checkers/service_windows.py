@@ -13,7 +13,7 @@ from harness.checkers.replay import LOST, MIGRATING, UNASSIGNED, MetadataView
 from harness.history import History
 
 __all__ = ["WARMUP_MS", "MIN_BASELINE_OPS", "WINDOW_MIN_MS", "WINDOW_OPS", "MIN_WINDOW_OPS",
-           "DEGRADATION_WINDOW_MS", "INSTANT_FAULT_KINDS", "SERVICE_METRICS", "WINDOW_NAMES", "MS",
+           "DEGRADATION_WINDOW_MS", "PEER_MIN_OPS", "INSTANT_FAULT_KINDS", "SERVICE_METRICS", "WINDOW_NAMES", "MS",
            "ServiceBounds", "percentile", "ProduceOp", "produce_ops", "is_instant", "is_slow", "Windows",
            "service_windows", "fault_domain", "Rolling", "recovery_start", "slow_intervals",
            "recovery_reference"]
@@ -24,6 +24,7 @@ WINDOW_MIN_MS = 1000        # rolling windows are at least this wide …
 WINDOW_OPS = 10             # … and wide enough for this many ops at the baseline rate
 MIN_WINDOW_OPS = 5          # a rolling window with fewer ops never counts as recovered
 DEGRADATION_WINDOW_MS = 5000  # an outside partition degrades when its p50 over this long is beyond the bound
+PEER_MIN_OPS = 100          # a leader's pooled baseline p99 counts only with this many ops (a real p99)
 INSTANT_FAULT_KINDS = ("restart", "replace-disk", "move-replica")   # fault_kind labels without a heal
 MS = 1_000_000
 WINDOW_NAMES = ("before", "during", "after")

@@ -361,3 +361,63 @@ def test_a_slow_follower_in_an_isr_holds_up_what_its_leader_leads():
     a = run([3, 1])                      # broker 2's copy out of the ISR: nothing waits for it
     by = {p.name: p for p in a.partitions}
     assert by["t1-3"].outside and a.valid is False
+
+
+# ---------------------------------------------------------------- the peers' tail (S15's shape)
+SLOW_FAULT = 23000     # 1 op/s per partition: 22 baseline ops after the warm-up
+PEERS = range(2, 22)   # 20 partitions led by broker 2, every replica on each broker's d2 (outside)
+
+
+def many(blip_after: float, slow_partition: int | None = None) -> H:
+    """S15's shape in small: t1-0 in the failed dir (alone on its leader, 1 s without acks after
+    the fault), 20 outside partitions of one leader at 1 op/s and 20 ms. The leader has an
+    occasional slow second: before the fault half of its partitions saw one 150 ms produce (so
+    the other half's own 22-op baselines never did), and ``blip_after`` ms after it every
+    partition sees one. ``slow_partition``: every third of its produces takes 350 ms for 15 s
+    after the fault (its p50 unchanged: only the tail can tell)."""
+    h = H().register_all(0).layout(1)
+    for p in PEERS:
+        h.partition(1, p, 2, [2, 3, 1], [2, 3, 1], [DIRS[2][1], DIRS[3][1], DIRS[1][1]])
+    h.disk_fault(SLOW_FAULT, 1, 0, fault_id="f0")
+    end = SLOW_FAULT + 40000
+    blip = SLOW_FAULT + blip_after
+    Ops(h, 0).run(0, SLOW_FAULT, 20, step=1000).run(SLOW_FAULT, SLOW_FAULT + 1000, 30, step=1000, outcome="info") \
+        .run(SLOW_FAULT + 1000, end, 20, step=1000)
+    for p in PEERS:
+        def lat(t, p=p):
+            if slow_partition == p and SLOW_FAULT <= t < SLOW_FAULT + 15000 and int(t // 1000) % 3 == 0:
+                return 350
+            if (p < 12 and 10000 <= t < 11000) or blip <= t < blip + 1000:
+                return 150
+            return 20
+        Ops(h, p).run(p * 10, end, lat, step=1000)
+    return h
+
+
+def test_one_slow_second_of_the_leader_is_not_a_lost_recovery():
+    a = analyse_service(SC, many(blip_after=6000).build())
+    assert a.valid is True, a.summary
+    by = {p.partition: p for p in a.partitions}
+    quiet, blipped = by[12], by[2]        # its own baseline never saw a slow second / did
+    assert quiet.stats["before"]["n"] >= MIN_BASELINE_OPS and quiet.stats["before"]["p99_ms"] == 20.0
+    assert quiet.peer_p99_ms == 150.0 and quiet.bound_p99_ms == 300.0 and quiet.recovery_ms["f0"] == 0.0
+    assert blipped.stats["before"]["p99_ms"] > 100 and blipped.bound_p99_ms == 300.0
+    assert by[0].peer_p99_ms is None       # 22 pooled ops: too few for a p99, its own is used
+
+
+def test_with_its_own_baseline_alone_the_same_second_was_a_lost_recovery(monkeypatch):
+    # what the check did before the peers' tail: 20 ms baselines, a bound of 120 ms, and the
+    # 150 ms second kept every window of the next 10 s "not recovered"
+    import harness.checkers.service as service
+    monkeypatch.setattr(service, "_peer_baseline_p99", lambda *a: {})
+    a = analyse_service(SC, many(blip_after=6000).build())
+    assert a.valid is False and "t1-12 (outside): f0: rolling p99 back within 120 ms only after" in a.summary
+
+
+def test_a_partition_slower_than_its_leaders_tail_still_fails():
+    a = analyse_service(SC, many(blip_after=6000, slow_partition=12).build())
+    assert a.valid is False
+    p = {p.partition: p for p in a.partitions}[12]
+    assert p.bound_p99_ms == 300.0 and p.recovery_ms["f0"] >= 13000
+    assert p.worst_p50_ms <= p.bound_p50_ms and len(p.problems) == 1   # only the tail tells
+    assert "t1-12 (outside): f0: rolling p99 back within 300 ms only after" in a.summary and all(q.valid is True for q in a.partitions if q.partition != 12)
