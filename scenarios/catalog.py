@@ -32,7 +32,9 @@ __all__ = [
 
 FAULT_AT_MS = 5000
 MANY_PARTITIONS = 300
-MANY_FAULT_AT_MS = 10000
+MANY_RATE_PER_S = 300          # 1 record/s per partition (S15's docstring: the lab's capacity)
+MANY_FAULT_AT_MS = 23000       # 1 s warm-up + 22 baseline ops per partition (the check needs 20)
+MANY_AFTER_FAULT_MS = 22000    # a recovery plus one more 10-op window (10 s at 1/s), then some
 KAFKA_ROLL_MS = 7 * 24 * 3600 * 1000   # log.roll.ms' default (log.roll.hours 168)
 BOUNCE_AFTER_MS = 1000
 CONTROLLER = "controller:3001"
@@ -223,16 +225,25 @@ def flaky_and_slow(*, bounce: bool = False, seed: int = 0) -> Scenario:
 
 def many_partitions(*, seed: int = 0) -> Scenario:
     """S15: S1 at a real shape — 300 partitions RF 3 (each broker leads 100 and follows 200,
-    100 replicas per dir), 1000 records/s from 4 producers (3.3/s per partition, so each
-    partition's baseline holds ~30 ops before the fault).
+    100 replicas per dir), 300 records/s from 4 producers: 1/s per partition, so the fault
+    comes at 23 s for each partition's baseline to hold the service check's 20 ops, and the
+    workload runs 22 s past it (a rolling window is 10 ops wide: 10 s at this rate).
+
+    The load is what the lab carries with headroom on the slowest 2-core machine it has met
+    (2026-12-01: ~2.5x slower per core than 2026-11-28's). Every record is its own
+    ProduceRequest (librdkafka sends one partition per request) and its own fetch round on
+    both followers, ~4 ms of the brokers' CPU a record there; 300/s kept the host 70-90 % busy
+    (brokers ~1.2 cores), 500/s 90 % and 1000/s saturated it before any fault (baseline p50
+    0.6-1 s: the service check rightly false, and blind to the fault). Until stop 34 S15
+    offered 1000/s (3.3/s per partition, the fault at 10 s), which fitted the faster machines.
 
     With Kafka's storage policy, not the catalog's kafkatest-style one: no flush by count
     (``log.flush.interval.messages`` never: the kernel writes back) and no roll by age within
     the run (``log.roll.ms`` Kafka's 7 days). At this shape the catalog's values load the lab's
     FUSE-backed loop devices, and the 2 cores that serve them, before any fault:
-    - the fsync every 5 messages, on every replica: ~600 fsyncs a second, in every follower
-      round; the cluster then ran in one of two states at the same broker CPU, a fast one
-      (Produce 9-29 ms) or a backlog (client p50 0.3-1 s), often entered before the fault
+    - the fsync every 5 messages, on every replica: ~600 fsyncs a second at 1000/s, in every
+      follower round; the cluster then ran in one of two states at the same broker CPU, a fast
+      one (Produce 9-29 ms) or a backlog (client p50 0.3-1 s), often entered before the fault
       (stops 31-32: `service` true in 1 of 5 quiet runs; without it 12 of 17);
     - the 3 s roll: all 900 replicas' segments reach the age together, so every ~3 s a burst of
       900 rolls (a new segment each, and a background flush of the old one: ~1 ms of the
@@ -245,8 +256,8 @@ def many_partitions(*, seed: int = 0) -> Scenario:
         id="S15", name="many-partitions-leader-dir-fails", seed=seed,
         description="300 partitions RF 3; fail the dir holding t1-0's leader replica (100 replicas) under load",
         configs=ServerConfigs(log_flush_interval_messages=FLUSH_NEVER, log_roll_ms=KAFKA_ROLL_MS),
-        workload=Workload(topics=(TopicSpec(name="t1", partitions=MANY_PARTITIONS),), rate_per_s=1000,
-                          duration_ms=30000, drain_timeout_ms=60000),
+        workload=Workload(topics=(TopicSpec(name="t1", partitions=MANY_PARTITIONS),), rate_per_s=MANY_RATE_PER_S,
+                          duration_ms=MANY_FAULT_AT_MS + MANY_AFTER_FAULT_MS, drain_timeout_ms=60000),
         faults=(DiskFault(at_ms=MANY_FAULT_AT_MS, node=LEADER, dir=REPLICA_DIR, mode="error"),),
         checks=("durability", "failover", "liveness", "metadata_invariants", "fencing", "service"),
         expect=Expect(outcomes={LEADER: "alive"}, leader_moves=True, failover_within_ms=15000,
