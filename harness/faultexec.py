@@ -14,12 +14,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.faults.schedule import (ACTIVE_CONTROLLER, DiskFault, MoveReplica, NetworkFault, ProcessFault, RefBindings, ReplaceDisk,
-                                     fault_seed)
+from harness.faults.schedule import (ACTIVE_CONTROLLER, DIR_LOSING_MODES, DiskFault, MoveReplica, NetworkFault,
+                                     ProcessFault, RefBindings, ReplaceDisk, fault_seed)
 from harness.history import fault_healed_event, fault_injected_event
 from harness.ledger import LedgerWriter
 from harness.node_configs import BROKER_PORT, META_DIR
 from harness.services import Services
+from infra import host
 from kafka_common import ids
 from kafka_common.wire import ApiKey
 
@@ -182,7 +183,7 @@ class FaultExecutor:
             elif fault.action == "pause":
                 self.svc.pause(node_id)
             else:
-                self.svc.restart(node_id, clean=fault.clean)
+                self.svc.restart(node_id, clean=fault.clean, while_down=lambda: self._cold_disks(index, node_id))
                 act.healed = True
             self.say(f"f{index}: {fault.action} {name}")
         elif isinstance(fault, ReplaceDisk):
@@ -195,6 +196,22 @@ class FaultExecutor:
             raise ValueError(f"unknown fault {fault!r}")
         self.active[index] = act
         return act
+
+    def _cold_disks(self, index: int, node_id: int) -> None:
+        """A restart of a node whose disk a fault took away finds that disk cold (the page cache
+        dropped while the node is down): its start-up reads ``meta.properties`` from the dead
+        device, not from a cached copy, as it would after a reboot."""
+        dead = [a for a in self.active.values() if a.node_id == node_id and not a.healed
+                and isinstance(a.fault, DiskFault) and a.fault.mode in DIR_LOSING_MODES]
+        if not dead:
+            return
+        try:
+            host.drop_page_cache()
+        except Exception as exc:  # noqa: BLE001 - the restart goes on with a warm cache, said so
+            self.errors.append(f"f{index}: {exc}")
+            return
+        self.ledger.action(time.time_ns(), "page_cache_dropped", node_id, fault_id=f"f{index}",
+                           dead_disk_faults=[f"f{a.index}" for a in dead])
 
     def heal(self, index: int) -> None:
         act = self.active.get(index)

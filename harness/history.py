@@ -10,7 +10,7 @@ clock) and numbered by ``index``:
   ``value_id``; a consumed record is a single ``ok`` consume op.
 - :class:`Event` with ``source="harness"`` — the runner's actions: ``fault_injected``,
   ``fault_healed``, ``first_io_error_observed``, ``node_started``, ``node_exited``,
-  ``node_status``; with ``source="client"``: ``drained`` (the drain consumer reached
+  ``node_status``, ``page_cache_dropped`` (a node with a dead disk restarted cold); with ``source="client"``: ``drained`` (the drain consumer reached
   ``offset`` = end of ``topic``/``partition``).
 - :class:`Event` with ``source="node"`` — a line of a node's event log (interfaces.md).
 
@@ -35,7 +35,7 @@ __all__ = [
 OP_TYPES = ("invoke", "ok", "fail", "info")
 OP_FS = ("produce", "consume")
 HARNESS_ACTIONS = ("fault_injected", "fault_healed", "first_io_error_observed", "node_started",
-                   "node_exited", "node_status")
+                   "node_exited", "node_status", "page_cache_dropped")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

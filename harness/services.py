@@ -161,11 +161,14 @@ class Services:
             self._wait_state(node_id, ("exited", "missing"), 15.0)
         return self._record_exit(node_id, expected=True)
 
-    def restart(self, node_id: int, *, clean: bool = True) -> None:
+    def restart(self, node_id: int, *, clean: bool = True, while_down: Callable[[], None] | None = None) -> None:
+        """Stop (SIGTERM, or kill) and start again; ``while_down`` runs in between."""
         if clean:
             self.stop(node_id)
         else:
             self.kill(node_id)
+        if while_down is not None:
+            while_down()
         self.start(node_id)
 
     def pause(self, node_id: int) -> None:

@@ -99,3 +99,17 @@ def ensure_fusectl(say: Say = _quiet) -> None:
     proc = _cmd.run(["mount", "-t", "fusectl", "fusectl", str(FUSECTL_DIR)], check=False)
     if proc.returncode != 0 and not fusectl_mounted():
         raise SetupError(f"cannot mount fusectl on {FUSECTL_DIR}: {proc.stderr.strip()}")
+
+
+DROP_CACHES = Path("/proc/sys/vm/drop_caches")
+
+
+def drop_page_cache() -> None:
+    """Drop the kernel's clean page cache, dentries and inodes (``drop_caches`` 3; dirty pages
+    stay). A node restarted after its disk died then finds that disk cold: what it reads at
+    start-up (``meta.properties``, checkpoints) reaches the failed device instead of a cached
+    copy, as after a reboot. Needs root."""
+    try:
+        DROP_CACHES.write_text("3\n")
+    except OSError as exc:
+        raise SetupError(f"cannot drop the page cache ({DROP_CACHES}): {exc.strerror or exc}") from exc

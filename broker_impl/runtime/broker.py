@@ -178,11 +178,11 @@ class BrokerRuntime:
             log_dir_failure_timeout_ms=cfg.log_dir_failure_timeout_ms,
             initial_registration_timeout_ms=extra_ms(cfg, "initial.broker.registration.timeout.ms", 60000),
             controlled_shutdown_timeout_ms=extra_ms(cfg, "controlled.shutdown.timeout.ms", 30000)),
-            dirs, dir_set.metadata_dir.directory_id, self.rng, existing, metadata_dir_path=dir_set.metadata_dir.path)
+            dirs, dir_set.metadata_dir.directory_id, self.rng, existing, metadata_dir_path=dir_set.metadata_dir.path,
+            unidentified_offline_dirs=tuple(d.path for d in dir_set.data_dirs if not d.online))
         self.links = links = ControllerLinks(cfg)
         requests = ControllerRequests(self, links, dir_set.cluster_id, self.incarnation_id)
-        offline_at_start = frozenset(d.directory_id for d in dir_set.offline_at_start if d.directory_id is not None)
-        self.dataplane = dataplane = DataPlane(self, requests, dir_set.cluster_id, offline_at_start)
+        self.dataplane = dataplane = DataPlane(self, requests, dir_set.cluster_id)
         metadata = MetadataFollower(self, links.metadata, on_changes=dataplane.on_image_changes,
                                     on_ready=lambda: self.spawn(dataplane.start_listener()))
         maintenance = Maintenance(self.lm, self.dir_io, self.now_ms, cfg.log_dir_probe_interval_ms,

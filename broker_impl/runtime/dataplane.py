@@ -92,13 +92,12 @@ class FetchHost:
 
 
 class DataPlane:
-    def __init__(self, host: Host, requests: ControllerRequests, cluster_id: str,
-                 offline_at_start: frozenset[uuid.UUID]) -> None:
+    def __init__(self, host: Host, requests: ControllerRequests, cluster_id: str) -> None:
         self.host = host
         cfg = host.cfg
         self.listener = client_listener(cfg)
         listener_name = self.listener.name if self.listener is not None else "PLAINTEXT"
-        self.view = RuntimeView(host, requests, cluster_id, listener_name, offline_at_start)
+        self.view = RuntimeView(host, requests, cluster_id, listener_name)
         self.fetchers = FetcherManager(FetchHost(host, listener_name), wait_max_ms=cfg.replica_fetch_wait_max_ms,
                                        max_bytes=cfg.replica_fetch_max_bytes,
                                        on_truncated=lambda tp, offset: host.events.emit(

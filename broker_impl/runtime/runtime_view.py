@@ -61,8 +61,7 @@ def _assign_epoch_start(plog: Any, epoch: int) -> None:
 
 
 class RuntimeView(LogManagerView):
-    def __init__(self, host: Host, requests: ControllerRequests, cluster_id: str, listener_name: str,
-                 offline_at_start: frozenset[uuid.UUID]) -> None:
+    def __init__(self, host: Host, requests: ControllerRequests, cluster_id: str, listener_name: str) -> None:
         cfg = host.cfg
         super().__init__(node_id=cfg.node_id, cluster_id=cluster_id, listener_name=listener_name,
                          image=host.image, log_manager=host.lm, controller=requests, mover=CoreMover(host),
@@ -72,18 +71,13 @@ class RuntimeView(LogManagerView):
                          static_config=tc.static_from_server_config(cfg.raw, default_text))
         self.host = host
         self.requests = requests
-        self.offline_at_start = offline_at_start
         self.lag_time_max_ms = cfg.replica_lag_time_max_ms
         self.leaders: dict[tuple[uuid.UUID, int], LeaderIsr] = {}
         self.api: ApiContext | None = None
 
     # ------------------------------------------------------------------ status (the core's)
     def is_partition_offline(self, topic_id: uuid.UUID, partition: int) -> bool:
-        if self.host.core.replicas.is_offline(topic_id, partition):
-            return True
-        reg = self.image.partition(topic_id, partition)
-        return reg is not None and self.node_id in reg.replicas and \
-            reg.directory(self.node_id) in self.offline_at_start
+        return self.host.core.replicas.is_offline(topic_id, partition)
 
     def dir_online(self, dir_id: uuid.UUID | None, path: str) -> bool:
         dirs = self.host.core.log_dirs

@@ -48,9 +48,10 @@ class CoreConfig:
 
 class BrokerCore:
     def __init__(self, config: CoreConfig, dirs: Iterable[LogDirInfo], metadata_dir_id: uuid.UUID | None,
-                 rng, existing_logs: Iterable[ExistingLog] = (), *, metadata_dir_path: str | None = None) -> None:
+                 rng, existing_logs: Iterable[ExistingLog] = (), *, metadata_dir_path: str | None = None,
+                 unidentified_offline_dirs: tuple[str, ...] = ()) -> None:
         self.config = config
-        self.log_dirs = LogDirs(tuple(dirs), metadata_dir_id, metadata_dir_path)
+        self.log_dirs = LogDirs(tuple(dirs), metadata_dir_id, metadata_dir_path, unidentified_offline_dirs)
         self.lifecycle = Lifecycle(self.log_dirs.registration_dirs, LifecycleConfig(
             heartbeat_interval_ms=config.heartbeat_interval_ms, session_timeout_ms=config.session_timeout_ms,
             initial_registration_timeout_ms=config.initial_registration_timeout_ms,

@@ -33,10 +33,18 @@ def sort_dir_ids(ids) -> tuple[uuid.UUID, ...]:
 class LogDirs:
     """Data dirs of one broker process. ``metadata_dir_id`` may be one of the data dirs
     (Kafka's default: the first of ``log.dirs``) or a separate dir (``metadata_dir_path``
-    names it in the halt reason)."""
+    names it in the halt reason).
+
+    ``unidentified_offline``: paths of configured data dirs that were offline at start-up
+    with no readable identity (EIO on ``meta.properties``, unmountable, not a directory).
+    They have no id, so they are not in the registration and no heartbeat can name them, but
+    they are offline dirs of this broker: :attr:`any_offline` counts them, so a replica the
+    metadata places in a dir id this broker does not know is never re-created in another dir
+    while one of them is missing (the KIP's "unknown dir and any dir offline: do nothing";
+    Kafka's ``hasOfflineLogDirs`` since KAFKA-16234)."""
 
     def __init__(self, dirs: list[LogDirInfo] | tuple[LogDirInfo, ...], metadata_dir_id: uuid.UUID | None,
-                 metadata_dir_path: str | None = None) -> None:
+                 metadata_dir_path: str | None = None, unidentified_offline: tuple[str, ...] = ()) -> None:
         if not dirs:
             raise ValueError("log.dirs: at least one log directory is required")
         seen: dict[uuid.UUID, str] = {}
@@ -51,6 +59,7 @@ class LogDirs:
         self._offline: dict[uuid.UUID, None] = {d.dir_id: None for d in dirs if not d.online}
         self.metadata_dir_id = metadata_dir_id
         self.metadata_dir_path = metadata_dir_path
+        self.unidentified_offline: tuple[str, ...] = tuple(unidentified_offline)
         # Registration LogDirs: every data dir whose id is known at start, fixed for the
         # process. Dirs already offline at start are in it and reported offline by the
         # first heartbeat (an id the controller never saw would fail the heartbeat).
@@ -83,7 +92,9 @@ class LogDirs:
 
     @property
     def any_offline(self) -> bool:
-        return bool(self._offline)
+        """Some configured data dir is offline: failed since start, offline at start, or
+        unreadable at start (no id)."""
+        return bool(self._offline) or bool(self.unidentified_offline)
 
     def start_check(self) -> list:
         """Effects at start-up: halt if no dir is usable or the metadata dir is offline;
@@ -115,7 +126,7 @@ class LogDirs:
         out: list = [MarkDirOffline(dir_id),
                      event("dir_offline", dir_id=to_base64(dir_id), path=path, errno=errno, op=op)]
         reason = None
-        if len(self._order) == 1:
+        if len(self._order) + len(self.unidentified_offline) == 1:
             reason = f"the only log dir {path} failed ({op}: errno {errno})"
         elif dir_id == self.metadata_dir_id:
             reason = f"the metadata log dir {path} failed ({op}: errno {errno})"

@@ -36,7 +36,7 @@ from broker_impl.state.effects import (BecomeFollower, BecomeLeader, CreateLog, 
                                        QueueAssignment, RenameStray, StartDirMover, StartFetcher, StopFetcher, SwapFutureLog,
                                        TopicPartition, UpdateLeaderState, event)
 from broker_impl.state.log_dirs import LogDirs
-from kafka_common.ids import UNASSIGNED, TopicId
+from kafka_common.ids import UNASSIGNED, TopicId, to_base64
 from kafka_common.metadata.model import PartitionRegistration
 
 REASON_DELTA = "Applying metadata delta"
@@ -128,7 +128,13 @@ class ReplicaManager:
         dir_id = lr.dir_id
         if dir_id is None and lr.registration is not None and self.broker_id in lr.registration.replicas:
             dir_id = lr.registration.directory(self.broker_id)
-        return dir_id is not None and self.log_dirs.is_known(dir_id) and not self.log_dirs.is_online(dir_id)
+        if dir_id is None:
+            return False
+        if self.log_dirs.is_known(dir_id):
+            return not self.log_dirs.is_online(dir_id)
+        # a dir id this broker does not know (LOST, MIGRATING, a dir unreadable at start-up)
+        # while a dir is offline: the replica is not placed (``_place``) and is offline here
+        return lr.hosted is Hosted.PENDING and dir_id != UNASSIGNED and self.log_dirs.any_offline
 
     def leader_epoch(self, topic_id: TopicId, partition: int) -> int | None:
         """The leader epoch of a partition this broker leads (per the metadata applied to
@@ -217,12 +223,15 @@ class ReplicaManager:
         # of another replica would re-send an UNASSIGNED replica's assignment)
         if not (lr.hosted is Hosted.ONLINE and prev is not None
                 and prev.directory(self.broker_id) == new.directory(self.broker_id)):
-            out += self._place(lr, new, promotions_in_flight)
+            out += self._place(lr, new, promotions_in_flight,
+                               prev.directory(self.broker_id) if prev is not None and self.broker_id in prev.replicas
+                               else None)
         if lr.hosted is Hosted.ONLINE:
             out += self._transition(lr, prev, new)
         return out
 
-    def _place(self, lr: LocalReplica, new: PartitionRegistration, promotions_in_flight) -> list:
+    def _place(self, lr: LocalReplica, new: PartitionRegistration, promotions_in_flight,
+               prev_dir: uuid.UUID | None = None) -> list:
         tp, md = lr.tp, new.directory(self.broker_id)
         log = self.logs.get(tp)
         if log is not None and log[0] != new.topic_id:
@@ -248,9 +257,14 @@ class ReplicaManager:
             if tp in promotions_in_flight:
                 return []  # §5.5: do not flip the assignment back while a promotion is in flight
             return [self._assign(lr, cur)]
-        # unknown, LOST, MIGRATING or an offline dir of ours
+        # unknown, LOST, MIGRATING or an offline dir of ours. With any dir offline the replica
+        # may live in it (a dir unreadable at start-up has no id to compare): never created
+        # elsewhere, never re-assigned (KAFKA-16234); it stays PENDING, offline to clients
         if dirs.any_offline:
-            return []
+            if prev_dir == md:
+                return []
+            return [event("replica_offline", topic=tp.topic, partition=tp.partition, dir_id=to_base64(md),
+                          reason="assigned to a dir that is not online here while a dir of this broker is offline")]
         return self._attach_or_create(lr, log)
 
     def _attach_or_create(self, lr: LocalReplica, log) -> list:

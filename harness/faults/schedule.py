@@ -52,7 +52,7 @@ from typing import Any, ClassVar, Union
 
 
 __all__ = [
-    "DISK_MODES", "NETWORK_ACTIONS", "PROCESS_ACTIONS", "FAULT_KINDS",
+    "DISK_MODES", "DIR_LOSING_MODES", "NETWORK_ACTIONS", "PROCESS_ACTIONS", "FAULT_KINDS",
     "DiskFault", "NetworkFault", "ProcessFault", "ReplaceDisk", "MoveReplica", "Fault",
     "NodeRef", "ACTIVE_CONTROLLER", "parse_node_ref", "parse_dir_ref", "fault_to_dict", "FAULT_CLASSES", "SIGNALS",
     "soak_schedule", "end_ms", "fault_label", "RefBindings", "fault_seed",
@@ -60,6 +60,8 @@ __all__ = [
 
 # the kinds infra.faults.DiskFaultHandle injects (error-writes fails writes and fsync)
 DISK_MODES = ("error", "error-reads", "error-writes", "flaky", "delay", "enospc", "remove")
+# the disk modes that can take a dir away from its broker (all but a slow disk)
+DIR_LOSING_MODES = tuple(m for m in DISK_MODES if m != "delay")
 NETWORK_ACTIONS = ("partition", "isolate", "delay", "loss")
 PROCESS_ACTIONS = ("kill", "pause", "restart")
 SIGNALS = ("SIGKILL", "SIGTERM")

@@ -11,6 +11,7 @@ from harness.checkers.liveness import check_liveness
 from harness.checkers.metadata import check_metadata_invariants
 from harness.checkers.timeout import check_timeout_accuracy
 from scenarios import catalog
+from harness.checkers.replay import LOST as LOST_B64
 from tests.harness.builders import DIRS, H
 
 pytestmark = pytest.mark.unit
@@ -478,3 +479,37 @@ def test_liveness_fence_after_halt_late_or_unknown():
     assert late.valid is False and "fenced only 3900 ms" in late.summary
     assert run(None, 7000).valid == UNKNOWN
     assert run(8600, 30_000).valid is True
+
+
+def test_a_replica_reassigned_out_of_its_failed_dir_is_a_violation_KAFKA_16234():
+    """Issue 41: the bounce variants' bug as the lab sees it — broker 1 restarted with d1 dead
+    registers d2, d3 and assigns t1-0 to d2 (re-created there)."""
+    h = s1_history()
+    h.ctl(7000, "registered", broker_id=1, log_dirs=DIRS[1][1:], fenced=True, broker_epoch=20)
+    h.partition(7200, 0, 2, [2, 3], [1, 2, 3], [DIRS[1][1], DIRS[2][0], DIRS[3][0]], reason="assign_replicas_to_dirs")
+    r = check_metadata_invariants(S1, h.build())
+    assert r.valid is False and "moved from its failed dir" in r.summary
+    assert r.details["violations"][0]["invariant"] == "offline_replica_kept"
+
+
+def test_a_replaced_disk_or_a_lost_dir_or_a_requested_move_is_not_a_violation():
+    # the disk replaced: the replica is re-created in another dir afterwards
+    h = s1_history()
+    h.harness(6000, "fault_injected", 1, fault_id="f9", kind="replace-disk", dir_ids=[DIRS[1][0]])
+    h.partition(7200, 0, 2, [2, 3], [1, 2, 3], [DIRS[1][1], DIRS[2][0], DIRS[3][0]], reason="assign_replicas_to_dirs")
+    assert check_metadata_invariants(S1, h.build()).valid is True
+    # LOST (a move's source failed, D6)
+    h = s1_history()
+    h.partition(7200, 0, 2, [2, 3], [1, 2, 3], [LOST_B64, DIRS[2][0], DIRS[3][0]], reason="lost")
+    assert check_metadata_invariants(S1, h.build()).valid is True
+    # a move the scenario asked for (its swap may land just as the source fails)
+    h = s1_history()
+    h.harness(4990, "fault_injected", 1, fault_id="f8", kind="move-replica", topic="t1", partition=0,
+              dir_ids=[DIRS[1][1]])
+    h.partition(5200, 0, 2, [2, 3], [1, 2, 3], [DIRS[1][1], DIRS[2][0], DIRS[3][0]], reason="assign_replicas_to_dirs")
+    assert check_metadata_invariants(S1, h.build()).valid is True
+    # a slow disk takes no dir away
+    h = H().register_all(0).layout(1)
+    h.disk_fault(5000, 1, 0, mode="delay")
+    h.partition(7200, 0, 1, [1, 2, 3], [1, 2, 3], [DIRS[1][1], DIRS[2][0], DIRS[3][0]], reason="assign_replicas_to_dirs")
+    assert check_metadata_invariants(S1, h.build()).valid is True

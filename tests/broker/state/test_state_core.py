@@ -9,7 +9,7 @@ from broker_impl.state.log_dirs import LogDirInfo
 from broker_impl.state.replica_manager import PartitionChange
 from broker_state_helpers import D1, D2, D3, ME, T1, FixedRng, events, of, reg, tp
 from kafka_common.clock import ManualClock
-from kafka_common.ids import UNASSIGNED, uuid_of
+from kafka_common.ids import UNASSIGNED, to_base64, uuid_of
 
 pytestmark = pytest.mark.unit
 NONE = 0
@@ -248,3 +248,72 @@ def test_assignments_wait_for_registration():
     out = c.on_registration_response(NONE, 7, 600)
     [req] = of(out, SendAssignments)
     assert req.broker_epoch == 7
+
+
+# ---------------------------------------------------------------- a dir unreadable at start-up
+OLD_D2 = uuid_of(0x7777, 7)   # the id dir /b had before the restart (the controller still names it)
+
+
+def restarted_without_d2(**cfg):
+    """Broker restarted with /b unreadable: no id, so only D1 is a dir of the core."""
+    return BrokerCore(CoreConfig(broker_id=ME, **cfg), [LogDirInfo(D1, "/a")], META, FixedRng(),
+                      unidentified_offline_dirs=("/b",))
+
+
+def test_replica_in_a_dir_unreadable_at_start_is_not_recreated_elsewhere_KAFKA_16234():
+    """Issue 41: the partition's metadata dir is the old id of a dir that cannot be read at
+    start-up. The broker registers without it and never creates the replica in D1, never
+    sends an assignment for it, and answers clients that it is offline."""
+    clock = ManualClock()
+    c = restarted_without_d2()
+    out = c.start(clock.monotonic_ms())
+    assert of(out, SendRegistration)[0].log_dirs == (D1,)          # only the online dir (the KIP)
+    c.on_registration_response(NONE, 100, clock.monotonic_ms())
+    c.on_heartbeat_response(NONE, clock.monotonic_ms(), is_caught_up=True)
+    p = reg(dir_for_me=OLD_D2, leader=2)
+    out = c.apply_metadata(change(p), clock.monotonic_ms())
+    assert not of(out, CreateLog) and c.queued_replica_to_dir_assignments == 0
+    [offline] = events(out, "replica_offline")
+    assert offline.as_dict()["dir_id"] == to_base64(OLD_D2)
+    assert c.replicas.is_offline(T1, 0)
+    # later changes (ISR, leader, another dir id the broker does not know) change nothing
+    for nxt in (reg(dir_for_me=OLD_D2, leader=3, leader_epoch=2), reg(dir_for_me=OLD_D2, leader=2, leader_epoch=3)):
+        out = c.apply_metadata(change(nxt, old=p), clock.monotonic_ms())
+        assert not of(out, CreateLog) and not events(out, "replica_offline")
+        p = nxt
+    clock.advance(1000)
+    assert not of(c.tick(clock.monotonic_ms()), SendAssignments)
+    assert c.replicas.is_offline(T1, 0)
+
+
+def test_new_partition_is_still_created_while_a_dir_is_unreadable():
+    """UNASSIGNED (a partition created while the broker was down) is placed on the online dir:
+    it cannot have a log in the unreadable dir."""
+    c = restarted_without_d2()
+    up(c, ManualClock())
+    out = c.apply_metadata(change(reg(dir_for_me=UNASSIGNED)), 5)
+    assert of(out, CreateLog) == [CreateLog(tp(), T1, D1)]
+    assert not c.replicas.is_offline(T1, 0)
+
+
+def test_replaced_disk_recreates_replicas_of_the_old_dir_id():
+    """The disk was replaced (a freshly formatted dir, new id D2): nothing is offline, so a
+    replica assigned to the old id follows the KIP's path for a lost dir: created in the
+    least-loaded online dir and the assignment sent."""
+    c = core(dirs=(D1, D2))
+    up(c, ManualClock())
+    out = c.apply_metadata(change(reg(dir_for_me=OLD_D2, leader=2)), 5)
+    [create] = of(out, CreateLog)
+    assert create.dir_id in (D1, D2)
+    assert c.queued_replica_to_dir_assignments == 1
+    assert not c.replicas.is_offline(T1, 0)
+
+
+def test_an_unreadable_dir_counts_for_the_halt_rules():
+    """Two configured dirs, one unreadable at start: the other failing is the last online
+    dir, not "the only log dir"."""
+    c = restarted_without_d2()
+    up(c, ManualClock())
+    out = c.on_storage_error(D1, 5, "append", 10)
+    [halt] = of(out, Halt)
+    assert "all log dirs have failed" in halt.reason
