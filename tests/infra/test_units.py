@@ -2,6 +2,7 @@
 choice of FUSE daemon."""
 
 import logging
+import re
 import sys
 
 import pytest
@@ -23,6 +24,12 @@ pytestmark = pytest.mark.unit
     ("flaky:0.25:7", "flaky", {"read", "write", "fsync"}),
     ("delay:50", "delay", {"read", "write", "fsync"}),
     ("removed", "removed", {"read", "write", "fsync"}),
+    ("corrupt-reads:0.5:3", "corrupt-reads", {"read"}),
+    ("corrupt-writes:1", "corrupt-writes", {"write"}),
+    ("bad-blocks@4096-8192,16384-16385", "bad-blocks", {"read"}),
+    ("error-reads@0-512", "error-reads", {"read"}),
+    ("lose-unsynced", "lose-unsynced", {"read", "write", "fsync"}),
+    ("off", "off", {"read", "write", "fsync"}),
 ])
 def test_fault_mode_text_round_trip(text, kind, ops):
     mode = FaultMode.parse(text)
@@ -33,11 +40,36 @@ def test_fault_mode_text_round_trip(text, kind, ops):
 
 @pytest.mark.parametrize("text,needle", [
     ("flaky:2", "within [0, 1]"), ("delay", "needs MS"), ("error:3", "takes no parameters"),
-    ("bogus", "unknown"), ("flaky:x", "flaky:x"),
+    ("bogus", "unknown"), ("flaky:x", "flaky:x"), ("corrupt-reads:0", "within (0, 1]"),
+    ("bad-blocks", "needs the bad blocks"), ("lose-unsynced@0-10", "takes no ranges"), ("error@5-5", "start < end"),
+    ("error@", "needs START-END"),
 ])
 def test_fault_mode_rejects_bad_text_naming_the_problem(text, needle):
-    with pytest.raises(ValueError, match=needle.replace("[", r"\[").replace("]", r"\]")):
+    with pytest.raises(ValueError, match=re.escape(needle)):
         FaultMode.parse(text)
+
+
+def test_ranges_are_merged_and_bad_blocks_widened_to_whole_blocks():
+    from infra.faultmodes import normalize_ranges, overlaps
+    assert normalize_ranges([(10, 20), (0, 5), (15, 30), (30, 31)]) == ((0, 5), (10, 31))
+    assert FaultMode("bad-blocks", ranges=((100, 200), (5000, 5001))).ranges == ((0, 8192),)
+    r = ((0, 5), (10, 31))
+    assert overlaps(r, 4, 6) and overlaps(r, 30, 40) and overlaps(r, 6, 11) and not overlaps(r, 5, 10)
+    assert not overlaps(r, 31, 100) and not overlaps((), 0, 10)
+    mode = FaultMode("error-writes", ranges=((4096, 8192),))
+    assert mode.in_scope("write", 4000, 100) and not mode.in_scope("write", 0, 4096) and not mode.in_scope("fsync")
+
+
+def test_corruption_is_a_fixed_function_of_seed_and_block():
+    from infra.faultmodes import block_flip, flips, mix64
+    assert mix64(0) == 0xE220A8397B1DCDAF          # splitmix64's first output for state 0 (the C daemon's too)
+    assert all(block_flip(9, b, 1.0) is not None for b in range(100))
+    assert sum(block_flip(9, b, 0.1) is not None for b in range(10_000)) in range(900, 1100)
+    assert block_flip(9, 42, 1.0) == block_flip(9, 42, 1.0) != block_flip(10, 42, 1.0)
+    # a read of 3 blocks sees the flips of the blocks it covers, at their offsets in the request
+    got = flips((), 9, 1.0, 4096, 3 * 4096)
+    assert [i // 4096 for i, _ in got] == [0, 1, 2]
+    assert flips(((4096, 8192),), 9, 1.0, 0, 3 * 4096) == [(i + 4096, b) for i, b in flips((), 9, 1.0, 4096, 4096)]
 
 
 def test_error_writes_fails_writes_and_fsync_only():
