@@ -293,6 +293,9 @@ def _run_in_lab(scenario: Scenario, svc: Services, ledger, sampler, outcome: Run
     for t in w.topics:
         if t.create_at_ms is not None:
             heapq.heappush(plan, (t.create_at_ms, len(plan), "topic", t))
+    readers = []
+    for i, r in enumerate(w.readers):   # lagging readers, from each partition's beginning
+        heapq.heappush(plan, (r.start_at_ms, len(plan), "reader", (i, r)))
     say(f"  workload: {ready_line(workload.start(), w.producers)}")
     group = None
     if w.group_consumers:   # members of one group reading the initial topics, commit after processing
@@ -312,6 +315,13 @@ def _run_in_lab(scenario: Scenario, svc: Services, ledger, sampler, outcome: Run
                         executor.inject(*payload)
                     elif kind == "heal":
                         executor.heal(payload)
+                    elif kind == "reader":
+                        from harness.readers import Reader
+                        i, r = payload
+                        reader = Reader(i, svc.bootstrap, ledger, r.topic, r.partition,
+                                        say=lambda m: say(f"  {_clock(t0)} {m}"))
+                        reader.start()
+                        readers.append(reader)
                     else:
                         code = create_topic_at_controller(svc, payload.name, payload.partitions,
                                                           payload.replication_factor)
@@ -334,6 +344,8 @@ def _run_in_lab(scenario: Scenario, svc: Services, ledger, sampler, outcome: Run
     finally:
         interrupted = isinstance(sys.exc_info()[1], KeyboardInterrupt)
         workload.stop(flush_timeout_s=1.0 if interrupted else 25.0)
+        for reader in readers:
+            reader.stop()
         executor.heal_all()
     if group is not None:
         try:
@@ -345,6 +357,9 @@ def _run_in_lab(scenario: Scenario, svc: Services, ledger, sampler, outcome: Run
         workload.errors.extend(group.errors)
     outcome.workload_counts = dict(workload.counts)
     say(f"  workload done: {workload.counts}" + (f"; errors {workload.errors}" if workload.errors else ""))
+    for reader in readers:
+        say(f"  {reader.process}: {reader.counts}" + (f"; errors {reader.errors}" if reader.errors else ""))
+        workload.errors.extend(reader.errors)
     svc.record_unexpected_exits()
     settle_s = max(1.0, scenario.configs.session_timeout_ms / 1000)
     time.sleep(settle_s)     # let the controller fence what died, so the history sees it

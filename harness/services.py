@@ -100,6 +100,16 @@ class Services:
             command = "kraft-broker" if node.role == "broker" else "kraft-controller"
             (d / "start.sh").write_text(START_SH % {"run": CONTAINER_RUN, "command": command})
             self.events_file(n).touch()
+            self._give_to_node_user(d)
+
+    def _give_to_node_user(self, run_dir: Path) -> None:
+        """The node's run dir belongs to the user the lab runs nodes as (it writes its config
+        and event log there)."""
+        user = getattr(self.lab.topology, "node_user", None)
+        if user is None:
+            return
+        for path in (run_dir, *run_dir.iterdir()):
+            os.chown(path, *user)
 
     def _spec(self, node_id: int, command: tuple[str, ...]):
         from infra.docker import BindMount

@@ -252,3 +252,38 @@ def test_s16_targets_the_group_coordinators_offsets_dir():
     data["workload"]["group_consumers"] = 0     # no group: the offsets topic is no known fault target
     with pytest.raises(ScenarioError, match="__consumer_offsets"):
         Scenario.from_dict(data)
+
+
+@pytest.mark.parametrize("fault,problem", [
+    ({"kind": "disk", "at_ms": 100, "node": "leader:t1/0", "dir": "replica:t1/0", "mode": "corrupt-reads",
+      "file": "t1-0:oldest-segment", "p": 0.5}, None),
+    ({"kind": "disk", "at_ms": 100, "node": "controller:3001", "dir": "metadata", "mode": "bad-blocks",
+      "file": "metadata-log"}, None),
+    ({"kind": "disk", "at_ms": 100, "node": "broker:1", "dir": "all+metadata", "mode": "lose-unsynced"}, None),
+    ({"kind": "disk", "at_ms": 100, "node": "broker:1", "dir": "d2", "mode": "permission"}, None),
+    ({"kind": "process", "at_ms": 200, "node": "broker:1", "action": "power-cut", "duration_ms": 2000}, None),
+    ({"kind": "disk", "at_ms": 100, "node": "broker:1", "dir": "metadata", "mode": "error-reads",
+      "file": "t1-0:oldest-segment"}, "a data partition: not in the metadata dir"),
+    ({"kind": "disk", "at_ms": 100, "node": "broker:1", "dir": "d1", "mode": "lose-unsynced",
+      "file": "t1-0:index"}, "acts on a whole dir, not on a file"),
+    ({"kind": "disk", "at_ms": 100, "node": "broker:1", "dir": "d1", "mode": "bad-blocks"}, "needs file"),
+    ({"kind": "disk", "at_ms": 100, "node": "broker:1", "dir": "all", "mode": "error", "file": "t1-0:segments"},
+     "a file lies in one dir"),
+    ({"kind": "disk", "at_ms": 100, "node": "broker:1", "dir": "d1", "mode": "error", "file": "t1-99:segments"},
+     "partitions 0..11"),
+    ({"kind": "disk", "at_ms": 100, "node": "broker:1", "dir": "d1", "mode": "error", "file": "oops"},
+     "is not a file target"),
+    ({"kind": "disk", "at_ms": 100, "node": "broker:1", "dir": "d1", "mode": "corrupt-writes", "p": 0}, "within (0, 1]"),
+    ({"kind": "disk", "at_ms": 100, "node": "broker:1", "dir": "d1", "mode": "enospc", "p": 0.3}, "only for modes"),
+])
+def test_partial_silent_and_lost_write_faults_validate(fault, problem):
+    from harness.fields import ScenarioError
+    from harness.scenario import Scenario
+    data = {"id": "X", "name": "x", "faults": [fault]}
+    if problem is None:
+        s = Scenario.from_dict(data)
+        assert Scenario.from_dict(s.to_dict()) == s
+        return
+    with pytest.raises(ScenarioError) as exc:
+        Scenario.from_dict(data)
+    assert any(problem in msg for _path, msg in exc.value.problems), exc.value.problems

@@ -122,6 +122,17 @@ def test_values_carry_their_id() -> None:
     assert value_id_of(b"no separator") is None and value_id_of(None) is None
 
 
+def test_a_consumer_tells_a_corrupt_value_from_the_one_produced() -> None:
+    from harness.workload import consumed_error, value_intact
+    v = value_of("abc-p1-3", 100)
+    assert v == value_of("abc-p1-3", 100) and value_intact(v) and consumed_error(v) is None
+    for i in (0, 5, 40, 99):                       # one flipped bit anywhere: in the id or the padding
+        bad = bytearray(v)
+        bad[i] ^= 0x04
+        assert not value_intact(bytes(bad)) and consumed_error(bytes(bad)).startswith("corrupt value")
+    assert consumed_error(b"garbage").startswith("corrupt value: no value id")
+
+
 def test_summary_lines_show_verdicts_and_metrics() -> None:
     from harness.checkers import CheckReport, CheckResult
     s = by_name("S1")
