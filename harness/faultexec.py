@@ -275,7 +275,7 @@ class FaultExecutor:
         for cut in self.lab.power_cut(name, say=self.say):
             self.ledger.action(cut.cut_ns, "unsynced_writes_dropped", node_id, fault_id=f"f{index}", dir=cut.dir,
                                dir_id=idmap.get(cut.dir, ""), dropped_bytes=cut.dropped_bytes,
-                               powered_on_ns=cut.powered_on_ns)
+                               writeback_dropped_bytes=cut.writeback_dropped_bytes, powered_on_ns=cut.powered_on_ns)
         for act in list(self.active.values()):   # their cache is gone with the power
             if act.node_id == node_id and isinstance(act.fault, DiskFault) and act.fault.mode == "lose-unsynced":
                 self.heal(act.index)

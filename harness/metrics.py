@@ -57,7 +57,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.checkers.common import WHOLE_NODE_DIRS, InjectedFault, first_after, injected_faults, partition_timelines
+from harness.checkers.common import NOT_A_FAILURE_MODES, WHOLE_NODE_DIRS, InjectedFault, first_after, injected_faults, partition_timelines
 from harness.checkers.corruption import corruption_detect_rows
 from harness.checkers.durability import analyse_durability
 from harness.checkers.replay import REGISTRATION_CHANGES, controller_events, is_offline_reason, view_at
@@ -86,7 +86,7 @@ def _disk_metrics(f: InjectedFault, history: History, timelines, controller) -> 
     rows: list[dict] = []
     b, T = f.node_id, f.ts_ns
     whole = f.dir_ref in WHOLE_NODE_DIRS
-    if f.mode == "delay":
+    if f.mode in NOT_A_FAILURE_MODES:   # a slow disk, a volatile cache: no dir fails (a power cut is a process fault)
         return rows
     offline = [e for e in history.events("dir_offline", source="node", node_id=b)
                if e.ts_ns >= T and (whole or str(e.get("dir_id")) in f.dir_ids)]

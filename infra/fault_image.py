@@ -150,6 +150,7 @@ class ImageState:
                 if mode.kind == "off":
                     with self.lock:
                         self._hit("write")
+                        self.dropped_bytes += len(data)   # a write after the power went: lost too
                     return len(data)
                 if mode.kind == "lose-unsynced":
                     self._cache_write(fd, data, offset)

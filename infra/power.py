@@ -7,11 +7,13 @@
    acknowledges and drops every write (dm: ``flakey drop_writes``);
 2. the filesystem is unmounted and the block device's buffers flushed: the dirty pages of the
    host's page cache (the guest's RAM, lost in a real power cut) are written to a device that
-   drops them, so nothing written after the last flush survives, on any disk of the node;
-   the unmount must really finish (nothing may hold the filesystem), else ``DeviceError``;
+   drops them (counted: ``writeback_dropped_bytes``, FUSE backend), so nothing written after
+   the last flush survives, on any disk of the node; the unmount must really finish (nothing
+   may hold the filesystem), else ``DeviceError``;
 3. power on (mode ``ok``) and mount again: ext4 replays its journal as after a crash.
 
-Returns one record per disk: bytes the device dropped, times of the cut and of the mount.
+Returns one record per disk: bytes the device's volatile cache dropped (``dropped_bytes``),
+bytes of the page cache's writeback it dropped after the cut, times of the cut and the mount.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ class PowerCutRecord:
     cut_ns: int
     dropped_bytes: int
     state_after_cut: str
+    writeback_dropped_bytes: int | None = None   # dirty pages written back onto the dead device (None: unknown)
     powered_on_ns: int | None = None
     mounted: bool = False
 
@@ -56,6 +59,10 @@ def cut_power(backend, disks, *, owner: tuple[int, int] | None = None, busy_time
                               f"the unmount: its node's processes must be gone before a power cut")
         _cmd.run(["blockdev", "--flushbufs", disk.block_dev], check=False, timeout_s=60)
     for disk, rec in zip(disks, records):
+        snap = backend.snapshot(disk)
+        if snap is not None:
+            rec.writeback_dropped_bytes = max(0, int(snap.get("dropped_bytes", 0)) - rec.dropped_bytes)
+    for disk, rec in zip(disks, records):
         backend.set_mode(disk, FaultMode())
         rec.powered_on_ns = time.time_ns()
         if disk.fstype != "raw":
@@ -64,5 +71,7 @@ def cut_power(backend, disks, *, owner: tuple[int, int] | None = None, busy_time
             if owner is not None:
                 os.chown(disk.data_path, *owner)
             rec.mounted = True
-        say(f"power cut {disk.node}/{disk.name}: {rec.dropped_bytes} unsynced bytes dropped, mounted again")
+        say(f"power cut {disk.node}/{disk.name}: {rec.dropped_bytes} unsynced bytes dropped by the drive, "
+            f"{rec.writeback_dropped_bytes if rec.writeback_dropped_bytes is not None else '?'} of page-cache "
+            f"writeback after the cut; mounted again")
     return records

@@ -8,7 +8,9 @@ time *T*, with the metadata view replayed from the controller's events up to *T*
   ISR (or leaderless, when *b* was the last ISR member) by ``T + expect.failover_within_ms``.
   Modes that a busy broker must notice (error, error-writes, enospc, remove, permission, on
   a whole dir) are always judged; the others (flaky, error-reads, corruption, bad blocks, any
-  fault limited to one file's blocks) only when the broker logged ``dir_offline``.
+  fault limited to one file's blocks) only when the broker logged ``dir_offline``; a
+  corruption the broker's recovery found and cut from the log (``log_truncated_at_recovery``
+  after the fault) is handled without a failover: true, nothing affected.
 - ``expect.leader_moves`` True: affected partitions led by *b* get another leader in the
   bound; False: affected partitions *b* only followed keep their leader over the window.
 - an affected partition never takes *b* back into its ISR while *b*'s replica is still on a
@@ -37,6 +39,7 @@ from harness.checkers.common import (
     NOT_A_FAILURE_MODES, InjectedFault, must_detect, dir_offline_events, first_after, injected_faults, node_actions,
     partition_timelines,
 )
+from harness.checkers.corruption import CORRUPT_MODES
 from harness.checkers.replay import LOST, view_at
 from harness.history import History
 
@@ -72,8 +75,16 @@ def _judge_fault(f: InjectedFault, history: History, timelines, bound_ms: int, e
             verdicts.append(True)
         affected, healthy = [], mine  # a slow dir is a healthy dir
     elif not must_detect(f) and not whole and not seen:
-        out["not_observed"] = "the broker never marked the dir offline (fault mode need not surface)"
-        verdicts.append(UNKNOWN)
+        cut = [e for e in history.events("log_truncated_at_recovery", source="node", node_id=b) if e.ts_ns >= T]
+        if f.mode in CORRUPT_MODES and cut:
+            # found by the broker's recovery (a restart after an unclean stop) and cut from its log:
+            # Kafka's path for a corrupt batch found at load; the dir stays online, nothing fails over
+            out["handled_at_recovery"] = [f"{e.get('topic')}-{e.get('partition')}: {e.get('truncated_bytes')} "
+                                          f"bytes at +{(e.ts_ns - T) / MS:.0f} ms" for e in cut]
+            verdicts.append(True)
+        else:
+            out["not_observed"] = "the broker never marked the dir offline (fault mode need not surface)"
+            verdicts.append(UNKNOWN)
         affected, healthy = [], [p for p in mine if p not in affected]
     out["affected"] = [f"{p.topic}-{p.partition}" for p in affected]
     out["healthy"] = [f"{p.topic}-{p.partition}" for p in healthy]

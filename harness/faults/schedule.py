@@ -290,13 +290,15 @@ class RefBindings:
 
 
 def soak_schedule(seed: int, *, duration_ms: int, broker_ids: list[int], dirs_per_broker: int,
-                  controller_id: int, mean_gap_ms: int = 8000, fault_ms: int = 4000) -> tuple[Fault, ...]:
+                  controller_id: int, mean_gap_ms: int = 8000, fault_ms: int = 4000,
+                  first_at_ms: int | None = None) -> tuple[Fault, ...]:
     """A seeded random mix of faults (S11): one fault window at a time, each healed after
-    ``fault_ms``, gaps drawn around ``mean_gap_ms``; never fails a broker's last data dir, so
-    every window is survivable and every check must hold across all of them."""
+    ``fault_ms``, gaps drawn around ``mean_gap_ms`` (the first at ``first_at_ms``, default half a
+    gap); never fails a broker's last data dir, so every window is survivable and every check
+    must hold across all of them."""
     rng = random.Random(seed)
     faults: list[Fault] = []
-    t = mean_gap_ms // 2
+    t = mean_gap_ms // 2 if first_at_ms is None else first_at_ms
     while t + fault_ms < duration_ms - mean_gap_ms // 2 and len(faults) < 1000:
         broker = rng.choice(broker_ids)
         node = f"broker:{broker}"

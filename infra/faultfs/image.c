@@ -478,6 +478,8 @@ int image_write(struct image *im, int fd, const char *buf, size_t size, off_t of
                 rc = m.kind == K_LOSE_UNSYNCED ? cache_write(im, fd, buf, size, off) : (int)size;
                 pthread_mutex_lock(&im->lock);
                 hit(im, OP_WRITE); /* cached, or dropped (off) */
+                if (m.kind == K_OFF)
+                    im->dropped_bytes += size; /* a write after the power went: lost too */
                 pthread_mutex_unlock(&im->lock);
             }
             pthread_mutex_unlock(&im->cache_lock);

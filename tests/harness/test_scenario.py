@@ -33,9 +33,12 @@ def test_every_catalog_scenario_round_trips_through_its_run_json_form(scenario):
     assert scenario.checks and scenario.expect.must_show
 
 
-def test_catalog_matrix_has_s1_to_s16_and_bounce_variants():
+def test_catalog_matrix_has_s1_to_s16_s20_to_s23_and_bounce_variants():
     every = catalog.all_scenarios()
-    assert {s.id for s in every} == {f"S{i}" for i in range(1, 17)}
+    assert {s.id for s in every} == {f"S{i}" for i in (*range(1, 17), *range(20, 24))}
+    # a baseline of at least 10 s of service before the first fault (after the 1 s warm-up)
+    for s in every:
+        assert min(f.at_ms for f in s.faults) >= 11000, (s.variant, min(f.at_ms for f in s.faults))
     for name in catalog.CONTROLLER_SCENARIOS:   # the quorum scenarios need a quorum
         s = catalog.by_name(name)
         assert s.topology.controllers == 3 and "quorum_logs" in s.checks
@@ -224,8 +227,8 @@ def test_scenario_command(tmp_path, capsys):
 
 def test_fault_on_a_topic_before_it_exists():
     d = catalog.restart_fenced_until_assigned().to_dict()
-    d["faults"].append({"kind": "disk", "at_ms": 6000, "node": "leader:t2/0", "dir": "d1"})
-    assert problems_of(d) == {"faults[1].node": "topic 't2' is only created at 8000 ms (workload.topics)"}
+    d["faults"].append({"kind": "disk", "at_ms": 12000, "node": "leader:t2/0", "dir": "d1"})
+    assert problems_of(d) == {"faults[1].node": "topic 't2' is only created at 14000 ms (workload.topics)"}
 
 
 def test_null_and_empty_values():

@@ -132,6 +132,7 @@ def test_lose_unsynced_keeps_writes_until_a_flush_and_a_power_cut_drops_the_rest
         assert disk[3 * BLOCK:4 * BLOCK] == data[3 * BLOCK:4 * BLOCK] and disk[5 * BLOCK:6 * BLOCK] == data[5 * BLOCK:6 * BLOCK]
         assert _errno_of(lambda: d.read(0)) == errno.EIO, "no power: reads fail"
         assert _errno_of(lambda: d.write(0)) == 0 and _errno_of(d.fsync) == 0, "writes are acknowledged and dropped"
+        assert daemon.get("a.img")["dropped_bytes"] == 3 * BLOCK, "a write after the cut counts as lost"
         assert image.read_bytes()[:BLOCK] == data[:BLOCK]
         daemon.set_mode("a.img", FaultMode())
         assert _read(d, BLOCK) == b"S" * BLOCK and _read(d, 3 * BLOCK) == data[3 * BLOCK:4 * BLOCK]

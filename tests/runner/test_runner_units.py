@@ -80,11 +80,11 @@ def test_bad_runs_and_seed() -> None:
 
 
 def test_runs_get_consecutive_seeds() -> None:
-    got = resolve_scenarios(["S1", "follower-dir-fails"], overrides=["workload.duration_ms=9000"], seed=7,
+    got = resolve_scenarios(["S1", "follower-dir-fails"], overrides=["workload.duration_ms=19000"], seed=7,
                             bounce=False, runs=2)
     assert [(s.name, s.seed) for s in got] == [("leader-dir-fails", 7), ("leader-dir-fails", 8),
                                                ("follower-dir-fails", 7), ("follower-dir-fails", 8)]
-    assert all(s.workload.duration_ms == 9000 for s in got)
+    assert all(s.workload.duration_ms == 19000 for s in got)
 
 
 def test_scenario_file_errors_name_the_field(tmp_path) -> None:
