@@ -134,6 +134,9 @@ class DmBackend:
 
     name = "dm"
 
+    def __init__(self) -> None:
+        self._cut: set[str] = set()   # dm devices whose power is cut (the next ok powers them on)
+
     def attach(self, lab_id: str, node: str, dirname: str, image: Path, cache: str) -> tuple[str, str]:
         dev = loopdev.attach(image, cache=cache)
         try:
@@ -143,10 +146,16 @@ class DmBackend:
             raise
 
     def set_mode(self, disk: Disk, mode: FaultMode) -> str:
-        return dm.set_mode(dm_name(disk.lab_id, disk.node, disk.name), disk.loop_dev, mode)
+        name = dm_name(disk.lab_id, disk.node, disk.name)
+        if mode.kind == "ok" and name in self._cut:
+            self._cut.discard(name)
+            return dm.power_on(name, disk.loop_dev)   # after a power cut: what was durable, back
+        return dm.set_mode(name, disk.loop_dev, mode, image=disk.image)
 
     def power_cut(self, disk: Disk) -> dict:
-        return dm.power_cut(dm_name(disk.lab_id, disk.node, disk.name), disk.loop_dev)
+        name = dm_name(disk.lab_id, disk.node, disk.name)
+        self._cut.add(name)
+        return dm.power_cut(name, disk.loop_dev)
 
     def snapshot(self, disk: Disk) -> dict | None:
         return None   # dm keeps no counters: the kernel log has the only record
