@@ -136,6 +136,14 @@ class Services:
             raise ServiceError(f"kraft-storage format of {self.nodes[node_id].name} exited {code}: {out.strip()[-500:]}")
         return out
 
+    def format_all(self) -> None:
+        """``format`` every node at once (one-off containers side by side: ~0.5 s each, which
+        in a row cost each run ~3 s of its set-up); the first failure is raised."""
+        from concurrent.futures import ThreadPoolExecutor
+        with ThreadPoolExecutor(max_workers=len(self.nodes)) as pool:
+            for future in [pool.submit(self.format, n) for n in self.nodes]:
+                future.result()
+
     def start(self, node_id: int) -> None:
         """Start (or start again) the node's container: ducktape's start = clean + start."""
         name = self.container(node_id)

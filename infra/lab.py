@@ -323,8 +323,15 @@ class Lab:
                 self.backend.set_mode(disk, FaultMode())
             except Exception:  # noqa: BLE001 - a dead daemon is handled by the crash-safe path below
                 pass
-        for name in self.docker.containers(self.lab_id):
-            self.docker.remove(name)
+        names = self.docker.containers(self.lab_id)
+        if names:   # side by side: one by one, each removal's kill and wait cost a run ~0.3 s per node
+            from concurrent.futures import ThreadPoolExecutor
+            with ThreadPoolExecutor(max_workers=min(8, len(names))) as pool:
+                for future in [pool.submit(self.docker.remove, n) for n in names]:
+                    try:
+                        future.result()
+                    except InfraError as exc:
+                        self.say(f"lab {self.lab_id}: {exc}")
         if self.network:
             self.docker.remove_network(self.network)
         for disk in list(self.disks.values()):
