@@ -2,8 +2,14 @@
 
 Used by the runner (timed schedule) and by chaos sessions (one command at a time). Every
 injection writes ``fault_injected`` (resolved node id, dir ids in Kafka's base64, container
-paths, backend) and, for disk faults, ``first_io_error_observed`` from the O_DIRECT probe;
-every heal writes ``fault_healed``. ``heal_all()`` is idempotent and never raises.
+paths, backend; a file target's files and image ranges) and, for disk faults,
+``first_io_error_observed`` from the probe (an O_DIRECT I/O that failed, flipped bits the
+probe read back, a write held unsynced, EACCES for a probe as the node's user); every heal
+writes ``fault_healed`` and, when the backend dated one, ``fault_first_hit`` — the first I/O of
+the node that met the fault at the device after the probe (with the counts of injected ops
+and flipped bits). A ``power-cut`` kills the node, cuts every disk's power
+(``Lab.power_cut``: ``unsynced_writes_dropped`` per disk) and ends the node's
+``lose-unsynced`` faults. ``heal_all()`` is idempotent and never raises.
 """
 
 from __future__ import annotations
@@ -14,8 +20,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.faults.schedule import (ACTIVE_CONTROLLER, DIR_LOSING_MODES, DiskFault, MoveReplica, NetworkFault,
-                                     ProcessFault, RefBindings, ReplaceDisk, fault_seed)
+from harness.faults.schedule import (ACTIVE_CONTROLLER, DIR_LOSING_MODES, P_MODES, DiskFault, MoveReplica,
+                                     NetworkFault, ProcessFault, RefBindings, ReplaceDisk, fault_seed)
 from harness.history import fault_healed_event, fault_injected_event
 from harness.ledger import LedgerWriter
 from harness.node_configs import BROKER_PORT, META_DIR
@@ -45,6 +51,7 @@ class ActiveFault:
     fault: Any
     node_id: int | None
     handles: list[Any] = field(default_factory=list)   # infra fault values to heal
+    dirs: list[str] = field(default_factory=list)      # disk faults: the dir of each handle
     healed: bool = False
     restart_after: bool = False                       # process kill: start again at heal
 
@@ -103,6 +110,8 @@ class FaultExecutor:
             return [META_DIR]
         if kind == "all":
             return list(node.data_dirs)
+        if kind == "all+metadata":
+            return [*node.data_dirs, META_DIR]
         topic, p = arg
         holder = self._replica_dir(node_id, topic, p)
         if kind == "replica":
@@ -135,29 +144,7 @@ class FaultExecutor:
         act = ActiveFault(index, fault, node_id)
         name = self.svc.nodes[node_id].name
         if isinstance(fault, DiskFault):
-            dirs = list(self.bindings.dirs(node_id, fault.dir, lambda n, parsed: self._dir_lookup(n, parsed)))
-            idmap = self.dir_names(node_id)
-            kw: dict[str, Any] = {}
-            if fault.mode == "flaky":
-                kw = {"p": fault.p, "seed": fault_seed(self.seed, index)}
-            elif fault.mode == "delay":
-                kw = {"delay_ms": float(fault.delay_ms)}
-            handles = [self.lab.disk_fault(name, d, fault.mode, **kw) for d in dirs]
-            ts = time.time_ns()
-            for h in handles:
-                h.inject()
-                act.handles.append(h)
-            ts = min((h.record.injected_ns for h in handles if h.record.injected_ns), default=ts)
-            dir_ids = [idmap.get(d, "") for d in dirs]
-            self.ledger.write(fault_injected_event(fault, index, ts_ns=ts, node_id=node_id, dir_ids=dir_ids,
-                                                   paths=[f"/jbodlab/disks/{d}/data" for d in dirs],
-                                                   backend=self.lab.backend.name))
-            for d, h in zip(dirs, handles):
-                if h.record.first_io_error_observed_ns:
-                    self.ledger.action(h.record.first_io_error_observed_ns, "first_io_error_observed", node_id,
-                                       fault_id=f"f{index}", dir_id=idmap.get(d, ""), dir=d,
-                                       errno=h.record.probe_errno, probe_op=h.record.probe_op)
-            self.say(f"f{index}: {fault.mode} on {name} {','.join(dirs)} ({self.lab.backend.name})")
+            self._inject_disk(act, index, fault, node_id, name)
         elif isinstance(fault, NetworkFault):
             peer_id = self.bindings.node(fault.peer, self._node_lookup) if fault.peer else None
             if fault.action == "partition":
@@ -179,6 +166,9 @@ class FaultExecutor:
                                                    backend="process"))
             if fault.action == "kill":
                 self.svc.kill(node_id, fault.signal)
+                act.restart_after = fault.duration_ms is not None
+            elif fault.action == "power-cut":
+                self._power_cut(index, node_id, name)
                 act.restart_after = fault.duration_ms is not None
             elif fault.action == "pause":
                 self.svc.pause(node_id)
@@ -218,11 +208,12 @@ class FaultExecutor:
         if act is None or act.healed:
             return
         act.healed = True
-        for h in act.handles:
+        for d, h in zip(act.dirs or [None] * len(act.handles), act.handles):
             try:
                 h.heal()
             except Exception as exc:  # noqa: BLE001 - keep healing the rest
                 self.errors.append(f"heal f{index}: {exc}")
+            self._record_first_hit(index, act.node_id, d, h)
         f = act.fault
         if isinstance(f, ProcessFault):
             if f.action == "pause":
@@ -238,6 +229,73 @@ class FaultExecutor:
                 self.heal(index)
             except Exception as exc:  # noqa: BLE001 - the final heal must reach every fault
                 self.errors.append(f"heal f{index}: {exc}")
+
+    # ---- disk faults -------------------------------------------------------------------
+    def _inject_disk(self, act: ActiveFault, index: int, fault: DiskFault, node_id: int, name: str) -> None:
+        from harness.file_targets import resolve
+        dirs = list(self.bindings.dirs(node_id, fault.dir, lambda n, parsed: self._dir_lookup(n, parsed)))
+        idmap = self.dir_names(node_id)
+        kw: dict[str, Any] = {}
+        if fault.mode in P_MODES:
+            kw = {"p": fault.p if fault.p is not None else 1.0, "seed": fault_seed(self.seed, index)}
+        elif fault.mode == "delay":
+            kw = {"delay_ms": float(fault.delay_ms)}
+        files: dict[str, list] = {}
+        if fault.file:
+            files = {d: resolve(fault.file, self.lab.disk(name, d).data_path) for d in dirs}
+        handles = [self.lab.disk_fault(name, d, fault.mode, files=files.get(d, ()), **kw) for d in dirs]
+        ts = time.time_ns()
+        for d, h in zip(dirs, handles):
+            h.inject()
+            act.handles.append(h)
+            act.dirs.append(d)
+        ts = min((h.record.injected_ns for h in handles if h.record.injected_ns), default=ts)
+        dir_ids = [idmap.get(d, "") for d in dirs]
+        extra: dict[str, Any] = {}
+        if fault.file:
+            extra = {"file": fault.file, "files": [str(p.relative_to(self.lab.disk(name, d).mountpoint))
+                                                  for d in dirs for p in files[d]],
+                     "ranges": [r for h in handles for r in (h.record.ranges or [])],
+                     "cache_pages": [h.record.cache_pages for h in handles]}
+        event = fault_injected_event(fault, index, ts_ns=ts, node_id=node_id, dir_ids=dir_ids,
+                                     paths=[f"/jbodlab/disks/{d}/data" for d in dirs], backend=self.lab.backend.name)
+        self.ledger.write(type(event)(ts_ns=event.ts_ns, source=event.source, event=event.event,
+                                      node_id=event.node_id, attrs={**event.attrs, **extra}))
+        for d, h in zip(dirs, handles):
+            rec = h.record
+            if rec.first_io_error_observed_ns:
+                self.ledger.action(rec.first_io_error_observed_ns, "first_io_error_observed", node_id,
+                                   fault_id=f"f{index}", dir_id=idmap.get(d, ""), dir=d, errno=rec.probe_errno,
+                                   probe_op=rec.probe_op, flipped_bits=rec.probe_flipped_bits)
+        self.say(f"f{index}: {fault.mode} on {name} {','.join(dirs)}"
+                 + (f" {fault.file} ({sum(len(v) for v in files.values())} files, "
+                    f"{sum(e - s for h in handles for s, e in (h.record.ranges or []))} bytes)" if fault.file else "")
+                 + f" ({self.lab.backend.name})")
+
+    def _record_first_hit(self, index: int, node_id: int | None, dir_name: str | None, handle: Any) -> None:
+        rec = getattr(handle, "record", None)
+        if rec is None or not getattr(rec, "first_hit_ns", None):
+            return
+        idmap = self.dir_names(node_id) if node_id in self.svc.nodes else {}
+        self.ledger.action(rec.first_hit_ns, "fault_first_hit", node_id, fault_id=f"f{index}", dir=dir_name,
+                           dir_id=idmap.get(dir_name or "", ""), kind=rec.kind, hits=rec.hits,
+                           flipped_bits=rec.flipped_bits)
+
+    def _power_cut(self, index: int, node_id: int, name: str) -> None:
+        """SIGKILL, then every disk of the node loses what it had not made durable."""
+        for act in self.active.values():   # date the first hits while the modes are still in force
+            if act.node_id == node_id and isinstance(act.fault, DiskFault) and not act.healed:
+                for h in act.handles:
+                    h.observe_hits()
+        self.svc.kill(node_id, "SIGKILL")
+        idmap = self.dir_names(node_id)
+        for cut in self.lab.power_cut(name, say=self.say):
+            self.ledger.action(cut.cut_ns, "unsynced_writes_dropped", node_id, fault_id=f"f{index}", dir=cut.dir,
+                               dir_id=idmap.get(cut.dir, ""), dropped_bytes=cut.dropped_bytes,
+                               writeback_dropped_bytes=cut.writeback_dropped_bytes, powered_on_ns=cut.powered_on_ns)
+        for act in list(self.active.values()):   # their cache is gone with the power
+            if act.node_id == node_id and isinstance(act.fault, DiskFault) and act.fault.mode == "lose-unsynced":
+                self.heal(act.index)
 
     # ---- disk replacement and replica moves ----------------------------------------------
     def _replace_disk(self, index: int, fault: ReplaceDisk, node_id: int) -> None:

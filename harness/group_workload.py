@@ -28,7 +28,7 @@ from typing import Any
 from harness.checkers.group_consumption import GROUP_PROCESS_PREFIX
 from harness.history import Event
 from harness.ledger import LedgerWriter
-from harness.workload import value_id_of
+from harness.workload import consumed_error, value_id_of
 
 __all__ = ["GroupConsumerWorkload", "GROUP_PROCESS_PREFIX"]
 Say = Callable[[str], None]
@@ -67,7 +67,8 @@ class GroupConsumerWorkload:
                          "client.id": f"jbodlab-{process}", "enable.auto.commit": False,
                          "auto.offset.reset": "earliest", "session.timeout.ms": self.session_timeout_ms,
                          "heartbeat.interval.ms": max(100, self.session_timeout_ms // 6),
-                         "fetch.wait.max.ms": 100, "topic.metadata.refresh.interval.ms": 1000, "log_level": 0})
+                         "fetch.wait.max.ms": 100, "topic.metadata.refresh.interval.ms": 1000, "log_level": 0,
+                         "check.crcs": False})   # a corrupt batch a broker served must reach the value check
 
     def _run(self, index: int) -> None:
         process = f"{GROUP_PROCESS_PREFIX}{index}"
@@ -96,7 +97,8 @@ class GroupConsumerWorkload:
                 for m in records:
                     key = (m.topic(), m.partition())
                     self.ledger.op(time.time_ns(), "ok", "consume", process, topic=key[0], partition=key[1],
-                                   value_id=value_id_of(m.value()), offset=m.offset())
+                                   value_id=value_id_of(m.value()), offset=m.offset(),
+                                   error=consumed_error(m.value()))
                     upto[key] = m.offset() + 1
                 with self._lock:
                     self.counts["consumed"] += len(records)

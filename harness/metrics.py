@@ -22,6 +22,10 @@ fencing_ms                  per controller ``registered`` of a broker → its ne
                             ``queued_assignments`` = the broker's largest ``queued`` meanwhile
 controller_failover_ms      per fault on a controller that was active at *T* (kill, metadata
                             disk, isolation): *T* → another controller's ``controller_active``
+corruption_detect_ms        per corrupt-reads/-writes fault: the first flipped bit the device
+                            served the node (``fault_first_hit``) → its ``dir_offline`` with
+                            EBADMSG or ``log_truncated_at_recovery``
+                            (:mod:`harness.checkers.corruption`)
 failover_report_ms          ``report_ms`` of a broker's disk fault whose report crossed a
                             controller failover (a ``controller_active`` between *T* and the
                             commit): dir failure → commit across a failover
@@ -53,7 +57,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.checkers.common import InjectedFault, first_after, injected_faults, partition_timelines
+from harness.checkers.common import NOT_A_FAILURE_MODES, WHOLE_NODE_DIRS, InjectedFault, first_after, injected_faults, partition_timelines
+from harness.checkers.corruption import corruption_detect_rows
 from harness.checkers.durability import analyse_durability
 from harness.checkers.replay import REGISTRATION_CHANGES, controller_events, is_offline_reason, view_at
 from harness.checkers.service import analyse_service, service_metric_rows
@@ -64,7 +69,7 @@ __all__ = ["compute_metrics", "METRIC_NAMES"]
 
 METRIC_NAMES = ("detect_ms", "report_ms", "isr_shrink_ms", "leader_failover_ms", "client_unavailable_ms",
                 "failure_timeout_shutdown_ms", "fencing_ms", "controller_failover_ms", "failover_report_ms",
-                "acked_lost", "duplicates") + SERVICE_METRICS
+                "corruption_detect_ms", "acked_lost", "duplicates") + SERVICE_METRICS
 MS = 1_000_000
 
 
@@ -80,8 +85,8 @@ def _row(metric: str, value: float, *, unit: str = "ms", fault: InjectedFault | 
 def _disk_metrics(f: InjectedFault, history: History, timelines, controller) -> list[dict]:
     rows: list[dict] = []
     b, T = f.node_id, f.ts_ns
-    whole = f.dir_ref in ("metadata", "all")
-    if f.mode == "delay":
+    whole = f.dir_ref in WHOLE_NODE_DIRS
+    if f.mode in NOT_A_FAILURE_MODES:   # a slow disk, a volatile cache: no dir fails (a power cut is a process fault)
         return rows
     offline = [e for e in history.events("dir_offline", source="node", node_id=b)
                if e.ts_ns >= T and (whole or str(e.get("dir_id")) in f.dir_ids)]
@@ -201,6 +206,7 @@ def compute_metrics(history: History, scenario: Any = None) -> list[dict]:
         if f.kind in ("disk", "network", "process", "replace-disk", "move-replica"):
             rows += _unavailability(f, oks)
     rows += _fencing(history, controller)
+    rows += corruption_detect_rows(history, faults, _row)
     rows += _group_metrics(history, faults)
     if history.ops("produce"):
         report = analyse_durability(history)

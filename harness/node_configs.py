@@ -13,6 +13,10 @@ __all__ = ["NodeDef", "node_defs", "lab_topology", "render_properties", "propert
            "CONTAINER_RUN", "BROKER_PORT", "CONTROLLER_PORT", "META_DIR"]
 
 CONTAINER_RUN = "/jbodlab/run"
+# the unprivileged user (uid, gid) every node runs as, as Kafka runs as its own user: file
+# modes then apply to the broker (a `permission` fault, chmod a-w, gives it EACCES; as root it
+# would not notice). It owns every disk's data/ and the node's run dir.
+NODE_USER = (2500, 2500)
 BROKER_PORT = 9092
 CONTROLLER_PORT = 9093
 META_DIR = "meta"
@@ -46,7 +50,7 @@ def lab_topology(scenario: Scenario, backend: str):
     from infra.lab import NodeSpec, Topology
     nodes = tuple(NodeSpec(n.name, n.disk_names) for n in node_defs(scenario).values())
     return Topology(nodes=nodes, disk_size_mb=scenario.topology.dir_size_mb, fstype=scenario.topology.fs,
-                    backend=backend, disk_cache=scenario.topology.disk_cache)
+                    backend=backend, disk_cache=scenario.topology.disk_cache, node_user=NODE_USER)
 
 
 def _log_dir(dirname: str) -> str:

@@ -64,6 +64,7 @@ DURATION_METRICS = (
     "failover_report_ms",  # dir failure -> commit, across a controller failover
     "coordinator_failover_ms",  # fault -> a group's coordinator loaded on another broker
     "rebalance_ms",  # a group member starts or is revoked -> its (new) assignment
+    "corruption_detect_ms",  # the first flipped bit served -> dir offline (EBADMSG) / log truncated at recovery
 )
 COUNT_METRICS = ("acked_lost", "duplicates", "service_unrecovered")
 # service (harness.checkers.service): acks=all produce latency per window (before the first

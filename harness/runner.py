@@ -249,16 +249,19 @@ def _run_in_lab(scenario: Scenario, svc: Services, ledger, sampler, outcome: Run
     from harness.faultexec import FaultExecutor
     t0 = time.monotonic()
     svc.prepare()
-    for n in svc.nodes:
-        svc.format(n)
-    for c in svc.controllers():
-        svc.start(c)
+    svc.format_all()
+    t_format = time.monotonic()
+    # every node at once: a broker looks for the active controller until one answers, so its own
+    # start-up (~1-2 s of Python) overlaps the controllers' election instead of following it
+    for n in (*svc.controllers(), *svc.brokers()):
+        svc.start(n)
     for c in svc.controllers():
         svc.wait_port(c)
-    for b in svc.brokers():
-        svc.start(b)
+    t_ctl = time.monotonic()
     svc.wait_unfenced(svc.brokers(), timeout_s=60)
-    say(f"  cluster up: controller + {len(svc.brokers())} brokers unfenced ({time.monotonic() - t0:.1f} s)")
+    say(f"  cluster up: controller + {len(svc.brokers())} brokers unfenced ({time.monotonic() - t0:.1f} s: format "
+        f"{t_format - t0:.1f} s, controllers listening {t_ctl - t_format:.1f} s, brokers unfenced "
+        f"{time.monotonic() - t_ctl:.1f} s later)")
     w = scenario.workload
     topics_now = [t for t in w.topics if t.create_at_ms is None]
     for t in topics_now:
@@ -293,6 +296,9 @@ def _run_in_lab(scenario: Scenario, svc: Services, ledger, sampler, outcome: Run
     for t in w.topics:
         if t.create_at_ms is not None:
             heapq.heappush(plan, (t.create_at_ms, len(plan), "topic", t))
+    readers = []
+    for i, r in enumerate(w.readers):   # lagging readers, from each partition's beginning
+        heapq.heappush(plan, (r.start_at_ms, len(plan), "reader", (i, r)))
     say(f"  workload: {ready_line(workload.start(), w.producers)}")
     group = None
     if w.group_consumers:   # members of one group reading the initial topics, commit after processing
@@ -312,6 +318,13 @@ def _run_in_lab(scenario: Scenario, svc: Services, ledger, sampler, outcome: Run
                         executor.inject(*payload)
                     elif kind == "heal":
                         executor.heal(payload)
+                    elif kind == "reader":
+                        from harness.readers import Reader
+                        i, r = payload
+                        reader = Reader(i, svc.bootstrap, ledger, r.topic, r.partition,
+                                        say=lambda m: say(f"  {_clock(t0)} {m}"))
+                        reader.start()
+                        readers.append(reader)
                     else:
                         code = create_topic_at_controller(svc, payload.name, payload.partitions,
                                                           payload.replication_factor)
@@ -334,6 +347,8 @@ def _run_in_lab(scenario: Scenario, svc: Services, ledger, sampler, outcome: Run
     finally:
         interrupted = isinstance(sys.exc_info()[1], KeyboardInterrupt)
         workload.stop(flush_timeout_s=1.0 if interrupted else 25.0)
+        for reader in readers:
+            reader.stop()
         executor.heal_all()
     if group is not None:
         try:
@@ -345,19 +360,26 @@ def _run_in_lab(scenario: Scenario, svc: Services, ledger, sampler, outcome: Run
         workload.errors.extend(group.errors)
     outcome.workload_counts = dict(workload.counts)
     say(f"  workload done: {workload.counts}" + (f"; errors {workload.errors}" if workload.errors else ""))
+    for reader in readers:
+        say(f"  {reader.process}: {reader.counts}" + (f"; errors {reader.errors}" if reader.errors else ""))
+        workload.errors.extend(reader.errors)
     svc.record_unexpected_exits()
-    settle_s = max(1.0, scenario.configs.session_timeout_ms / 1000)
-    time.sleep(settle_s)     # let the controller fence what died, so the history sees it
+    down = [n for n, st in svc.states().items() if st not in ("running", "paused")]
+    if down:   # let the controller fence what died, so the history sees it (nothing to wait for otherwise)
+        settle_s = max(1.0, scenario.configs.session_timeout_ms / 1000)
+        say(f"  {len(down)} node(s) down at the end: {settle_s:.0f} s for the controller to fence them")
+        time.sleep(settle_s)
     svc.record_unexpected_exits()
     partitions = {t.name: t.partitions for t in w.topics}
     if not serving and not client_listeners(svc):
         say("  drain skipped: no broker accepts client connections")
     else:
         try:
+            t_drain = time.monotonic()
             ends = drain(svc.bootstrap(), partitions, ledger, timeout_ms=w.drain_timeout_ms,
                          say=lambda m: say(f"  {m}"))
             read = sum(1 for v in ends.values() if v is not None)
-            say(f"  drain: {read}/{len(ends)} partitions read to their end")
+            say(f"  drain: {read}/{len(ends)} partitions read to their end ({time.monotonic() - t_drain:.1f} s)")
         except Exception as exc:  # noqa: BLE001
             executor.errors.append(f"drain failed: {exc}")
             say(f"  drain failed: {exc}")

@@ -31,7 +31,7 @@ __all__ = ["CHECK_NAMES", "OPTIONAL_CHECK_NAMES", "Scenario"]
 CHECK_NAMES = ("durability", "failover", "liveness", "timeout_accuracy", "fencing", "metadata_invariants",
                "quorum_logs", "service")
 # named by scenarios that need them (not run by default)
-OPTIONAL_CHECK_NAMES = ("group_consumption",)
+OPTIONAL_CHECK_NAMES = ("group_consumption", "no_corrupt_consumed")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -61,7 +61,8 @@ class Scenario:
             "topology": plain_fields(self.topology),
             "configs": {**plain_fields(self.configs), "broker_overrides": dict(self.configs.broker_overrides),
                         "controller_overrides": dict(self.configs.controller_overrides)},
-            "workload": {**plain_fields(self.workload), "topics": [plain_fields(t) for t in self.workload.topics]},
+            "workload": {**plain_fields(self.workload), "topics": [plain_fields(t) for t in self.workload.topics],
+                         "readers": [plain_fields(r) for r in self.workload.readers]},
             "faults": [fault_to_dict(f) for f in self.faults],
             "checks": list(self.checks),
             "expect": {**plain_fields(self.expect), "outcomes": dict(self.expect.outcomes)},

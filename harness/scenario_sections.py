@@ -12,7 +12,7 @@ from harness.fields import Fields, Problems, join, one_of
 
 __all__ = [
     "CLIENTS", "ACKS", "FS_TYPES", "DISK_CACHES", "OUTCOMES", "CONTROLLER_ID_BASE", "DEFAULT_PARTITIONS", "OFFSETS_TOPIC",
-    "Topology", "ServerConfigs", "TopicSpec", "Workload", "Expect", "offsets_partitions", "plain_fields",
+    "Topology", "ServerConfigs", "TopicSpec", "ReaderSpec", "Workload", "Expect", "offsets_partitions", "plain_fields",
     "parse_topology", "parse_configs", "parse_workload", "parse_expect",
 ]
 
@@ -113,13 +113,25 @@ class TopicSpec:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ReaderSpec:
+    """A consumer that starts ``start_at_ms`` into the workload and reads ``topic``/``partition``
+    from its beginning, then follows the tail (``harness.readers``): the lagging reader that
+    meets the oldest segments."""
+
+    topic: str = "t1"
+    partition: int = 0
+    start_at_ms: int = 0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Workload:
     """A real Kafka client producing unique values (``<run>-<producer>-<seq>``) with acks=all
     at ``rate_per_s`` (shared by ``producers`` idempotent producers, each round-robin over every
     partition) for ``duration_ms``, then a drain consumer reading every partition by
     assignment to its end (bounded by ``drain_timeout_ms``). With ``group_consumers`` > 0,
     that many members of consumer group ``group_id`` consume every topic meanwhile and commit
-    after processing (``harness.group_workload``; checked by ``group_consumption``).
+    after processing (``harness.group_workload``; checked by ``group_consumption``). Each of
+    ``readers`` reads one partition from its beginning, starting late (``ReaderSpec``).
 
     Default shape: 12 partitions RF 3 (on 3 brokers each leads 4 and follows 8, 4 replicas
     per dir) and 4 librdkafka producers, whose I/O runs on its own threads, so the latency the
@@ -135,6 +147,7 @@ class Workload:
     drain_timeout_ms: int = 30000
     group_consumers: int = 0                # members of one consumer group reading every topic (0: none)
     group_id: str = "jbodlab-group"
+    readers: tuple[ReaderSpec, ...] = ()    # lagging readers from the partitions' beginning
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -246,6 +259,22 @@ def parse_workload(data: Any, problems: Problems, topology: Topology) -> Workloa
         if isinstance(spec.create_at_ms, int) and isinstance(f.data.get("duration_ms", d.duration_ms), int) \
                 and spec.create_at_ms >= f.data.get("duration_ms", d.duration_ms):
             problems.add(join(join("workload.topics", i), "create_at_ms"), "is not before the end of the workload")
+    readers: list[ReaderSpec] = []
+    duration = f.data.get("duration_ms", d.duration_ms) if isinstance(f.data, dict) else d.duration_ms
+    known = {t.name: t.partitions for t in topics}
+    for path, item in f.list("readers", []):
+        r = Fields(item, path, problems)
+        spec_r = ReaderSpec(topic=r.str("topic", "t1"), partition=r.int("partition", 0, lo=0),
+                            start_at_ms=r.int("start_at_ms", 0, lo=0))
+        r.finish()
+        if spec_r.topic not in known:
+            problems.add(join(path, "topic"), one_of(spec_r.topic, sorted(known)) + " (topics of the workload)")
+        elif isinstance(spec_r.partition, int) and isinstance(known[spec_r.topic], int) \
+                and spec_r.partition >= known[spec_r.topic]:
+            problems.add(join(path, "partition"), f"topic {spec_r.topic!r} has partitions 0..{known[spec_r.topic] - 1}")
+        if isinstance(spec_r.start_at_ms, int) and isinstance(duration, int) and spec_r.start_at_ms >= duration:
+            problems.add(join(path, "start_at_ms"), "is not before the end of the workload")
+        readers.append(spec_r)
     value = Workload(client=f.str("client", d.client, choices=CLIENTS), acks=f.str("acks", d.acks, choices=ACKS),
                      topics=tuple(topics), rate_per_s=f.int("rate_per_s", d.rate_per_s, lo=1, hi=1_000_000),
                      duration_ms=f.int("duration_ms", d.duration_ms, lo=1000),
@@ -253,7 +282,7 @@ def parse_workload(data: Any, problems: Problems, topology: Topology) -> Workloa
                      producers=f.int("producers", d.producers, lo=1, hi=64),
                      drain_timeout_ms=f.int("drain_timeout_ms", d.drain_timeout_ms, lo=1000),
                      group_consumers=f.int("group_consumers", d.group_consumers, lo=0, hi=64),
-                     group_id=f.str("group_id", d.group_id))
+                     group_id=f.str("group_id", d.group_id), readers=tuple(readers))
     f.finish()
     return value
 

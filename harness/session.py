@@ -33,7 +33,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from harness.faults.schedule import DiskFault, NetworkFault, ProcessFault, parse_dir_ref, parse_node_ref
+from harness.faults.schedule import P_MODES, DiskFault, NetworkFault, ProcessFault, parse_dir_ref, parse_node_ref
 from infra import jsonline
 
 DEFAULT_DIR = Path(os.environ.get("JBODLAB_SESSION_DIR", "/var/lib/jbodlab/session"))
@@ -164,16 +164,16 @@ class _Session:
                     raise SessionError(f"DIR: {d!r} is not a dir (d1..dN, metadata, all, replica:<topic>/<p>)")
                 mode = req.get("mode", "error")
                 fault = DiskFault(at_ms=self.at_ms(), node=ref, dir=d, mode=mode,
-                                  p=req.get("p") if mode == "flaky" else None,
-                                  delay_ms=req.get("delay_ms") if mode == "delay" else None)
+                                  p=req.get("p") if mode in P_MODES else None,
+                                  delay_ms=req.get("delay_ms") if mode == "delay" else None, file=req.get("file"))
                 return self._inject(fault)
             if cmd == "partition":
                 fault = NetworkFault(at_ms=self.at_ms(), action="partition", node=node_ref(req["a"]),
                                      peer=node_ref(req["b"]))
                 return self._inject(fault)
             if cmd == "kill":
-                fault = ProcessFault(at_ms=self.at_ms(), action="kill", node=node_ref(req["node"]),
-                                     signal=req.get("signal", "SIGKILL"))
+                fault = ProcessFault(at_ms=self.at_ms(), action="power-cut" if req.get("power_cut") else "kill",
+                                     node=node_ref(req["node"]), signal=req.get("signal", "SIGKILL"))
                 return self._inject(fault)
             if cmd == "heal":
                 self.executor.heal_all()
@@ -196,7 +196,7 @@ class _Session:
         self.applied.append(fault)
         try:
             act = self.executor.inject(index, fault)
-            if isinstance(fault, ProcessFault) and fault.action == "kill":
+            if isinstance(fault, ProcessFault) and fault.action in ("kill", "power-cut"):
                 act.restart_after = True     # in a session, `heal` brings killed nodes back
         except Exception as exc:
             self.applied.pop()

@@ -2,9 +2,11 @@
 
     jbodlab up [--scenario leader-dir-fails] [--backend auto|dm|fuse] [--results DIR]
     jbodlab status
-    jbodlab fail-disk broker-1 d1 [--mode error|error-reads|error-writes|flaky|delay|enospc|remove]
+    jbodlab fail-disk broker-1 d1 [--mode error|error-reads|error-writes|flaky|delay|enospc|remove|
+                                          corrupt-reads|corrupt-writes|bad-blocks|lose-unsynced|permission]
+    jbodlab fail-disk leader:t1/0 replica:t1/0 --mode corrupt-reads --file t1-0:oldest-segment
     jbodlab partition broker-1 controller-3001
-    jbodlab kill broker-2 [--signal SIGKILL|SIGTERM]
+    jbodlab kill broker-2 [--signal SIGKILL|SIGTERM] [--power-cut]
     jbodlab heal
     jbodlab down          # records the session: results/<run_id>/ (then `jbodlab analyze` it)
 
@@ -23,7 +25,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from harness.faults.schedule import DISK_MODES
+from harness.faults.schedule import DISK_MODES, P_MODES
 from harness.session import DEFAULT_DIR, SessionError, format_status, node_ref, request
 
 COMMANDS = ("up", "status", "fail-disk", "heal", "partition", "kill", "down")
@@ -46,14 +48,22 @@ def configure(parser: argparse.ArgumentParser) -> None:
         parser.add_argument("node", help="broker-1, 1, broker:1, leader:t1/0, follower:t1/0")
         parser.add_argument("dir", help="d1..dN, metadata, all, replica:t1/0")
         parser.add_argument("--mode", default="error", choices=DISK_MODES)
-        parser.add_argument("--p", type=float, default=0.05, help="flaky: probability of an error")
+        parser.add_argument("--p", type=float, default=None,
+                            help="flaky: probability of an error (default 0.05); corrupt-reads/-writes: share of "
+                                 "4 KiB blocks with a flipped bit (default 1: every block)")
         parser.add_argument("--delay-ms", type=int, default=50, help="delay: added latency")
+        parser.add_argument("--file", default=None,
+                            help="only this file's blocks: <topic>-<p>:oldest-segment|active-segment|segments|index|"
+                                 "leader-epoch-checkpoint, checkpoint:<name>, metadata-log")
     elif name == "partition":
         parser.add_argument("a")
         parser.add_argument("b")
     elif name == "kill":
         parser.add_argument("node")
         parser.add_argument("--signal", default="SIGKILL", choices=("SIGKILL", "SIGTERM"))
+        parser.add_argument("--power-cut", action="store_true",
+                            help="SIGKILL, and every disk of the node loses what it had not made durable "
+                                 "(`fail-disk NODE all+metadata --mode lose-unsynced` first for a volatile drive cache)")
 
 
 def _up(args: argparse.Namespace) -> int:
@@ -122,10 +132,15 @@ def run(args: argparse.Namespace) -> int:
         elif name == "fail-disk":
             node_ref(args.node)
             req = {"cmd": "fail-disk", "node": args.node, "dir": args.dir, "mode": args.mode}
-            if args.mode == "flaky":
-                if not 0 < args.p <= 1:
-                    raise SessionError(f"--p: {args.p} must be in (0, 1]")
-                req["p"] = args.p
+            if args.mode in P_MODES:
+                p = args.p if args.p is not None else (0.05 if args.mode == "flaky" else 1.0)
+                if not 0 < p <= 1:
+                    raise SessionError(f"--p: {p} must be in (0, 1]")
+                req["p"] = p
+            elif args.p is not None:
+                raise SessionError(f"--p: only for modes {', '.join(P_MODES)}")
+            if args.file:
+                req["file"] = args.file
             if args.mode == "delay":
                 if args.delay_ms < 1:
                     raise SessionError(f"--delay-ms: {args.delay_ms} must be >= 1")
@@ -138,7 +153,8 @@ def run(args: argparse.Namespace) -> int:
             answer = request(session_dir, {"cmd": "partition", "a": args.a, "b": args.b})
         elif name == "kill":
             node_ref(args.node)
-            answer = request(session_dir, {"cmd": "kill", "node": args.node, "signal": args.signal})
+            answer = request(session_dir, {"cmd": "kill", "node": args.node, "signal": args.signal,
+                                           "power_cut": bool(args.power_cut)})
         elif name == "heal":
             answer = request(session_dir, {"cmd": "heal"})
         elif name == "down":

@@ -29,16 +29,18 @@ uses confluent-kafka. The random choices (partition order start, padding) are se
 
 from __future__ import annotations
 
+import hashlib
 import random
 import threading
 import time
 from collections.abc import Callable
 
+from harness.checkers.corruption import CORRUPT_VALUE
 from harness.ledger import LedgerWriter
 from harness.scenario_sections import Workload
 
-__all__ = ["SafeLedger", "ProducerWorkload", "drain", "value_of", "value_id_of", "SUPPORTED_CLIENTS", "ready_line",
-           "WARMUP_TIMEOUT_S"]
+__all__ = ["SafeLedger", "ProducerWorkload", "drain", "value_of", "value_id_of", "value_intact", "consumed_error",
+           "CORRUPT_VALUE", "SUPPORTED_CLIENTS", "ready_line", "WARMUP_TIMEOUT_S"]
 
 SUPPORTED_CLIENTS = ("confluent-kafka", "kafka-python")
 WARMUP_TIMEOUT_S = 5.0     # the longest a producer waits for its warm-up values' acks
@@ -57,10 +59,37 @@ class SafeLedger(LedgerWriter):
             super().write(entry)
 
 
-def value_of(value_id: str, size: int, rng: random.Random) -> bytes:
+def value_of(value_id: str, size: int, rng: random.Random | None = None) -> bytes:
+    """The value of ``value_id``: ``<id>|`` and a padding to ``size`` bytes that is a function of
+    the id (a hash, repeated), so a consumer can tell whether what it got is what was produced
+    (:func:`value_intact`). ``rng`` is not used (kept for callers of the old form)."""
     head = (value_id + "|").encode()
     pad = size - len(head)
-    return head + bytes(rng.choice(b"abcdefghijklmnopqrstuvwxyz") for _ in range(max(0, pad)))
+    if pad <= 0:
+        return head
+    unit = hashlib.blake2b(head, digest_size=32).hexdigest().encode()
+    return head + (unit * (pad // len(unit) + 1))[:pad]
+
+
+
+
+def value_intact(value: bytes | None) -> bool:
+    """True when ``value`` is exactly what :func:`value_of` produced for the id it carries."""
+    vid = value_id_of(value)
+    return vid is not None and value == value_of(vid, len(value or b""))
+
+
+def consumed_error(value: bytes | None) -> str | None:
+    """The ``error`` of a consume op: None for an intact value, else :data:`CORRUPT_VALUE` with
+    what differs (the lab checks that no consumer ever gets one: ``no_corrupt_consumed``)."""
+    if value_intact(value):
+        return None
+    vid = value_id_of(value)
+    if vid is None:
+        return f"{CORRUPT_VALUE}: no value id ({len(value or b'')} bytes)"
+    want = value_of(vid, len(value or b""))
+    first = next((i for i, (a, b) in enumerate(zip(value or b"", want)) if a != b), None)
+    return f"{CORRUPT_VALUE}: {vid} differs from byte {first}"
 
 
 def value_id_of(value: bytes | None) -> str | None:
@@ -327,8 +356,10 @@ def drain(bootstrap: str, partitions: dict[str, int], ledger: LedgerWriter, *, t
     from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
 
     deadline = time.monotonic() + timeout_ms / 1000
+    # check.crcs off (librdkafka's default): a corrupt batch a broker served must reach the
+    # value check, not be dropped by the client
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"jbodlab-drain-{time.time_ns()}",
-                  "enable.auto.commit": False, "enable.partition.eof": False, "log_level": 0,
+                  "enable.auto.commit": False, "enable.partition.eof": False, "log_level": 0, "check.crcs": False,
                   "fetch.wait.max.ms": 100, "topic.metadata.refresh.interval.ms": 1000})
     ends: dict[tuple[str, int], int | None] = {(t, p): None for t, n in partitions.items() for p in range(n)}
     position: dict[tuple[str, int], int] = {}
@@ -354,7 +385,7 @@ def drain(bootstrap: str, partitions: dict[str, int], ledger: LedgerWriter, *, t
                     continue
                 key = (m.topic(), m.partition())
                 ledger.op(time.time_ns(), "ok", "consume", "drain", topic=key[0], partition=key[1],
-                          value_id=value_id_of(m.value()), offset=m.offset())
+                          value_id=value_id_of(m.value()), offset=m.offset(), error=consumed_error(m.value()))
                 position[key] = m.offset() + 1
                 if key in pending and position[key] >= ends[key]:
                     pending.discard(key)

@@ -5,7 +5,9 @@ Entry points for the lab engineer (details in docs/infra.md):
 - ``infra.lab.Lab`` / ``Topology`` / ``NodeSpec`` — provision nodes × dirs on real disks,
   start node containers, make faults, tear down.
 - ``infra.faults.DiskFaultHandle`` — ``error``, ``error-reads``, ``error-writes``, ``flaky``,
-  ``delay``, ``enospc``, ``remove``; backends ``fuse`` / ``dm`` (``infra.capability``).
+  ``delay``, ``enospc``, ``remove``, ``corrupt-reads``, ``corrupt-writes``, ``bad-blocks``,
+  ``lose-unsynced``, ``permission``, optionally on one file's blocks (``infra.extents``);
+  ``infra.power`` (power cuts); backends ``fuse`` / ``dm`` (``infra.capability``).
 - ``infra.netfaults`` — ``Partition``, ``Isolate``, ``Netem``; ``infra.procfaults`` —
   ``ProcessFaultHandle`` (kill / pause / restart), ``sample`` (psutil).
 - ``infra.docker`` — ``ContainerSpec`` + ``Docker`` (docker-py: containers, exit events, stats).

@@ -57,10 +57,18 @@ class Disk:
 
 
 class DiskBackend(Protocol):
+    """Attach/detach a disk's block device and switch its fault mode. ``power_cut`` drops what
+    the device has not made durable and stops taking writes (until the next ``set_mode``);
+    ``snapshot`` is the backend's own reading of the fault (counters, first hit) or None;
+    ``rearm`` makes the next op that meets the fault its first hit."""
+
     name: str
 
     def attach(self, lab_id: str, node: str, dirname: str, image: Path, cache: str) -> tuple[str, str]: ...
     def set_mode(self, disk: Disk, mode: FaultMode) -> str: ...
+    def power_cut(self, disk: Disk) -> dict: ...
+    def snapshot(self, disk: Disk) -> dict | None: ...
+    def rearm(self, disk: Disk) -> None: ...
     def detach(self, disk: Disk) -> None: ...
 
 
@@ -77,6 +85,15 @@ class PlainBackend:
         if mode.kind != "ok":
             raise FaultError(f"the plain backend cannot inject {mode} (use fuse or dm)")
         return "ok"
+
+    def power_cut(self, disk: Disk) -> dict:
+        raise FaultError("the plain backend cannot cut a disk's power (use fuse or dm)")
+
+    def snapshot(self, disk: Disk) -> dict | None:
+        return None
+
+    def rearm(self, disk: Disk) -> None:
+        return None
 
     def detach(self, disk: Disk) -> None:
         loopdev.detach(disk.loop_dev)
@@ -98,6 +115,16 @@ class FuseBackend:
         reply = self.daemon.set_mode(disk.image.name, mode)
         return json.dumps(reply["mode"], sort_keys=True)
 
+    def power_cut(self, disk: Disk) -> dict:
+        reply = self.daemon.power_cut(disk.image.name)
+        return {"dropped_bytes": reply["dropped_bytes"], "state": json.dumps(reply["mode"], sort_keys=True)}
+
+    def snapshot(self, disk: Disk) -> dict | None:
+        return self.daemon.get(disk.image.name)
+
+    def rearm(self, disk: Disk) -> None:
+        self.daemon.rearm(disk.image.name)
+
     def detach(self, disk: Disk) -> None:
         loopdev.detach(disk.loop_dev)
 
@@ -106,6 +133,9 @@ class DmBackend:
     """loop → dm-linear ``jbodlab-<lab>-<node>--<dir>``; faults are table swaps."""
 
     name = "dm"
+
+    def __init__(self) -> None:
+        self._cut: set[str] = set()   # dm devices whose power is cut (the next ok powers them on)
 
     def attach(self, lab_id: str, node: str, dirname: str, image: Path, cache: str) -> tuple[str, str]:
         dev = loopdev.attach(image, cache=cache)
@@ -116,7 +146,22 @@ class DmBackend:
             raise
 
     def set_mode(self, disk: Disk, mode: FaultMode) -> str:
-        return dm.set_mode(dm_name(disk.lab_id, disk.node, disk.name), disk.loop_dev, mode)
+        name = dm_name(disk.lab_id, disk.node, disk.name)
+        if mode.kind == "ok" and name in self._cut:
+            self._cut.discard(name)
+            return dm.power_on(name, disk.loop_dev)   # after a power cut: what was durable, back
+        return dm.set_mode(name, disk.loop_dev, mode, image=disk.image)
+
+    def power_cut(self, disk: Disk) -> dict:
+        name = dm_name(disk.lab_id, disk.node, disk.name)
+        self._cut.add(name)
+        return dm.power_cut(name, disk.loop_dev)
+
+    def snapshot(self, disk: Disk) -> dict | None:
+        return None   # dm keeps no counters: the kernel log has the only record
+
+    def rearm(self, disk: Disk) -> None:
+        return None
 
     def detach(self, disk: Disk) -> None:
         dm.remove(dm_name(disk.lab_id, disk.node, disk.name))
@@ -124,9 +169,10 @@ class DmBackend:
 
 
 def create_disk(backend: DiskBackend, *, lab_id: str, lab_dir: Path, node: str, dirname: str,
-                size_mb: int, fstype: str, cache: str = "write-back") -> Disk:
+                size_mb: int, fstype: str, cache: str = "write-back", owner: tuple[int, int] | None = None) -> Disk:
     """Backing file → device → mkfs → mount → ``data/``. Undoes its own steps on failure.
-    ``cache``: the device's cache model (``infra.loopdev.WRITE_CACHES``)."""
+    ``cache``: the device's cache model (``infra.loopdev.WRITE_CACHES``); ``owner``: (uid, gid)
+    that owns ``data/`` (the user the node runs as)."""
     if fstype not in fs.FSTYPES:
         raise DeviceError(f"filesystem type {fstype!r} is not supported (choose from {', '.join(fs.FSTYPES)})")
     if size_mb < (300 if fstype == "xfs" else 1 if fstype == "raw" else 16):
@@ -145,6 +191,8 @@ def create_disk(backend: DiskBackend, *, lab_id: str, lab_dir: Path, node: str, 
         fs.mkfs(block_dev, fstype, fs_bytes)
         fs.mount(block_dev, disk.mountpoint, fstype)
         disk.data_path.mkdir(exist_ok=True)
+        if owner is not None:
+            os.chown(disk.data_path, *owner)
     except Exception:
         fs.umount(disk.mountpoint, lazy=True)
         backend.detach(disk)

@@ -55,6 +55,7 @@ class ContainerSpec:
     init: bool = True
     workdir: str | None = None
     cgroup_parent: str | None = None   # the lab's CPU group (infra.cpu_group)
+    user: str | None = None            # "uid:gid" the container's processes run as (None: the image's, root)
 
     def create_kwargs(self) -> dict[str, Any]:
         """The arguments of ``containers.create`` (which never pulls: the image is built here)."""
@@ -70,6 +71,8 @@ class ContainerSpec:
             kwargs["network"] = self.network
         if self.cap_add:
             kwargs["cap_add"] = list(self.cap_add)
+        if self.user:
+            kwargs["user"] = self.user
         if self.workdir:
             kwargs["working_dir"] = self.workdir
         if self.cgroup_parent:

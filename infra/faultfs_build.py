@@ -1,11 +1,12 @@
-"""Build the native FUSE fault daemon (``infra/faultfs/faultfs.c``) once per source version.
+"""Build the native FUSE fault daemon (``infra/faultfs/*.c``) once per source version.
 
 The binary lives outside the git tree, in ``<cache root>/faultfs/jbodlab-faultfs-<key>``
 (``/var/cache/jbodlab/`` unless ``JBODLAB_CACHE_ROOT`` says otherwise); ``<key>`` hashes the
-C source and the compiler flags, so an edited source builds a new binary and an unchanged one
-costs one file hash (``jbodlab setup`` and ``FuseDaemon.start()`` both call
+C sources and headers and the compiler flags, so an edited source builds a new binary and an
+unchanged one costs a few file hashes (``jbodlab setup`` and ``FuseDaemon.start()`` both call
 ``ensure_built``). Builds are serialised by a lock file and land atomically (compile to a
-temporary name, rename); older binaries are removed after a successful build. Needs a C
+temporary name, rename); after a successful build only the ``KEEP_BINARIES`` newest binaries
+stay (worktrees of other versions on the same host keep theirs instead of rebuilding in turn). Needs a C
 compiler, ``pkg-config`` and ``libfuse3-dev``; when any is missing ``BuildError`` says which,
 and ``FuseDaemon(impl="auto")`` falls back to the Python daemon (``infra.fusefs``).
 ``python -m infra.faultfs_build`` builds and prints the binary's path.
@@ -24,8 +25,10 @@ from pathlib import Path
 from infra.errors import SetupError
 from infra.naming import CACHE_ROOT
 
-SOURCE = Path(__file__).resolve().parent / "faultfs" / "faultfs.c"
+SOURCE_DIR = Path(__file__).resolve().parent / "faultfs"
+SOURCE = SOURCE_DIR / "faultfs.c"      # the daemon's main file; every *.c beside it is compiled with it
 BUILD_DIR = CACHE_ROOT / "faultfs"
+KEEP_BINARIES = 4
 BINARY_PREFIX = "jbodlab-faultfs-"
 CFLAGS = ("-std=gnu11", "-O2", "-g", "-Wall", "-Wextra", "-pthread")
 
@@ -34,8 +37,15 @@ class BuildError(SetupError):
     """The native daemon cannot be built on this host (the message says why)."""
 
 
+def sources() -> list[Path]:
+    """The C files compiled together: SOURCE and the other ``*.c`` of its directory."""
+    return [SOURCE] + sorted(p for p in SOURCE.parent.glob("*.c") if p != SOURCE)
+
+
 def _key() -> str:
-    h = hashlib.sha256(SOURCE.read_bytes())
+    h = hashlib.sha256()
+    for path in sources() + sorted(SOURCE.parent.glob("*.h")):
+        h.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
     h.update("\0".join(CFLAGS).encode())
     return h.hexdigest()[:16]
 
@@ -84,7 +94,7 @@ def ensure_built(say: Callable[[str], None] | None = None) -> Path:
         if say:
             say(f"building the native FUSE daemon {target.name} ({cc})")
         tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-        argv = [cc, *CFLAGS, "-o", str(tmp), str(SOURCE), *flags, "-lm"]
+        argv = [cc, *CFLAGS, "-o", str(tmp), *map(str, sources()), *flags, "-lm"]
         try:
             proc = subprocess.run(argv, capture_output=True, text=True, timeout=300)
             if proc.returncode != 0:
@@ -92,12 +102,13 @@ def ensure_built(say: Callable[[str], None] | None = None) -> Path:
                 raise BuildError(f"{' '.join(argv)} exited {proc.returncode}: {tail}")
             os.replace(tmp, target)
         except (OSError, subprocess.SubprocessError) as exc:
-            raise BuildError(f"compiling {SOURCE.name}: {exc}") from exc
+            raise BuildError(f"compiling {SOURCE.parent.name}/*.c: {exc}") from exc
         finally:
             tmp.unlink(missing_ok=True)
-        for old in BUILD_DIR.glob(f"{BINARY_PREFIX}*"):
-            if old != target:
-                old.unlink(missing_ok=True)  # a daemon still running from it keeps its inode
+        older = sorted((p for p in BUILD_DIR.glob(f"{BINARY_PREFIX}*") if p != target),
+                       key=lambda p: p.stat().st_mtime, reverse=True)
+        for old in older[KEEP_BINARIES - 1:]:
+            old.unlink(missing_ok=True)  # a daemon still running from it keeps its inode
     return target
 
 

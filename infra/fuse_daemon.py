@@ -214,6 +214,20 @@ class FuseDaemon:
             raise DeviceError(f"FUSE daemon refused mode {mode} for {image}: {reply.get('error')}")
         return reply
 
+    def power_cut(self, image: str) -> dict:
+        """Drop what the image's volatile cache holds (lose-unsynced) and switch it off."""
+        reply = self.request({"op": "power-cut", "image": image})
+        if not reply.get("ok"):
+            raise DeviceError(f"FUSE daemon: power cut of {image}: {reply.get('error')}")
+        return reply
+
+    def rearm(self, image: str) -> dict:
+        """Forget the image's first hit (the next op that meets the fault dates it)."""
+        reply = self.request({"op": "rearm", "image": image})
+        if not reply.get("ok"):
+            raise DeviceError(f"FUSE daemon: rearm {image}: {reply.get('error')}")
+        return reply
+
     def get(self, image: str) -> dict:
         reply = self.request({"op": "get", "image": image})
         if not reply.get("ok"):

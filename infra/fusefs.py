@@ -8,7 +8,9 @@ attaches a loop device (``--direct-io=on``) to each served file and puts a real 
 it, so a fault here is a real block-layer EIO under ext4/xfs. Every image has a
 ``FaultMode`` (see ``infra.faultmodes``), switched at run time through a Unix socket
 (``--socket``, JSON lines: ``{"op": "set", "image": NAME, "mode": {...}}`` → ``{"ok": true}``;
-ops ``ping``, ``set``, ``get``, ``list``). Runs on libfuse3 (mfusepy with
+ops ``ping``, ``set``, ``get``, ``list``, ``rearm`` (forget the first hit), ``power-cut`` (drop
+the volatile cache of ``lose-unsynced``, the image ``off``)). What each mode does to an op is
+``infra.fault_image.ImageState``. Runs on libfuse3 (mfusepy with
 ``FUSE_LIBRARY_NAME=fuse3``: async DIO, 1 MiB requests) with 64 worker threads, so a delayed
 request stalls only itself. ``auto_unmount``: if the daemon dies, the mount goes away.
 
@@ -31,59 +33,16 @@ import errno
 import json
 import logging
 import os
-import random
 import socketserver
 import stat
 import sys
 import threading
-import time
 from pathlib import Path
 
+from infra.fault_image import ImageError, ImageState
 from infra.faultmodes import FaultMode
 
 log = logging.getLogger("jbodlab.fusefs")
-
-
-class ImageState:
-    """Mode, RNG and counters of one served image."""
-
-    __slots__ = ("lock", "mode", "rng", "since_ns", "ops", "injected", "host_syncs")
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.mode = FaultMode()
-        self.rng = random.Random(0)
-        self.since_ns = time.time_ns()
-        self.ops = {"read": 0, "write": 0, "fsync": 0}
-        self.injected = {"read": 0, "write": 0, "fsync": 0}
-        self.host_syncs = 0   # guest flushes passed on to the backing file on the host (--host-sync)
-
-    def set(self, mode: FaultMode) -> None:
-        with self.lock:
-            self.mode = mode
-            self.rng = random.Random(mode.seed)
-            self.since_ns = time.time_ns()
-            self.injected = {"read": 0, "write": 0, "fsync": 0}
-
-    def gate(self, op: str) -> None:
-        """Apply the mode to one operation: return, sleep, or raise EIO."""
-        with self.lock:
-            self.ops[op] += 1
-            mode = self.mode
-            if mode.kind == "ok":
-                return
-            fail = mode.fails(op) or (mode.kind == "flaky" and self.rng.random() < mode.p)
-            if fail:
-                self.injected[op] += 1
-        if fail:
-            raise _fuse_error(errno.EIO)
-        if mode.kind == "delay" and mode.delay_ms > 0:
-            time.sleep(mode.delay_ms / 1000.0)
-
-    def snapshot(self) -> dict[str, object]:
-        with self.lock:
-            return {"mode": self.mode.to_dict(), "since_ns": self.since_ns, "ops": dict(self.ops),
-                    "injected": dict(self.injected), "host_syncs": self.host_syncs}
 
 
 def _fuse_error(code: int) -> Exception:
@@ -106,7 +65,7 @@ def make_operations(backing: Path, states: dict[str, ImageState], *, host_sync: 
         def _state(self, name: str) -> ImageState:
             st = states.get(name)
             if st is None:
-                st = states.setdefault(name, ImageState())
+                st = states.setdefault(name, ImageState(str(backing / name)))
             return st
 
         def getattr(self, path, fh=None):
@@ -136,23 +95,22 @@ def make_operations(backing: Path, states: dict[str, ImageState], *, host_sync: 
                 raise mfusepy.FuseOSError(errno.ENOENT) from None
 
         def read(self, path, size, offset, fh):
-            self._state(self._name(path)).gate("read")
-            return os.pread(fh, size, offset)
+            try:
+                return self._state(self._name(path)).read(fh, size, offset)
+            except ImageError:
+                raise mfusepy.FuseOSError(errno.EIO) from None
 
         def write(self, path, data, offset, fh):
-            self._state(self._name(path)).gate("write")
-            return os.pwrite(fh, data, offset)
+            try:
+                return self._state(self._name(path)).write(fh, bytes(data), offset)
+            except ImageError:
+                raise mfusepy.FuseOSError(errno.EIO) from None
 
         def fsync(self, path, datasync, fh):
-            state = self._state(self._name(path))
-            state.gate("fsync")
-            if host_sync:
-                if datasync:
-                    os.fdatasync(fh)
-                else:
-                    os.fsync(fh)
-                with state.lock:
-                    state.host_syncs += 1
+            try:
+                self._state(self._name(path)).fsync(fh, bool(datasync), host_sync)
+            except ImageError:
+                raise mfusepy.FuseOSError(errno.EIO) from None
             return 0
 
         def flush(self, path, fh):
@@ -204,15 +162,22 @@ class ControlServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
         name = req.get("image")
         if not isinstance(name, str) or "/" in name or not (self.backing / name).is_file():
             return {"ok": False, "error": f"image {name!r} is not served (no such file in {self.backing})"}
-        state = self.states.setdefault(name, ImageState())
+        state = self.states.setdefault(name, ImageState(str(self.backing / name)))
         if op == "set":
             mode = FaultMode.from_dict(req.get("mode") or {})
             state.set(mode)
             log.info("image %s: mode %s", name, mode)
             return {"ok": True, **state.snapshot()}
+        if op == "power-cut":
+            dropped = state.power_cut()
+            log.info("image %s: power cut, %d unsynced bytes dropped", name, dropped)
+            return {"ok": True, **state.snapshot()}
+        if op == "rearm":
+            state.rearm()
+            return {"ok": True, **state.snapshot()}
         if op == "get":
             return {"ok": True, **state.snapshot()}
-        return {"ok": False, "error": f"unknown op {op!r} (ping, list, set, get)"}
+        return {"ok": False, "error": f"unknown op {op!r} (ping, list, set, get, rearm, power-cut)"}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,6 +1,7 @@
 """S1–S11 of ``scenarios.md``, S12–S14 (the controller quorum under KIP-858 failures), S15
-(S1 at 300 partitions) and S16 (a group coordinator's offsets dir fails) as functions returning
-:class:`~harness.scenario.Scenario` values.
+(S1 at 300 partitions), S16 (a group coordinator's offsets dir fails) and S20–S23 (partial,
+silent and lost-write disk faults, chmod: :mod:`scenarios.catalog_disks`) as functions
+returning :class:`~harness.scenario.Scenario` values.
 
 Each function takes ``bounce`` (where kafkatest's ``bounce_broker`` matrix applies: the
 faulted broker gets a clean restart 1 s after the fault, with the dir still failed) and
@@ -21,6 +22,7 @@ from broker_impl.groups.state.records import partition_for
 from broker_impl.storage.partition_log import FLUSH_NEVER
 from harness.scenario import CHECK_NAMES, Scenario
 from harness.scenario_sections import Expect, ServerConfigs, Topology, TopicSpec, Workload
+from scenarios.catalog_disks import DISK_SCENARIOS, FAULT_AT_MS as _DISK_FAULT_AT_MS
 
 __all__ = [
     "leader_dir_fails", "follower_dir_fails", "bounce_after_failure", "failure_timeout_shutdown",
@@ -30,7 +32,11 @@ __all__ = [
     "active_controller_partitioned_during_report", "CONTROLLER_SCENARIOS", "offsets_dir_fails",
 ]
 
-FAULT_AT_MS = 5000
+# the first fault comes after 1 s of warm-up and a 10 s baseline (the service check's
+# "before" window): 10 s of each partition's own latency before anything fails
+BASELINE_MS = 10000
+FAULT_AT_MS = 1000 + BASELINE_MS
+assert FAULT_AT_MS == _DISK_FAULT_AT_MS
 MANY_PARTITIONS = 300
 MANY_RATE_PER_S = 300          # 1 record/s per partition (S15's docstring: the lab's capacity)
 MANY_FAULT_AT_MS = 23000       # 1 s warm-up + 22 baseline ops per partition (the check needs 20)
@@ -163,7 +169,8 @@ def restart_fenced_until_assigned(*, seed: int = 0) -> Scenario:
     return Scenario(
         id="S7", name="restart-fenced-until-assigned", seed=seed,
         description="kill broker 3, create t2 (6 partitions, RF 3) while it is down, start it again",
-        workload=Workload(topics=(TopicSpec(name="t1"), TopicSpec(name="t2", partitions=6, create_at_ms=8000))),
+        workload=Workload(topics=(TopicSpec(name="t1"), TopicSpec(name="t2", partitions=6,
+                                                                  create_at_ms=FAULT_AT_MS + 3000))),
         faults=(ProcessFault(at_ms=FAULT_AT_MS, action="kill", node="broker:3", signal="SIGKILL", duration_ms=8000),),
         checks=("durability", "liveness", "fencing", "metadata_invariants", "service"),
         expect=Expect(outcomes={"broker:3": "alive"}, service_recovery_within_ms=AFTER_FENCING_MS,
@@ -271,7 +278,7 @@ def soak(*, minutes: int = 3, seed: int = 0) -> Scenario:
     """S11: a seeded random mix of the above for ``minutes``."""
     duration_ms = minutes * 60_000
     topology = Topology()
-    faults = soak_schedule(seed, duration_ms=duration_ms, broker_ids=topology.broker_ids(),
+    faults = soak_schedule(seed, duration_ms=duration_ms, broker_ids=topology.broker_ids(), first_at_ms=FAULT_AT_MS,
                            dirs_per_broker=topology.dirs_per_broker, controller_id=topology.controller_ids()[0])
     return Scenario(
         id="S11", name="soak", seed=seed, topology=topology,
@@ -372,6 +379,7 @@ def all_scenarios(*, seed: int = 0) -> list[Scenario]:
             active_controller_killed_during_report(seed=seed), active_controller_metadata_disk_fails(seed=seed),
             active_controller_partitioned_during_report(seed=seed), many_partitions(seed=seed),
             offsets_dir_fails(seed=seed)]
+    out += [make(seed=seed) for make in DISK_SCENARIOS.values()]
     return out
 
 
@@ -397,5 +405,5 @@ SCENARIO_FUNCTIONS: dict[str, Callable[..., Scenario]] = {
     "S7": restart_fenced_until_assigned, "S8": replace_disk, "S9": move_replica, "S10": flaky_and_slow,
     "S11": soak, "S12": active_controller_killed_during_report, "S13": active_controller_metadata_disk_fails,
     "S14": active_controller_partitioned_during_report, "S15": many_partitions,
-    "S16": offsets_dir_fails,
+    "S16": offsets_dir_fails, **DISK_SCENARIOS,
 }

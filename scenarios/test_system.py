@@ -33,7 +33,7 @@ import pytest
 
 pytestmark = pytest.mark.system
 
-SUITE_DURATION_MS = 16000
+SUITE_DURATION_MS = 22000       # the catalog's first fault at 11 s (1 s warm-up + a 10 s baseline), 11 s after
 MANY = "many-partitions-leader-dir-fails"
 MANY_DURATION_MS = 45000
 DRAIN_TIMEOUT_MS = 8000
@@ -64,6 +64,10 @@ SUITE = [
     "active-controller-metadata-disk-fails",
     "active-controller-partitioned-during-report",
     "offsets-dir-fails",
+    "segment-blocks-fail",
+    "silent-corruption",
+    "power-cut",
+    "permission-denied",
 ]
 SOAK_DURATION_MS = 40000
 

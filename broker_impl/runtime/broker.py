@@ -172,6 +172,11 @@ class BrokerRuntime:
             raise StartupError(f"none of the log dirs {', '.join(cfg.log_dirs)} is usable")
         for d in dir_set.offline_at_start:
             self.events.emit("dir_offline", dir_id=None, path=d.path, errno=None, op="startup", reason=d.reason)
+        for plog in self.lm.all_logs():   # recovery found a torn or corrupt batch and cut the log there
+            if plog.recovery.truncated_bytes:
+                self.events.emit("log_truncated_at_recovery", topic=plog.topic, partition=plog.partition,
+                                 path=plog.log_dir, truncated_bytes=plog.recovery.truncated_bytes,
+                                 log_end_offset=plog.log_end_offset, reason="; ".join(plog.recovery.reasons)[:500])
         self.core = BrokerCore(CoreConfig(
             broker_id=cfg.node_id, heartbeat_interval_ms=cfg.broker_heartbeat_interval_ms,
             session_timeout_ms=cfg.broker_session_timeout_ms,

@@ -17,7 +17,8 @@ broker's event loop may use them while the log's dir worker is inside a slow app
     log.read(offset, max_bytes, upper_offset=None, min_one=True) -> bytes
         whole batches from the one containing ``offset``; at least one batch if any exists
         below ``upper_offset`` (the HW for consumers, None for followers); b"" at the end;
-        OffsetOutOfRange outside [log_start_offset, log_end_offset]
+        OffsetOutOfRange outside [log_start_offset, log_end_offset]; every batch's CRC is
+        checked (``batch_crc.verify_read``): a corrupt one takes the dir offline
     log.log_start_offset, log.log_end_offset, log.high_watermark (settable, clamped),
     log.recovery_point, log.latest_epoch, log.end_offset_for_epoch(epoch) -> (epoch, offset)
     log.assign_epoch_start_offset(epoch, offset)     on becoming leader (Kafka's makeLeader)
@@ -63,7 +64,7 @@ from typing import Callable
 from kafka_common import batch_header as bh
 from kafka_runtime import fsutil
 from broker_impl.state.producers import Outcome, ProducerState, SequencedBatch
-from broker_impl.storage import flush_deferral
+from broker_impl.storage import batch_crc, flush_deferral
 from broker_impl.storage import checkpoint as ckpt
 from broker_impl.storage.epoch_cache import LeaderEpochCache, end_offset_for
 from broker_impl.storage.errors import (INVALID_PRODUCER_EPOCH, MESSAGE_TOO_LARGE, OUT_OF_ORDER_SEQUENCE_NUMBER,
@@ -282,7 +283,7 @@ class PartitionLog(TailCache, LogTrimming, LogFlushing):
         if not records:
             raise InvalidRecordBatch(f"{self.topic}-{self.partition}: no record batches to append")
         try:
-            headers = list(bh.iter_batches(records, check_crc=True))
+            headers = batch_crc.checked_batches(records)
         except bh.CorruptBatch as exc:
             raise InvalidRecordBatch(f"{self.topic}-{self.partition}: {exc}") from None
         for pos, header in headers:
@@ -392,7 +393,9 @@ class PartitionLog(TailCache, LogTrimming, LogFlushing):
             with self._channel.io(self.log_dir, "read"):
                 for seg in self._segments[i:]:
                     if seg.next_offset > offset:  # the first segment holding offsets ≥ offset
-                        return seg.read(offset, max_bytes, upper_offset, min_one)
+                        data = seg.read(offset, max_bytes, upper_offset, min_one)
+                        batch_crc.verify_read(data, seg.log_path, offset)   # nothing corrupt is served
+                        return data
             return b""
 
     def offset_for_timestamp(self, timestamp_ms: int) -> int | None:

@@ -33,7 +33,7 @@ STATS = ("count", "min", "p50", "p90", "p99", "max")
 LATENCY_KEYS = ("scenario", "metric", "backend", "config")
 PER_PARTITION_KEYS = ("scenario", "metric", "backend", "config", "topic", "partition")
 TIMEOUT_KEYS = ("scenario", "backend", "config", "log_dir_failure_timeout_ms")
-UNAVAIL_SUMMARY_KEYS = ("scenario", "metric", "backend")
+UNAVAIL_SUMMARY_KEYS = ("scenario", "op_kind", "metric", "backend")
 EVENT_LATENCY_KEYS = ("scenario", "backend", "event")
 CHECKS_KEYS = ("scenario", "checker", "valid")
 RESOURCE_KEYS = ("scenario", "backend", "resource")
@@ -45,7 +45,7 @@ SERVICE_WINDOW_COLUMNS = ("run_id", "scenario", "backend", "window", "start_ns",
 SERVICE_LATENCY_KEYS = ("scenario", "backend", "window")
 FAULT_WINDOW_COLUMNS = ("run_id", "scenario", "backend", "fault_id", "fault_kind", "start_ns", "end_ns",
                         "duration_ms", "healed")
-UNAVAIL_COLUMNS = ("run_id", "scenario", "backend", "fault_id", "topic", "partition", "last_ok_ns",
+UNAVAIL_COLUMNS = ("run_id", "scenario", "backend", "fault_id", "op_kind", "topic", "partition", "last_ok_ns",
                    "first_ok_ns", "unavailable_ms", "longest_gap_ms", "failed_ops", "recovered")
 
 SUMMARY_TABLES: dict[str, tuple[str, ...]] = {
@@ -66,7 +66,7 @@ SORT_KEYS: dict[str, tuple[str, ...]] = {
     "per_partition": PER_PARTITION_KEYS,
     "timeout_accuracy": TIMEOUT_KEYS,
     "fault_windows": ("run_id", "fault_id"),
-    "unavailability": ("run_id", "fault_id", "topic", "partition"),
+    "unavailability": ("run_id", "fault_id", "op_kind", "topic", "partition"),
     "unavailability_summary": UNAVAIL_SUMMARY_KEYS,
     "event_latency": EVENT_LATENCY_KEYS,
     "checks_summary": CHECKS_KEYS,
@@ -78,6 +78,24 @@ _INT_COLUMNS = {"count", "runs", "partition", "log_dir_failure_timeout_ms", "sta
                 "first_ok_ns", "failed_ops", "ops", "ok", "failed"}
 _BOOL_COLUMNS = {"healed", "recovered"}
 _FLOAT_COLUMNS = {"min", "p50", "p90", "p99", "max", "duration_ms", "unavailable_ms", "longest_gap_ms", "per_s"}
+
+# what a client op is, for unavailability: a produce, a consume of a group member
+# (client_id group-m<i>), any other consume (a reader by assignment); the drain's consumes
+# (client_id "drain") are not service — the drain reads everything back after the workload,
+# and pooled with the produces its first record looked like a multi-second gap of service
+OP_KINDS = ("produce", "consume", "group-consume")
+DRAIN_CLIENT = "drain"
+GROUP_CLIENT_PREFIX = "group-m"    # = harness.checkers.group_consumption.GROUP_PROCESS_PREFIX
+
+
+def op_kind(op: str, client_id: str | None) -> str | None:
+    """The op kind of a client op, None for the drain's (not service)."""
+    if op == "produce":
+        return "produce"
+    if client_id == DRAIN_CLIENT:
+        return None
+    return "group-consume" if (client_id or "").startswith(GROUP_CLIENT_PREFIX) else "consume"
+
 
 # fault-window events written by the harness
 FAULT_START = "fault_injected"

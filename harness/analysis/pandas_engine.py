@@ -5,12 +5,14 @@ Definitions shared with ``spark_engine`` (keep the two in step; tests compare th
 * fault window: per (run, fault_id): ``start`` = first ``fault_injected``, ``end`` = first
   ``fault_healed`` at or after start, else the run's last event (``healed`` = false).
   A null fault_id is treated as the empty string (one unnamed fault per run).
-* unavailability per window × (topic, partition) with client ops in that run:
+* unavailability per window × op kind × (topic, partition) with client ops of that kind in
+  that run (``model.op_kind``: produce, consume, group-consume; the drain's ops are not
+  service and take no part):
   ``last_ok_ns`` = latest ok completion ≤ start, ``first_ok_ns`` = earliest ok completion > start,
   ``unavailable_ms`` = (first − last)/1e6 (null if either is missing; ``recovered`` = first exists);
-  ``longest_gap_ms`` = the longest gap between consecutive ok completions of that partition
-  that overlaps [start, end] (prev < end and next > start); ``failed_ops`` = ops with
-  outcome ``fail`` invoked in [start, end).
+  ``longest_gap_ms`` = the longest gap between consecutive ok completions of that kind on that
+  partition that overlaps [start, end] (prev < end and next > start); ``failed_ops`` = ops of
+  that kind with outcome ``fail`` invoked in [start, end).
 * event latency: node events (source ``node``) with start ≤ ts < end: first occurrence per
   (run, fault, node, event), delay = (ts − start)/1e6 ms.
 * timeout accuracy: ``failure_timeout_shutdown_ms − log_dir_failure_timeout_ms`` per row.
@@ -54,7 +56,9 @@ def _grouped_stats(df: pd.DataFrame, keys: Sequence[str], value: str) -> pd.Data
     rows = []
     for key, group in df.groupby(list(keys), dropna=False, sort=False):
         key = key if isinstance(key, tuple) else (key,)
-        rows.append(dict(zip(keys, key), **m.stats_of(group[value].to_numpy(dtype=np.float64, na_value=np.nan))))
+        stats = m.stats_of(group[value].to_numpy(dtype=np.float64, na_value=np.nan))
+        if stats["count"]:   # a group without one value has nothing to summarise (Spark drops it too)
+            rows.append(dict(zip(keys, key), **stats))
     return pd.DataFrame(rows, columns=cols)
 
 
@@ -73,7 +77,8 @@ def analyze(run_dirs: Sequence[Path]) -> m.Summary:
     unavail = unavailability(ops, windows)
     tables["unavailability"] = unavail
     long = pd.concat([unavail.assign(metric="unavailable_ms", value=unavail["unavailable_ms"]),
-                      unavail.assign(metric="longest_gap_ms", value=unavail["longest_gap_ms"])])
+                      unavail.assign(metric="longest_gap_ms", value=unavail["longest_gap_ms"]),
+                      unavail.assign(metric="failed_ops", value=unavail["failed_ops"].astype("float64"))])
     tables["unavailability_summary"] = _grouped_stats(long, m.UNAVAIL_SUMMARY_KEYS, "value")
     tables["event_latency"] = _grouped_stats(event_delays(events, windows), m.EVENT_LATENCY_KEYS, "delay_ms")
     checks = frames["checks"]
@@ -118,21 +123,27 @@ def unavailability(ops: pd.DataFrame, windows: pd.DataFrame) -> pd.DataFrame:
     cols = list(m.UNAVAIL_COLUMNS)
     if windows.empty or ops.empty:
         return pd.DataFrame(columns=cols)
-    ops = ops.assign(topic=ops["topic"].fillna(""))
-    parts = ops[["run_id", "topic", "partition"]].drop_duplicates()
+    client = ops["client_id"] if "client_id" in ops.columns else pd.Series([None] * len(ops), index=ops.index)
+    kinds = [m.op_kind(o, c if isinstance(c, str) else None) for o, c in zip(ops["op"], client)]
+    ops = ops.assign(topic=ops["topic"].fillna(""), op_kind=kinds)
+    ops = ops[ops["op_kind"].notna()]
+    if ops.empty:
+        return pd.DataFrame(columns=cols)
+    pkey = ["run_id", "op_kind", "topic", "partition"]
+    parts = ops[pkey].drop_duplicates()
     w = windows[["run_id", "scenario", "backend", "fault_id", "start_ns", "end_ns"]].merge(parts, on="run_id")
-    ok = ops[(ops["outcome"] == "ok") & ops["ts_complete_ns"].notna()][["run_id", "topic", "partition", "ts_complete_ns"]]
-    ok = ok.sort_values(["run_id", "topic", "partition", "ts_complete_ns"], kind="mergesort")
-    ok["prev_ns"] = ok.groupby(["run_id", "topic", "partition"], dropna=False)["ts_complete_ns"].shift(1)
-    j = w.merge(ok, on=["run_id", "topic", "partition"], how="left")
-    key = ["run_id", "fault_id", "topic", "partition"]
+    ok = ops[(ops["outcome"] == "ok") & ops["ts_complete_ns"].notna()][[*pkey, "ts_complete_ns"]]
+    ok = ok.sort_values([*pkey, "ts_complete_ns"], kind="mergesort")
+    ok["prev_ns"] = ok.groupby(pkey, dropna=False)["ts_complete_ns"].shift(1)
+    j = w.merge(ok, on=pkey, how="left")
+    key = ["run_id", "fault_id", "op_kind", "topic", "partition"]
     before = j[j["ts_complete_ns"] <= j["start_ns"]].groupby(key, dropna=False)["ts_complete_ns"].max().rename("last_ok_ns")
     after = j[j["ts_complete_ns"] > j["start_ns"]].groupby(key, dropna=False)["ts_complete_ns"].min().rename("first_ok_ns")
     ov = j[j["prev_ns"].notna() & (j["prev_ns"] < j["end_ns"]) & (j["ts_complete_ns"] > j["start_ns"])]
     gap = ((ov["ts_complete_ns"] - ov["prev_ns"]).astype("float64") / 1e6).groupby(
         [ov[k] for k in key], dropna=False).max().rename("longest_gap_ms")
-    fails = ops[ops["outcome"] == "fail"][["run_id", "topic", "partition", "ts_invoke_ns"]].merge(
-        w[["run_id", "fault_id", "topic", "partition", "start_ns", "end_ns"]], on=["run_id", "topic", "partition"])
+    fails = ops[ops["outcome"] == "fail"][[*pkey, "ts_invoke_ns"]].merge(
+        w[["run_id", "fault_id", "op_kind", "topic", "partition", "start_ns", "end_ns"]], on=pkey)
     fails = fails[(fails["ts_invoke_ns"] >= fails["start_ns"]) & (fails["ts_invoke_ns"] < fails["end_ns"])]
     nfail = fails.groupby(key, dropna=False).size().rename("failed_ops")
     out = w.set_index(key).join([before, after, gap, nfail]).reset_index()

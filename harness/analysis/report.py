@@ -40,7 +40,8 @@ TITLES = {
     "service_latency": "Produce latency of every acked op, pooled over runs, per window (ms)",
     "service_windows": "Service windows per run: ops, acked per second",
     "timeout_accuracy": "Timeout accuracy: failure_timeout_shutdown_ms − log.dir.failure.timeout.ms (ms)",
-    "unavailability_summary": "Client unavailability around fault windows (ms)",
+    "unavailability_summary": "Client unavailability around fault windows, per op kind (ms; failed_ops: "
+                              "a count; the drain is not service)",
     "event_latency": "First occurrence of each node event after the fault (ms)",
     "per_partition": "Per-partition breakdown (ms)",
     "checks_summary": "Checker verdicts (number of runs)",

@@ -156,15 +156,21 @@ def analyze(run_dirs: Sequence[Path], spark=None, master: str | None = None) -> 
     out["fault_windows"] = windows
     wsmall = F.broadcast(windows.select("run_id", "scenario", "backend", "fault_id", "start_ns", "end_ns"))
 
-    # unavailability: client ok completions around each fault window, per partition
+    # unavailability: client ok completions around each fault window, per op kind and partition
+    # (model.op_kind: the drain's consumes are not service and are left out)
     ops = ops.withColumn("topic", F.coalesce(F.col("topic"), F.lit("")))
-    pkey = ["run_id", "topic", "partition"]
+    ops = ops.withColumn("op_kind", F.when(F.col("op") == "produce", F.lit("produce"))
+                         .when(F.col("client_id") == F.lit(m.DRAIN_CLIENT), F.lit(None).cast("string"))
+                         .when(F.coalesce(F.col("client_id"), F.lit("")).startswith(m.GROUP_CLIENT_PREFIX),
+                               F.lit("group-consume"))
+                         .otherwise(F.lit("consume"))).where(F.col("op_kind").isNotNull())
+    pkey = ["run_id", "op_kind", "topic", "partition"]
     parts = ops.select(*pkey).distinct()
     w = wsmall.join(parts, "run_id")
     ok = ops.where((F.col("outcome") == "ok") & F.col("ts_complete_ns").isNotNull()).select(*pkey, "ts_complete_ns")
     ok = ok.withColumn("prev_ns", F.lag("ts_complete_ns").over(Window.partitionBy(*pkey).orderBy("ts_complete_ns")))
     j = w.join(ok, pkey, "left")
-    key = ["run_id", "fault_id", "topic", "partition"]
+    key = ["run_id", "fault_id", "op_kind", "topic", "partition"]
     tc, st, en = F.col("ts_complete_ns"), F.col("start_ns"), F.col("end_ns")
     overlaps = F.col("prev_ns").isNotNull() & (F.col("prev_ns") < en) & (tc > st)
     agg = j.groupBy(*key).agg(
@@ -172,7 +178,7 @@ def analyze(run_dirs: Sequence[Path], spark=None, master: str | None = None) -> 
         F.min(F.when(tc > st, tc)).alias("first_ok_ns"),
         F.max(F.when(overlaps, (tc - F.col("prev_ns")).cast("double") / F.lit(1e6))).alias("longest_gap_ms"))
     fails = ops.where(F.col("outcome") == "fail").select(*pkey, "ts_invoke_ns").join(
-        w.select("run_id", "fault_id", "topic", "partition", "start_ns", "end_ns"), pkey) \
+        w.select("run_id", "fault_id", "op_kind", "topic", "partition", "start_ns", "end_ns"), pkey) \
         .where((F.col("ts_invoke_ns") >= st) & (F.col("ts_invoke_ns") < en)) \
         .groupBy(*key).agg(F.count(F.lit(1)).alias("failed_ops"))
     unavail = w.join(agg, key, "left").join(fails, key, "left") \
@@ -181,10 +187,12 @@ def analyze(run_dirs: Sequence[Path], spark=None, master: str | None = None) -> 
         .withColumn("recovered", F.col("first_ok_ns").isNotNull()) \
         .select(*m.UNAVAIL_COLUMNS).cache()
     out["unavailability"] = unavail
-    long = unavail.select("scenario", "backend", F.lit("unavailable_ms").alias("metric"),
+    long = unavail.select("scenario", "op_kind", "backend", F.lit("unavailable_ms").alias("metric"),
                           F.col("unavailable_ms").alias("value")).unionByName(
-        unavail.select("scenario", "backend", F.lit("longest_gap_ms").alias("metric"),
-                       F.col("longest_gap_ms").alias("value")))
+        unavail.select("scenario", "op_kind", "backend", F.lit("longest_gap_ms").alias("metric"),
+                       F.col("longest_gap_ms").alias("value"))).unionByName(
+        unavail.select("scenario", "op_kind", "backend", F.lit("failed_ops").alias("metric"),
+                       F.col("failed_ops").cast("double").alias("value")))
     out["unavailability_summary"] = _stats(long, m.UNAVAIL_SUMMARY_KEYS, "value")
 
     # event latency: first occurrence of each node event per (run, fault, node) inside the window

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from harness.checkers.base import UNKNOWN, CheckResult, Valid, check_safe, merge_valid, valid_text
+from harness.checkers.corruption import check_no_corrupt_consumed
 from harness.checkers.durability import analyse_durability, check_durability
 from harness.checkers.failover import check_failover
 from harness.checkers.fencing import check_fencing
@@ -33,6 +34,7 @@ CHECKERS: dict[str, Callable[..., CheckResult]] = {
     "service": check_service,
     "quorum_logs": check_quorum_logs,
     "group_consumption": check_group_consumption,     # optional: scenarios with group consumers
+    "no_corrupt_consumed": check_no_corrupt_consumed,
 }
 
 

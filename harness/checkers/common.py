@@ -11,10 +11,23 @@ from harness.checkers.replay import MetadataView, TP, controller_events
 from harness.history import Event, History
 
 __all__ = ["InjectedFault", "injected_faults", "partition_timelines", "PartitionState", "first_after",
-           "MUST_DETECT_MODES", "dir_offline_events", "node_actions"]
+           "MUST_DETECT_MODES", "NOT_A_FAILURE_MODES", "WHOLE_NODE_DIRS", "must_detect", "dir_offline_events",
+           "node_actions"]
 
 # disk modes that every busy broker must notice (writes + fsync + the health probe)
-MUST_DETECT_MODES = ("error", "error-writes", "enospc", "remove")
+MUST_DETECT_MODES = ("error", "error-writes", "enospc", "remove", "permission")   # on a whole dir
+# modes that are no failure at all: the dir must stay online (a slow dir; a volatile cache that
+# loses nothing until a power cut)
+NOT_A_FAILURE_MODES = ("delay", "lose-unsynced")
+# dir refs that name a broker's dirs as a whole (every data dir, the metadata dir, both)
+WHOLE_NODE_DIRS = ("metadata", "all", "all+metadata")
+
+
+def must_detect(f) -> bool:
+    """A busy broker must notice this disk fault: a whole-dir mode it cannot miss. A fault on
+    one file's blocks is met only when the broker touches that file, so, like flaky or
+    error-reads, it is judged only if the broker noticed it."""
+    return f.mode in MUST_DETECT_MODES and not f.attrs.get("file")
 
 
 @dataclass(frozen=True)

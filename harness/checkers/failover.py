@@ -6,15 +6,19 @@ time *T*, with the metadata view replayed from the controller's events up to *T*
 - **affected** partitions are those whose replica on *b* lives in a failed dir (all of *b*'s
   partitions for ``metadata``/``all``). Each must reach a committed state without *b* in the
   ISR (or leaderless, when *b* was the last ISR member) by ``T + expect.failover_within_ms``.
-  Modes that a busy broker must notice (error, error-writes, enospc, remove)
-  are always judged; flaky/error-reads only when the broker logged ``dir_offline``.
+  Modes that a busy broker must notice (error, error-writes, enospc, remove, permission, on
+  a whole dir) are always judged; the others (flaky, error-reads, corruption, bad blocks, any
+  fault limited to one file's blocks) only when the broker logged ``dir_offline``; a
+  corruption the broker's recovery found and cut from the log (``log_truncated_at_recovery``
+  after the fault) is handled without a failover: true, nothing affected.
 - ``expect.leader_moves`` True: affected partitions led by *b* get another leader in the
   bound; False: affected partitions *b* only followed keep their leader over the window.
 - an affected partition never takes *b* back into its ISR while *b*'s replica is still on a
   failed dir (before the fault is healed): "partitions on it stay offline" (S3).
 - **healthy** partitions (*b*'s replicas on other dirs) keep *b* in their ISR from *T* until
   the bound or the next deliberate disturbance of *b* (restart, kill, network fault).
-- ``delay`` faults: the dir must not go offline (no ``dir_offline``) — no false failover.
+- ``delay`` and ``lose-unsynced`` faults: the dir must not go offline (no ``dir_offline``) —
+  no false failover.
 - ``expect.isr_recovers``: at the end, *b* is in the ISR of every partition it replicates
   on a dir that is online then.
 - replace-disk faults: the broker registers a directory id it never had (a fresh disk).
@@ -31,9 +35,11 @@ from __future__ import annotations
 
 from harness.checkers.base import UNKNOWN, CheckResult, merge_valid
 from harness.checkers.common import (
-    MUST_DETECT_MODES, InjectedFault, dir_offline_events, first_after, injected_faults, node_actions,
+    WHOLE_NODE_DIRS,
+    NOT_A_FAILURE_MODES, InjectedFault, must_detect, dir_offline_events, first_after, injected_faults, node_actions,
     partition_timelines,
 )
+from harness.checkers.corruption import CORRUPT_MODES
 from harness.checkers.replay import LOST, view_at
 from harness.history import History
 
@@ -54,23 +60,31 @@ def _judge_fault(f: InjectedFault, history: History, timelines, bound_ms: int, e
     verdicts = []
     view = view_at(history, T)
     mine = [p for p in view.partitions_of(b) if (p.topic, p.partition) not in moved]
-    whole = f.dir_ref in ("metadata", "all")
+    whole = f.dir_ref in WHOLE_NODE_DIRS
     affected = [p for p in mine if whole or p.dir_of(b) in f.dir_ids]
     healthy = [p for p in mine if p not in affected]
     if not view.partitions:
         out["problems"].append("no partition_change events before the fault: placement unknown")
         return UNKNOWN, out
     seen = dir_offline_events(history, b, f.dir_ids, T) if not whole else []
-    if f.mode == "delay":
+    if f.mode in NOT_A_FAILURE_MODES:
         if seen:
-            out["problems"].append(f"dir went offline under a delay fault at +{(seen[0].ts_ns - T) / MS:.0f} ms")
+            out["problems"].append(f"dir went offline under a {f.mode} fault at +{(seen[0].ts_ns - T) / MS:.0f} ms")
             verdicts.append(False)
         else:
             verdicts.append(True)
         affected, healthy = [], mine  # a slow dir is a healthy dir
-    elif f.mode not in MUST_DETECT_MODES and not whole and not seen:
-        out["not_observed"] = "the broker never marked the dir offline (fault mode need not surface)"
-        verdicts.append(UNKNOWN)
+    elif not must_detect(f) and not whole and not seen:
+        cut = [e for e in history.events("log_truncated_at_recovery", source="node", node_id=b) if e.ts_ns >= T]
+        if f.mode in CORRUPT_MODES and cut:
+            # found by the broker's recovery (a restart after an unclean stop) and cut from its log:
+            # Kafka's path for a corrupt batch found at load; the dir stays online, nothing fails over
+            out["handled_at_recovery"] = [f"{e.get('topic')}-{e.get('partition')}: {e.get('truncated_bytes')} "
+                                          f"bytes at +{(e.ts_ns - T) / MS:.0f} ms" for e in cut]
+            verdicts.append(True)
+        else:
+            out["not_observed"] = "the broker never marked the dir offline (fault mode need not surface)"
+            verdicts.append(UNKNOWN)
         affected, healthy = [], [p for p in mine if p not in affected]
     out["affected"] = [f"{p.topic}-{p.partition}" for p in affected]
     out["healthy"] = [f"{p.topic}-{p.partition}" for p in healthy]

@@ -8,7 +8,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-from harness.checkers.common import InjectedFault
+from harness.checkers.common import WHOLE_NODE_DIRS, InjectedFault
 from harness.checkers.replay import LOST, MIGRATING, UNASSIGNED, MetadataView
 from harness.history import History
 
@@ -202,7 +202,7 @@ def fault_domain(f: InjectedFault, view: MetadataView, timelines: dict | None = 
         if not p.replicas:
             continue
         for b in nodes & set(p.replicas):
-            if f.kind != "disk" or f.dir_ref in ("all", "metadata"):
+            if f.kind != "disk" or f.dir_ref in WHOLE_NODE_DIRS:
                 out.add(key)
                 continue
             if _in_dirs(p.dir_of(b), f.dir_ids):

@@ -13,7 +13,7 @@ For each disk fault on broker *b*, the timer starts when *b* marks the dir offli
 from __future__ import annotations
 
 from harness.checkers.base import UNKNOWN, CheckResult, merge_valid
-from harness.checkers.common import dir_offline_events, injected_faults
+from harness.checkers.common import NOT_A_FAILURE_MODES, WHOLE_NODE_DIRS, dir_offline_events, injected_faults
 from harness.history import History
 
 __all__ = ["check_timeout_accuracy"]
@@ -29,14 +29,15 @@ def check_timeout_accuracy(scenario, history: History) -> CheckResult:
     verdicts, rows = [], []
     # a delay fault is a slow disk, not a failed one: it must never start the D5 timer (the
     # failover check's "no false failover" judges it), so it has no timeout to be accurate about
-    disk = [f for f in injected_faults(history) if f.kind == "disk" and f.node_id is not None and f.mode != "delay"]
+    disk = [f for f in injected_faults(history) if f.kind == "disk" and f.node_id is not None
+            and f.mode not in NOT_A_FAILURE_MODES]
     if not disk:
         return CheckResult("timeout_accuracy", UNKNOWN, "no disk failure in the history (delay faults are not "
                                                         "failures)", {})
     for f in disk:
         b = f.node_id
         row: dict = {"fault_id": f.fault_id, "node_id": b, "timeout_ms": timeout_ms, "tolerance_ms": hb_ms}
-        offline = dir_offline_events(history, b, f.dir_ids, f.ts_ns) if f.dir_ref not in ("metadata", "all") \
+        offline = dir_offline_events(history, b, f.dir_ids, f.ts_ns) if f.dir_ref not in WHOLE_NODE_DIRS \
             else history.events("dir_offline", source="node", node_id=b)
         shutdowns = [e for e in history.events("failure_timeout_shutdown", source="node", node_id=b)
                      if e.ts_ns >= f.ts_ns]

@@ -12,9 +12,16 @@ Targets (strings, validated against the topology and the workload's topics):
   that partition when the fault fires), ``follower:<topic>/<p>`` (its first ISR member that is
   not the leader).
 - dir refs: ``d1`` … ``dN`` (position in the broker's ``log.dirs``), ``metadata`` (the
-  ``metadata.log.dir``), ``all`` (every data dir), ``replica:<topic>/<p>`` (the dir holding that
-  partition's replica on the target broker), ``spare:<topic>/<p>`` (the first online data dir
-  of the target broker that does not hold that replica: a move target).
+  ``metadata.log.dir``), ``all`` (every data dir), ``all+metadata`` (every dir of the node),
+  ``replica:<topic>/<p>`` (the dir holding that partition's replica on the target broker),
+  ``spare:<topic>/<p>`` (the first online data dir of the target broker that does not hold
+  that replica: a move target).
+- file targets (``DiskFault.file``: the block-level modes then meet only that file's blocks,
+  :func:`parse_file_target`): ``<topic>-<p>:oldest-segment`` / ``:active-segment`` (the
+  partition's first / last ``.log``), ``<topic>-<p>:segments`` (every ``.log``),
+  ``<topic>-<p>:index`` (every ``.index``), ``<topic>-<p>:leader-epoch-checkpoint``,
+  ``checkpoint:<name>`` (a file of the dir: ``replication-offset-checkpoint``, …),
+  ``metadata-log`` (the ``__cluster_metadata-0`` segments of a controller's metadata dir).
 
 Refs are bound once, at first use, and stay bound for the run (kafkatest picks "the leader"
 once): ``leader:t1/0`` in a later restart or in ``expect.outcomes`` means the same broker the
@@ -27,11 +34,14 @@ Fault kinds (``kind`` field in files):
 kind            fields                                                           heal
 ==============  ===============================================================  ==========
 disk            node, dir, mode (error, error-reads, error-writes, flaky[p],     after
-                delay[delay_ms], enospc, remove)                                 duration
+                delay[delay_ms], enospc, remove, corrupt-reads[p],               duration
+                corrupt-writes[p], bad-blocks, lose-unsynced, permission),
+                file (a file target)
 network         action (partition[node, peer], isolate[node], delay[node,        after
                 delay_ms, jitter_ms], loss[node, loss_pct])                      duration
-process         action (kill[signal], pause, restart[clean]), node               kill: start
-                                                                                 again after
+process         action (kill[signal], pause, restart[clean], power-cut), node    kill, power-
+                (power-cut: SIGKILL, then every disk of the node loses what it   cut: start
+                had not made durable and comes back: ``infra.power``)            again after
                                                                                  duration;
                                                                                  pause: resume
 replace-disk    node, dir: swap in a freshly formatted disk (new directory.id)   —
@@ -55,20 +65,30 @@ __all__ = [
     "DISK_MODES", "DIR_LOSING_MODES", "NETWORK_ACTIONS", "PROCESS_ACTIONS", "FAULT_KINDS",
     "DiskFault", "NetworkFault", "ProcessFault", "ReplaceDisk", "MoveReplica", "Fault",
     "NodeRef", "ACTIVE_CONTROLLER", "parse_node_ref", "parse_dir_ref", "fault_to_dict", "FAULT_CLASSES", "SIGNALS",
-    "soak_schedule", "end_ms", "fault_label", "RefBindings", "fault_seed",
+    "soak_schedule", "end_ms", "fault_label", "RefBindings", "fault_seed", "FileTarget", "parse_file_target",
+    "FILE_MODES", "P_MODES", "READ_MODES", "FILE_TARGET_KINDS",
 ]
 
 # the kinds infra.faults.DiskFaultHandle injects (error-writes fails writes and fsync)
-DISK_MODES = ("error", "error-reads", "error-writes", "flaky", "delay", "enospc", "remove")
-# the disk modes that can take a dir away from its broker (all but a slow disk)
-DIR_LOSING_MODES = tuple(m for m in DISK_MODES if m != "delay")
+DISK_MODES = ("error", "error-reads", "error-writes", "flaky", "delay", "enospc", "remove", "corrupt-reads",
+              "corrupt-writes", "bad-blocks", "lose-unsynced", "permission")
+FILE_MODES = ("error", "error-reads", "error-writes", "flaky", "delay", "corrupt-reads", "corrupt-writes",
+              "bad-blocks")                         # may name a file target
+P_MODES = ("flaky", "corrupt-reads", "corrupt-writes")   # take p
+READ_MODES = ("error", "error-reads", "flaky", "corrupt-reads", "bad-blocks")   # a read meets them
+# the disk modes that can take a dir away from its broker (all but a slow disk and a cache
+# that only loses what a power cut finds unsynced)
+DIR_LOSING_MODES = tuple(m for m in DISK_MODES if m not in ("delay", "lose-unsynced"))
 NETWORK_ACTIONS = ("partition", "isolate", "delay", "loss")
-PROCESS_ACTIONS = ("kill", "pause", "restart")
+PROCESS_ACTIONS = ("kill", "pause", "restart", "power-cut")
 SIGNALS = ("SIGKILL", "SIGTERM")
 FAULT_KINDS = ("disk", "network", "process", "replace-disk", "move-replica")
 
 _NODE_RE = re.compile(r"^(broker|controller):(\d+)$|^(leader|follower):([A-Za-z0-9._-]+)/(\d+)$|^controller:(active)$")
-_DIR_RE = re.compile(r"^d([1-9]\d*)$|^(metadata|all)$|^(replica|spare):([A-Za-z0-9._-]+)/(\d+)$")
+_DIR_RE = re.compile(r"^d([1-9]\d*)$|^(metadata|all|all\+metadata)$|^(replica|spare):([A-Za-z0-9._-]+)/(\d+)$")
+FILE_TARGET_KINDS = ("oldest-segment", "active-segment", "segments", "index", "leader-epoch-checkpoint")
+_FILE_RE = re.compile(r"^([A-Za-z0-9._-]+)-(\d+):(%s)$|^checkpoint:([A-Za-z0-9._-]+)$|^(metadata-log)$"
+                      % "|".join(FILE_TARGET_KINDS))
 
 
 ACTIVE_CONTROLLER = "controller-active"
@@ -96,8 +116,30 @@ def parse_node_ref(text: str) -> NodeRef | None:
     return NodeRef(m.group(3), topic=m.group(4), partition=int(m.group(5)))
 
 
+@dataclass(frozen=True, slots=True)
+class FileTarget:
+    """A parsed file target: ``kind`` in FILE_TARGET_KINDS (``topic``/``partition`` set),
+    ``checkpoint`` (``name`` set) or ``metadata-log``."""
+
+    kind: str
+    topic: str | None = None
+    partition: int | None = None
+    name: str | None = None
+
+
+def parse_file_target(text: str) -> FileTarget | None:
+    m = _FILE_RE.match(text) if isinstance(text, str) else None
+    if m is None:
+        return None
+    if m.group(3):
+        return FileTarget(m.group(3), topic=m.group(1), partition=int(m.group(2)))
+    if m.group(4):
+        return FileTarget("checkpoint", name=m.group(4))
+    return FileTarget("metadata-log")
+
+
 def parse_dir_ref(text: str) -> tuple[str, Any] | None:
-    """``("index", 1)`` for d1, ``("metadata", None)``, ``("all", None)``,
+    """``("index", 1)`` for d1, ``("metadata", None)``, ``("all", None)``, ``("all+metadata", None)``,
     ``("replica", (topic, p))``, ``("spare", (topic, p))``; ``None`` when malformed."""
     m = _DIR_RE.match(text) if isinstance(text, str) else None
     if m is None:
@@ -118,9 +160,10 @@ class DiskFault:
     node: str
     dir: str
     mode: str = "error"
-    p: float | None = None          # flaky: probability an I/O fails
+    p: float | None = None          # flaky: probability an I/O fails; corrupt-*: share of 4 KiB blocks flipped
     delay_ms: int | None = None     # delay: added latency per I/O
     duration_ms: int | None = None
+    file: str | None = None         # a file target: only that file's blocks (FILE_MODES)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -200,11 +243,13 @@ def fault_label(fault: Fault) -> str:
     """The ``fault_kind`` label of results tables: ``error``, ``flaky(0.05)``, ``delay(50ms)``,
     ``partition``, ``kill(SIGKILL)``, ``restart``, ``replace-disk``, ``move-replica``."""
     if isinstance(fault, DiskFault):
-        if fault.mode == "flaky":
-            return f"flaky({fault.p})"
-        if fault.mode == "delay":
-            return f"delay({fault.delay_ms}ms)"
-        return fault.mode
+        if fault.mode in P_MODES:
+            label = f"{fault.mode}({fault.p})"
+        elif fault.mode == "delay":
+            label = f"delay({fault.delay_ms}ms)"
+        else:
+            label = fault.mode
+        return f"{label}[{fault.file}]" if fault.file else label
     if isinstance(fault, NetworkFault):
         if fault.action == "delay":
             return f"net-delay({fault.delay_ms}ms)"
@@ -248,13 +293,15 @@ class RefBindings:
 
 
 def soak_schedule(seed: int, *, duration_ms: int, broker_ids: list[int], dirs_per_broker: int,
-                  controller_id: int, mean_gap_ms: int = 8000, fault_ms: int = 4000) -> tuple[Fault, ...]:
+                  controller_id: int, mean_gap_ms: int = 8000, fault_ms: int = 4000,
+                  first_at_ms: int | None = None) -> tuple[Fault, ...]:
     """A seeded random mix of faults (S11): one fault window at a time, each healed after
-    ``fault_ms``, gaps drawn around ``mean_gap_ms``; never fails a broker's last data dir, so
-    every window is survivable and every check must hold across all of them."""
+    ``fault_ms``, gaps drawn around ``mean_gap_ms`` (the first at ``first_at_ms``, default half a
+    gap); never fails a broker's last data dir, so every window is survivable and every check
+    must hold across all of them."""
     rng = random.Random(seed)
     faults: list[Fault] = []
-    t = mean_gap_ms // 2
+    t = mean_gap_ms // 2 if first_at_ms is None else first_at_ms
     while t + fault_ms < duration_ms - mean_gap_ms // 2 and len(faults) < 1000:
         broker = rng.choice(broker_ids)
         node = f"broker:{broker}"

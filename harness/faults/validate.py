@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.faults.schedule import (ACTIVE_CONTROLLER, DISK_MODES, FAULT_CLASSES, FAULT_KINDS, NETWORK_ACTIONS,
-                                     PROCESS_ACTIONS, SIGNALS, DiskFault, Fault, MoveReplica, NetworkFault,
-                                     ProcessFault, ReplaceDisk, parse_dir_ref, parse_node_ref)
+from harness.faults.schedule import (ACTIVE_CONTROLLER, DISK_MODES, FAULT_CLASSES, FAULT_KINDS, FILE_MODES,
+                                     FILE_TARGET_KINDS, NETWORK_ACTIONS, P_MODES, PROCESS_ACTIONS, SIGNALS, DiskFault,
+                                     Fault, MoveReplica, NetworkFault, ProcessFault, ReplaceDisk, parse_dir_ref,
+                                     parse_file_target, parse_node_ref)
 from harness.fields import Fields, Problems, join, one_of
 
 __all__ = ["TargetCheck", "fault_from_dict"]
@@ -53,14 +54,33 @@ class TargetCheck:
             return
         ref = parse_dir_ref(text)
         if ref is None:
-            problems.add(path, f"{text!r} is not a dir ref (d1..d{self.dirs_per_broker}, metadata, all, "
+            problems.add(path, f"{text!r} is not a dir ref (d1..d{self.dirs_per_broker}, metadata, all, all+metadata, "
                                "replica:<topic>/<p>, spare:<topic>/<p>)")
         elif ref[0] == "index" and ref[1] > self.dirs_per_broker:
             problems.add(path, f"{text!r}: brokers have {self.dirs_per_broker} data dirs (d1..d{self.dirs_per_broker})")
-        elif ref[0] == "all" and single:
-            problems.add(path, "'all' is not allowed here: name one dir")
+        elif ref[0] in ("all", "all+metadata") and single:
+            problems.add(path, f"{ref[0]!r} is not allowed here: name one dir")
         elif ref[0] in ("replica", "spare"):
             self.topic_partition(ref[1][0], ref[1][1], path, problems)
+
+    def file(self, text: Any, dir_text: Any, mode: Any, path: str, problems: Problems) -> None:
+        """A file target: well-formed, for a mode that can target a file, in a dir that can hold it."""
+        target = parse_file_target(text)
+        if target is None:
+            problems.add(path, f"{text!r} is not a file target (<topic>-<p>:{{{','.join(FILE_TARGET_KINDS)}}}, "
+                               "checkpoint:<name>, metadata-log)")
+            return
+        if mode not in FILE_MODES:
+            problems.add(path, f"mode {mode!r} acts on a whole dir, not on a file (file modes: {', '.join(FILE_MODES)})")
+        ref = parse_dir_ref(dir_text) if isinstance(dir_text, str) else None
+        if ref is not None and ref[0] in ("all", "all+metadata"):
+            problems.add(path, f"a file lies in one dir: name it (not {dir_text!r})")
+        elif target.kind == "metadata-log" and ref is not None and ref[0] != "metadata":
+            problems.add(path, f"the metadata log is in the metadata dir, not {dir_text!r}")
+        elif target.topic is not None:
+            if ref is not None and ref[0] == "metadata":
+                problems.add(path, f"{target.topic}-{target.partition} is a data partition: not in the metadata dir")
+            self.topic_partition(target.topic, target.partition or 0, path, problems)
 
 
 def fault_from_dict(data: Any, path: str, problems: Problems, targets: TargetCheck) -> Fault | None:
@@ -78,6 +98,13 @@ def fault_from_dict(data: Any, path: str, problems: Problems, targets: TargetChe
         p = f.float("p", None, lo=0.0, hi=1.0)
         delay_ms = f.int("delay_ms", None, lo=1)
         duration = f.int("duration_ms", None, lo=1)
+        file = f.str("file", None)
+        if file is not None:
+            targets.file(file, dir_, mode, join(path, "file"), problems)
+        elif mode == "bad-blocks":
+            problems.add(join(path, "file"), "mode 'bad-blocks' needs file (whose blocks go bad)")
+        if mode in ("corrupt-reads", "corrupt-writes") and p is not None and p <= 0:
+            problems.add(join(path, "p"), f"mode {mode!r}: p is the share of blocks flipped, within (0, 1]")
         # a controller has one disk: its metadata dir
         on_controller = isinstance(node, str) and node.startswith("controller:")
         targets.node(node, join(path, "node"), problems, broker_only=not on_controller)
@@ -88,11 +115,12 @@ def fault_from_dict(data: Any, path: str, problems: Problems, targets: TargetChe
             problems.add(join(path, "p"), "mode 'flaky' needs p (probability 0..1)")
         if mode == "delay" and delay_ms is None:
             problems.add(join(path, "delay_ms"), "mode 'delay' needs delay_ms")
-        if p is not None and mode != "flaky":
-            problems.add(join(path, "p"), f"only for mode 'flaky', not {mode!r}")
+        if p is not None and mode not in P_MODES:
+            problems.add(join(path, "p"), f"only for modes {', '.join(P_MODES)}, not {mode!r}")
         if delay_ms is not None and mode != "delay":
             problems.add(join(path, "delay_ms"), f"only for mode 'delay', not {mode!r}")
-        value = DiskFault(at_ms=at_ms, node=node, dir=dir_, mode=mode, p=p, delay_ms=delay_ms, duration_ms=duration)
+        value = DiskFault(at_ms=at_ms, node=node, dir=dir_, mode=mode, p=p, delay_ms=delay_ms, duration_ms=duration,
+                          file=file)
     elif kind == "network":
         action = f.str("action", choices=NETWORK_ACTIONS)
         peer = f.str("peer", None)

@@ -9,22 +9,27 @@
  *
  * It serves the regular files of --backing DIR flat at --mount DIR (allow_other,
  * auto_unmount, fsname jbodlab-faultfs, foreground, fuse_loop_mt with --max-threads workers,
- * default 64). read, write and fsync of an image pass its fault gate (the semantics of
- * ImageState.gate): count the op; mode ok -> pass; the mode always fails the op, or flaky and
- * a draw < p -> count injected, EIO; delay -> sleep delay_ms, pass. The flaky PRNG
- * (xoshiro256**) is reseeded with the mode's seed whenever a mode is set, so a seeded
- * sequence replays (it is not Python's random sequence). --host-sync: a guest flush that
- * passed the gate is also fdatasync'd/fsync'd on the host and counted in host_syncs.
- * Requests run in parallel: the only locks are one mutex per image, held for the counters and
- * the draw, never across I/O or a delay.
+ * default 64). read, write and fsync of an image pass through its mode (image.c: the gate,
+ * then the effects — EIO, delay, flipped bits, bad blocks, the volatile cache of
+ * lose-unsynced; the semantics of infra/fault_image.py). The flaky PRNG (xoshiro256**) is
+ * reseeded with the mode's seed whenever a mode is set, so a seeded sequence replays (it is
+ * not Python's random sequence); corruption is a hash of seed and block, the same in both
+ * daemons. --host-sync: a guest flush that passed the gate is also fdatasync'd/fsync'd on the
+ * host and counted in host_syncs. Requests run in parallel: an image's mutex is held for its
+ * counters and draws, never across I/O or a delay; only lose-unsynced / off serialise an
+ * image's requests (its cache lock).
  *
  * Control: the Python daemon's protocol on --socket (Unix stream, JSON lines, one reply line
  * per request line, a thread per connection): {"op": "ping"} -> {"ok": true, "pid": N};
  * {"op": "list"} -> {"ok": true, "images": {NAME: SNAPSHOT, ...}}; {"op": "set", "image":
- * NAME, "mode": {"kind": K, "p": P, "seed": S, "delay_ms": D}} and {"op": "get", "image":
- * NAME} -> {"ok": true, SNAPSHOT...}, SNAPSHOT = "mode", "since_ns", "ops", "injected",
- * "host_syncs", serialized as Python's json.dumps does. A bad request gets {"ok": false,
- * "error": "..."}; nothing a client sends can stop the daemon.
+ * NAME, "mode": {"kind": K, "p": P, "seed": S, "delay_ms": D, "ranges": [[A, B], ...]}},
+ * {"op": "get" | "rearm" | "power-cut", "image": NAME} -> {"ok": true, SNAPSHOT...}, SNAPSHOT =
+ * "mode", "since_ns", "ops", "injected", "host_syncs", "first_hit_ns", "flipped",
+ * "unsynced_bytes", "dropped_bytes", "bad_blocks", serialized as Python's json.dumps does. A
+ * bad request gets {"ok": false, "error": "..."}; nothing a client sends can stop the daemon.
+ *
+ * Files: faultfs.c (FUSE operations, control, main), image.c (modes and their effects),
+ * jsonio.c (JSON as Python writes it).
  */
 #define _GNU_SOURCE
 #define FUSE_USE_VERSION 312
@@ -35,11 +40,8 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
-#include <math.h>
 #include <pthread.h>
 #include <signal.h>
-#include <stdarg.h>
-#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,370 +53,22 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "image.h"
+#include "jsonio.h"
+
 #define MAX_LINE 65536      /* longest control request line */
-#define MAX_DEPTH 32        /* deepest JSON nesting accepted in a request */
 
 static const char *backing_dir;
 static int host_sync;
 
 /* ---- small helpers -------------------------------------------------------------------- */
 
-static int64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-/* One log line on stderr, formatted like the Python daemon's ("%(asctime)s fusefs LEVEL msg"). */
-static void logmsg(const char *level, const char *fmt, ...)
-{
-    char line[1024];
-    struct timespec ts;
-    struct tm tm;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    localtime_r(&ts.tv_sec, &tm);
-    size_t n = strftime(line, sizeof line, "%Y-%m-%d %H:%M:%S", &tm);
-    n += snprintf(line + n, sizeof line - n, ",%03ld faultfs %s ", ts.tv_nsec / 1000000, level);
-    va_list ap;
-    va_start(ap, fmt);
-    if (n < sizeof line)
-        n += vsnprintf(line + n, sizeof line - n, fmt, ap);
-    va_end(ap);
-    if (n > sizeof line - 2)
-        n = sizeof line - 2;
-    line[n++] = '\n';
-    ssize_t w = write(STDERR_FILENO, line, n);
-    (void)w;
-}
-
-/* "<backing>/<name>" into buf; -ENAMETOOLONG if it does not fit. */
 static int backing_path(char *buf, size_t size, const char *name)
 {
     int n = snprintf(buf, size, "%s/%s", backing_dir, name);
     return (n < 0 || (size_t)n >= size) ? -ENAMETOOLONG : 0;
 }
 
-/* A growable string. */
-struct sbuf {
-    char *s;
-    size_t len, cap;
-};
-
-static void sb_put(struct sbuf *b, const char *s, size_t n)
-{
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->len + n + 1)
-            cap *= 2;
-        char *s2 = realloc(b->s, cap);
-        if (!s2)
-            abort(); /* out of memory: nothing sensible left to do */
-        b->s = s2;
-        b->cap = cap;
-    }
-    memcpy(b->s + b->len, s, n);
-    b->len += n;
-    b->s[b->len] = '\0';
-}
-
-static void sb_puts(struct sbuf *b, const char *s) { sb_put(b, s, strlen(s)); }
-
-static void sb_printf(struct sbuf *b, const char *fmt, ...)
-{
-    char tmp[256];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
-    va_end(ap);
-    sb_put(b, tmp, n < 0 ? 0 : (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1);
-}
-
-/* A JSON string as Python's json.dumps writes it (ensure_ascii): \uXXXX for everything
- * outside ' '..'~', bytes that are not UTF-8 as the surrogates Python decodes them to. */
-static void sb_json_str(struct sbuf *b, const char *s, size_t n)
-{
-    const unsigned char *p = (const unsigned char *)s, *end = p + n;
-    sb_put(b, "\"", 1);
-    while (p < end) {
-        unsigned c = *p;
-        if (c == '"' || c == '\\') {
-            char e[2] = {'\\', (char)c};
-            sb_put(b, e, 2);
-            p++;
-            continue;
-        }
-        if (c >= 0x20 && c < 0x7f) {
-            sb_put(b, (const char *)p, 1);
-            p++;
-            continue;
-        }
-        const char *esc = c == '\n' ? "\\n" : c == '\r' ? "\\r" : c == '\t' ? "\\t" : c == '\b' ? "\\b" : c == '\f' ? "\\f" : NULL;
-        if (esc) {
-            sb_puts(b, esc);
-            p++;
-            continue;
-        }
-        uint32_t cp = c;
-        int len = 1;
-        if (c >= 0xc2 && c <= 0xdf)
-            len = 2, cp = c & 0x1f;
-        else if (c >= 0xe0 && c <= 0xef)
-            len = 3, cp = c & 0x0f;
-        else if (c >= 0xf0 && c <= 0xf4)
-            len = 4, cp = c & 0x07;
-        int ok = c < 0x80 || (len > 1 && p + len <= end);
-        for (int i = 1; ok && i < len; i++) {
-            if ((p[i] & 0xc0) != 0x80)
-                ok = 0;
-            else
-                cp = (cp << 6) | (p[i] & 0x3f);
-        }
-        if (ok && len == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff)))
-            ok = 0;
-        if (ok && len == 4 && (cp < 0x10000 || cp > 0x10ffff))
-            ok = 0;
-        if (!ok) { /* surrogateescape */
-            cp = 0xdc00 | c;
-            len = 1;
-        }
-        if (cp >= 0x10000) {
-            cp -= 0x10000;
-            sb_printf(b, "\\u%04x\\u%04x", 0xd800 | (cp >> 10), 0xdc00 | (cp & 0x3ff));
-        } else {
-            sb_printf(b, "\\u%04x", cp);
-        }
-        p += len;
-    }
-    sb_put(b, "\"", 1);
-}
-
-/* A float as Python's repr() (and json.dumps) writes it: shortest round trip, "1.0", "1e-05". */
-static void sb_pyfloat(struct sbuf *b, double x, int json)
-{
-    if (isnan(x)) {
-        sb_puts(b, json ? "NaN" : "nan");
-        return;
-    }
-    if (isinf(x)) {
-        sb_puts(b, x > 0 ? (json ? "Infinity" : "inf") : (json ? "-Infinity" : "-inf"));
-        return;
-    }
-    char tmp[48], digits[24];
-    for (int prec = 1; prec <= 17; prec++) {
-        snprintf(tmp, sizeof tmp, "%.*e", prec - 1, x);
-        if (strtod(tmp, NULL) == x)
-            break;
-    }
-    const char *p = tmp;
-    if (*p == '-') {
-        sb_put(b, "-", 1);
-        p++;
-    }
-    int nd = 0;
-    for (; *p && *p != 'e'; p++)
-        if (*p != '.')
-            digits[nd++] = *p;
-    digits[nd] = '\0';
-    int exp10 = atoi(p + 1);
-    if (exp10 >= -4 && exp10 < 16) {
-        if (exp10 >= 0) {
-            for (int i = 0; i <= exp10; i++)
-                sb_put(b, i < nd ? &digits[i] : "0", 1);
-            sb_put(b, ".", 1);
-            if (nd > exp10 + 1)
-                sb_puts(b, digits + exp10 + 1);
-            else
-                sb_put(b, "0", 1);
-        } else {
-            sb_puts(b, "0.");
-            for (int i = 0; i < -exp10 - 1; i++)
-                sb_put(b, "0", 1);
-            sb_puts(b, digits);
-        }
-    } else {
-        sb_put(b, digits, 1);
-        if (nd > 1) {
-            sb_put(b, ".", 1);
-            sb_puts(b, digits + 1);
-        }
-        sb_printf(b, "e%c%02d", exp10 < 0 ? '-' : '+', abs(exp10));
-    }
-}
-
-/* ---- fault modes and the per-image gate ----------------------------------------------- */
-
-enum kind { K_OK, K_ERROR, K_ERROR_READS, K_ERROR_WRITES, K_FLAKY, K_DELAY, K_REMOVED, K_COUNT };
-static const char *const KIND_NAMES[K_COUNT] = {"ok", "error", "error-reads", "error-writes",
-                                                "flaky", "delay", "removed"};
-enum op { OP_READ, OP_WRITE, OP_FSYNC, OP_COUNT };
-static const char *const OP_NAMES[OP_COUNT] = {"read", "write", "fsync"};
-
-struct mode {
-    enum kind kind;
-    double p;
-    int64_t seed;
-    double delay_ms;
-};
-
-/* FaultMode.fails: the mode always fails this op (flaky and delay never "always" do). */
-static int mode_fails(const struct mode *m, enum op op)
-{
-    switch (m->kind) {
-    case K_ERROR:
-    case K_REMOVED:
-        return 1;
-    case K_ERROR_READS:
-        return op == OP_READ;
-    case K_ERROR_WRITES:
-        return op == OP_WRITE || op == OP_FSYNC;
-    default:
-        return 0;
-    }
-}
-
-/* str(FaultMode): ok, flaky:P:SEED, delay:MS, ... */
-static void sb_mode_text(struct sbuf *b, const struct mode *m)
-{
-    if (m->kind == K_FLAKY)
-        sb_printf(b, "flaky:%g:%" PRId64, m->p, m->seed);
-    else if (m->kind == K_DELAY)
-        sb_printf(b, "delay:%g", m->delay_ms);
-    else
-        sb_puts(b, KIND_NAMES[m->kind]);
-}
-
-/* xoshiro256** seeded through splitmix64: the flaky draws. */
-struct rng {
-    uint64_t s[4];
-};
-
-static void rng_seed(struct rng *r, int64_t seed)
-{
-    uint64_t x = (uint64_t)seed;
-    for (int i = 0; i < 4; i++) {
-        uint64_t z = (x += 0x9e3779b97f4a7c15ULL);
-        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-        z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-        r->s[i] = z ^ (z >> 31);
-    }
-}
-
-static inline uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
-
-static double rng_next(struct rng *r) /* uniform in [0, 1) */
-{
-    uint64_t *s = r->s;
-    uint64_t result = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
-    s[2] ^= s[0];
-    s[3] ^= s[1];
-    s[1] ^= s[2];
-    s[0] ^= s[3];
-    s[2] ^= t;
-    s[3] = rotl(s[3], 45);
-    return (double)(result >> 11) * 0x1.0p-53;
-}
-
-/* One served image: mode, PRNG, counters. Created on first use (open, I/O, control) and never
- * freed; the list only grows, at its head, so readers walk it without a lock. */
-struct image {
-    struct image *next;
-    pthread_mutex_t lock;
-    struct mode mode;
-    struct rng rng;
-    int64_t since_ns;
-    uint64_t ops[OP_COUNT], injected[OP_COUNT], host_syncs;
-    char name[];
-};
-
-static _Atomic(struct image *) images;
-static pthread_mutex_t images_lock = PTHREAD_MUTEX_INITIALIZER;
-
-static struct image *image_find(const char *name)
-{
-    for (struct image *im = atomic_load_explicit(&images, memory_order_acquire); im; im = im->next)
-        if (strcmp(im->name, name) == 0)
-            return im;
-    return NULL;
-}
-
-static struct image *image_get(const char *name) /* NULL only when out of memory */
-{
-    struct image *im = image_find(name);
-    if (im)
-        return im;
-    pthread_mutex_lock(&images_lock);
-    im = image_find(name);
-    if (!im && (im = calloc(1, sizeof *im + strlen(name) + 1))) {
-        pthread_mutex_init(&im->lock, NULL);
-        rng_seed(&im->rng, 0);
-        im->since_ns = now_ns();
-        strcpy(im->name, name);
-        im->next = atomic_load_explicit(&images, memory_order_relaxed);
-        atomic_store_explicit(&images, im, memory_order_release);
-    }
-    pthread_mutex_unlock(&images_lock);
-    return im;
-}
-
-static void image_set(struct image *im, const struct mode *m)
-{
-    pthread_mutex_lock(&im->lock);
-    im->mode = *m;
-    rng_seed(&im->rng, m->seed);
-    im->since_ns = now_ns();
-    memset(im->injected, 0, sizeof im->injected);
-    pthread_mutex_unlock(&im->lock);
-}
-
-/* ImageState.gate: 0 to go on with the op, or -EIO. */
-static int gate(struct image *im, enum op op)
-{
-    pthread_mutex_lock(&im->lock);
-    im->ops[op]++;
-    struct mode m = im->mode;
-    int fail = 0;
-    if (m.kind != K_OK) {
-        fail = mode_fails(&m, op) || (m.kind == K_FLAKY && rng_next(&im->rng) < m.p);
-        if (fail)
-            im->injected[op]++;
-    }
-    pthread_mutex_unlock(&im->lock);
-    if (fail)
-        return -EIO;
-    if (m.kind == K_DELAY && m.delay_ms > 0) {
-        double s = m.delay_ms / 1000.0;
-        struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
-        while (nanosleep(&ts, &ts) == -1 && errno == EINTR)
-            ;
-    }
-    return 0;
-}
-
-/* ImageState.snapshot as JSON members (no braces): "mode": {...}, "since_ns": ..., ... */
-static void sb_snapshot(struct sbuf *b, struct image *im)
-{
-    pthread_mutex_lock(&im->lock);
-    struct mode m = im->mode;
-    int64_t since = im->since_ns;
-    uint64_t ops[OP_COUNT], inj[OP_COUNT], syncs = im->host_syncs;
-    memcpy(ops, im->ops, sizeof ops);
-    memcpy(inj, im->injected, sizeof inj);
-    pthread_mutex_unlock(&im->lock);
-    sb_printf(b, "\"mode\": {\"kind\": \"%s\", \"p\": ", KIND_NAMES[m.kind]);
-    sb_pyfloat(b, m.p, 1);
-    sb_printf(b, ", \"seed\": %" PRId64 ", \"delay_ms\": ", m.seed);
-    sb_pyfloat(b, m.delay_ms, 1);
-    sb_printf(b, "}, \"since_ns\": %" PRId64, since);
-    const uint64_t *counts[2] = {ops, inj};
-    for (int k = 0; k < 2; k++) {
-        sb_puts(b, k ? ", \"injected\": {" : ", \"ops\": {");
-        for (int i = 0; i < OP_COUNT; i++)
-            sb_printf(b, "%s\"%s\": %" PRIu64, i ? ", " : "", OP_NAMES[i], counts[k][i]);
-        sb_puts(b, "}");
-    }
-    sb_printf(b, ", \"host_syncs\": %" PRIu64, syncs);
-}
 
 /* ---- FUSE operations (those of the Python FaultFS, nothing more) --------------------- */
 
@@ -538,36 +192,21 @@ static int fs_read(const char *path, char *buf, size_t size, off_t off, struct f
 {
     struct image *im;
     int rc = image_of(path, &im);
-    if (rc || (rc = gate(im, OP_READ)))
-        return rc;
-    ssize_t n = pread((int)fi->fh, buf, size, off);
-    return n < 0 ? -errno : (int)n;
+    return rc ? rc : image_read(im, (int)fi->fh, buf, size, off);
 }
 
 static int fs_write(const char *path, const char *buf, size_t size, off_t off, struct fuse_file_info *fi)
 {
     struct image *im;
     int rc = image_of(path, &im);
-    if (rc || (rc = gate(im, OP_WRITE)))
-        return rc;
-    ssize_t n = pwrite((int)fi->fh, buf, size, off);
-    return n < 0 ? -errno : (int)n;
+    return rc ? rc : image_write(im, (int)fi->fh, buf, size, off);
 }
 
 static int fs_fsync(const char *path, int datasync, struct fuse_file_info *fi)
 {
     struct image *im;
     int rc = image_of(path, &im);
-    if (rc || (rc = gate(im, OP_FSYNC)))
-        return rc;
-    if (host_sync) {
-        if ((datasync ? fdatasync((int)fi->fh) : fsync((int)fi->fh)) != 0)
-            return -errno;
-        pthread_mutex_lock(&im->lock);
-        im->host_syncs++;
-        pthread_mutex_unlock(&im->lock);
-    }
-    return 0;
+    return rc ? rc : image_fsync(im, (int)fi->fh, datasync, host_sync);
 }
 
 static int fs_flush(const char *path, struct fuse_file_info *fi)
@@ -626,392 +265,6 @@ static const struct fuse_operations fs_ops = {
     .statfs = fs_statfs,
 };
 
-/* ---- a minimal JSON reader for control requests ------------------------------------- */
-
-enum jtype { J_NULL, J_FALSE, J_TRUE, J_NUM, J_STR, J_ARR, J_OBJ };
-
-struct jv {
-    enum jtype t;
-    double num;
-    int is_int;           /* J_NUM written without fraction or exponent */
-    int int_ok;           /* ... and it fits ival */
-    long long ival;
-    const char *tok;      /* J_NUM: its text */
-    size_t toklen;
-    char *str;            /* J_STR: decoded UTF-8, NUL-terminated */
-    size_t len;
-    int bad;              /* J_STR holds NUL or a lone surrogate: never a usable name */
-    char *key;            /* member name inside an object */
-    struct jv *first, *next;
-};
-
-struct jparse {
-    const char *p, *start, *end;
-    const char *err;
-    int depth;
-};
-
-static void jfree(struct jv *v)
-{
-    while (v) {
-        struct jv *next = v->next;
-        jfree(v->first);
-        free(v->str);
-        free(v->key);
-        free(v);
-        v = next;
-    }
-}
-
-static void jws(struct jparse *j)
-{
-    while (j->p < j->end && (*j->p == ' ' || *j->p == '\t' || *j->p == '\n' || *j->p == '\r'))
-        j->p++;
-}
-
-static int jlit(struct jparse *j, const char *lit)
-{
-    size_t n = strlen(lit);
-    if ((size_t)(j->end - j->p) >= n && memcmp(j->p, lit, n) == 0) {
-        j->p += n;
-        return 1;
-    }
-    return 0;
-}
-
-static int hex4(const char *p, unsigned *out)
-{
-    unsigned v = 0;
-    for (int i = 0; i < 4; i++) {
-        char c = p[i];
-        v <<= 4;
-        if (c >= '0' && c <= '9')
-            v |= (unsigned)(c - '0');
-        else if (c >= 'a' && c <= 'f')
-            v |= (unsigned)(c - 'a' + 10);
-        else if (c >= 'A' && c <= 'F')
-            v |= (unsigned)(c - 'A' + 10);
-        else
-            return 0;
-    }
-    *out = v;
-    return 1;
-}
-
-static char *jstring(struct jparse *j, size_t *len, int *bad) /* at the opening quote */
-{
-    struct sbuf b = {0};
-    j->p++;
-    sb_put(&b, "", 0);
-    while (j->p < j->end && *j->p != '"') {
-        unsigned char c = (unsigned char)*j->p;
-        if (c < 0x20) {
-            j->err = "Invalid control character";
-            goto fail;
-        }
-        if (c != '\\') {
-            sb_put(&b, j->p++, 1);
-            continue;
-        }
-        if (j->end - j->p < 2) {
-            j->err = "Unterminated string";
-            goto fail;
-        }
-        char e = j->p[1];
-        const char *simple = strchr("\"\\/bfnrt", e);
-        if (e && simple) {
-            static const char map[] = "\"\\/\b\f\n\r\t";
-            sb_put(&b, &map[simple - "\"\\/bfnrt"], 1);
-            j->p += 2;
-            continue;
-        }
-        unsigned cp, lo;
-        if (e != 'u' || j->end - j->p < 6 || !hex4(j->p + 2, &cp)) {
-            j->err = "Invalid \\escape";
-            goto fail;
-        }
-        j->p += 6;
-        if (cp >= 0xd800 && cp <= 0xdbff && j->end - j->p >= 6 && j->p[0] == '\\' && j->p[1] == 'u'
-            && hex4(j->p + 2, &lo) && lo >= 0xdc00 && lo <= 0xdfff) {
-            cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
-            j->p += 6;
-        } else if (cp >= 0xdc80 && cp <= 0xdcff) { /* surrogateescape: the raw byte */
-            char raw = (char)(cp & 0xff);
-            sb_put(&b, &raw, 1);
-            continue;
-        } else if (cp >= 0xd800 && cp <= 0xdfff) {
-            *bad = 1;
-            cp = 0xfffd;
-        }
-        if (cp == 0)
-            *bad = 1;
-        char u[4];
-        int n;
-        if (cp < 0x80)
-            u[0] = (char)cp, n = 1;
-        else if (cp < 0x800)
-            u[0] = (char)(0xc0 | (cp >> 6)), u[1] = (char)(0x80 | (cp & 0x3f)), n = 2;
-        else if (cp < 0x10000)
-            u[0] = (char)(0xe0 | (cp >> 12)), u[1] = (char)(0x80 | ((cp >> 6) & 0x3f)),
-            u[2] = (char)(0x80 | (cp & 0x3f)), n = 3;
-        else
-            u[0] = (char)(0xf0 | (cp >> 18)), u[1] = (char)(0x80 | ((cp >> 12) & 0x3f)),
-            u[2] = (char)(0x80 | ((cp >> 6) & 0x3f)), u[3] = (char)(0x80 | (cp & 0x3f)), n = 4;
-        sb_put(&b, u, (size_t)n);
-    }
-    if (j->p >= j->end) {
-        j->err = "Unterminated string";
-        goto fail;
-    }
-    j->p++;
-    *len = b.len;
-    return b.s;
-fail:
-    free(b.s);
-    return NULL;
-}
-
-static struct jv *jvalue(struct jparse *j);
-
-static struct jv *jcontainer(struct jparse *j, struct jv *v, char close)
-{
-    if (++j->depth > MAX_DEPTH) {
-        j->err = "nesting too deep";
-        goto fail;
-    }
-    j->p++;
-    jws(j);
-    struct jv **tail = &v->first;
-    if (j->p < j->end && *j->p == close) {
-        j->p++;
-        j->depth--;
-        return v;
-    }
-    for (;;) {
-        char *key = NULL;
-        jws(j);
-        if (close == '}') {
-            size_t klen;
-            int kbad = 0;
-            if (j->p >= j->end || *j->p != '"') {
-                j->err = "Expecting property name enclosed in double quotes";
-                goto fail;
-            }
-            if (!(key = jstring(j, &klen, &kbad)))
-                goto fail;
-            jws(j);
-            if (j->p >= j->end || *j->p != ':') {
-                free(key);
-                j->err = "Expecting ':' delimiter";
-                goto fail;
-            }
-            j->p++;
-        }
-        struct jv *item = jvalue(j);
-        if (!item) {
-            free(key);
-            goto fail;
-        }
-        item->key = key;
-        *tail = item;
-        tail = &item->next;
-        jws(j);
-        if (j->p < j->end && *j->p == ',') {
-            j->p++;
-            continue;
-        }
-        if (j->p < j->end && *j->p == close) {
-            j->p++;
-            j->depth--;
-            return v;
-        }
-        j->err = "Expecting ',' delimiter";
-        goto fail;
-    }
-fail:
-    jfree(v);
-    return NULL;
-}
-
-static struct jv *jvalue(struct jparse *j)
-{
-    jws(j);
-    struct jv *v = calloc(1, sizeof *v);
-    if (!v) {
-        j->err = "out of memory";
-        return NULL;
-    }
-    if (j->p >= j->end)
-        goto expecting;
-    switch (*j->p) {
-    case '{':
-        v->t = J_OBJ;
-        return jcontainer(j, v, '}');
-    case '[':
-        v->t = J_ARR;
-        return jcontainer(j, v, ']');
-    case '"':
-        v->t = J_STR;
-        if (!(v->str = jstring(j, &v->len, &v->bad)))
-            goto fail;
-        return v;
-    }
-    if (jlit(j, "null"))
-        v->t = J_NULL;
-    else if (jlit(j, "true"))
-        v->t = J_TRUE;
-    else if (jlit(j, "false"))
-        v->t = J_FALSE;
-    else if (jlit(j, "NaN"))
-        v->t = J_NUM, v->num = NAN, v->tok = "nan", v->toklen = 3;
-    else if (jlit(j, "Infinity"))
-        v->t = J_NUM, v->num = INFINITY, v->tok = "inf", v->toklen = 3;
-    else if (jlit(j, "-Infinity"))
-        v->t = J_NUM, v->num = -INFINITY, v->tok = "-inf", v->toklen = 4;
-    else { /* -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)? */
-        const char *s = j->p, *p = s;
-        if (p < j->end && *p == '-')
-            p++;
-        if (p >= j->end || *p < '0' || *p > '9')
-            goto expecting;
-        if (*p == '0')
-            p++;
-        else
-            while (p < j->end && *p >= '0' && *p <= '9')
-                p++;
-        v->is_int = 1;
-        if (p + 1 < j->end && *p == '.' && p[1] >= '0' && p[1] <= '9') {
-            v->is_int = 0;
-            for (p++; p < j->end && *p >= '0' && *p <= '9'; p++)
-                ;
-        }
-        if (p < j->end && (*p == 'e' || *p == 'E')) {
-            const char *q = p + 1;
-            if (q < j->end && (*q == '+' || *q == '-'))
-                q++;
-            if (q < j->end && *q >= '0' && *q <= '9') {
-                v->is_int = 0;
-                for (p = q; p < j->end && *p >= '0' && *p <= '9'; p++)
-                    ;
-            }
-        }
-        char tmp[64];
-        size_t n = (size_t)(p - s);
-        v->t = J_NUM;
-        v->tok = s;
-        v->toklen = n;
-        if (n >= sizeof tmp) { /* a long literal: only its float value matters */
-            char *big = strndup(s, n);
-            if (!big)
-                goto expecting;
-            v->num = strtod(big, NULL);
-            free(big);
-        } else {
-            memcpy(tmp, s, n);
-            tmp[n] = '\0';
-            v->num = strtod(tmp, NULL);
-            if (v->is_int) {
-                errno = 0;
-                v->ival = strtoll(tmp, NULL, 10);
-                v->int_ok = errno == 0;
-            }
-        }
-        j->p = p;
-    }
-    return v;
-expecting:
-    j->err = "Expecting value";
-fail:
-    jfree(v);
-    return NULL;
-}
-
-static struct jv *jparse(const char *s, size_t n, struct sbuf *err)
-{
-    struct jparse j = {s, s, s + n, NULL, 0};
-    struct jv *v = jvalue(&j);
-    if (v) {
-        jws(&j);
-        if (j.p < j.end) {
-            jfree(v);
-            v = NULL;
-            j.err = "Extra data";
-        }
-    }
-    if (!v)
-        sb_printf(err, "JSONDecodeError: %s: line 1 column %ld (char %ld)", j.err ? j.err : "?",
-                  (long)(j.p - s) + 1, (long)(j.p - s));
-    return v;
-}
-
-static struct jv *jget(const struct jv *obj, const char *key) /* the last member of that name */
-{
-    struct jv *found = NULL;
-    for (struct jv *m = obj->first; m; m = m->next)
-        if (m->key && strcmp(m->key, key) == 0)
-            found = m;
-    return found;
-}
-
-/* Python's repr() of a JSON value, for error messages. */
-static void sb_repr(struct sbuf *b, const struct jv *v)
-{
-    if (!v || v->t == J_NULL) {
-        sb_puts(b, "None");
-        return;
-    }
-    switch (v->t) {
-    case J_TRUE: sb_puts(b, "True"); return;
-    case J_FALSE: sb_puts(b, "False"); return;
-    case J_NUM:
-        if (v->is_int)
-            sb_put(b, v->tok, v->toklen);
-        else
-            sb_pyfloat(b, v->num, 0);
-        return;
-    case J_STR:
-        sb_put(b, "'", 1);
-        for (size_t i = 0; i < v->len; i++) {
-            unsigned char c = (unsigned char)v->str[i];
-            if (c == '\'' || c == '\\')
-                sb_printf(b, "\\%c", c);
-            else if (c < 0x20 || c == 0x7f)
-                sb_printf(b, "\\x%02x", c);
-            else
-                sb_put(b, &v->str[i], 1);
-        }
-        sb_put(b, "'", 1);
-        return;
-    default: {
-        int obj = v->t == J_OBJ;
-        sb_puts(b, obj ? "{" : "[");
-        for (const struct jv *m = v->first; m; m = m->next) {
-            if (m != v->first)
-                sb_puts(b, ", ");
-            if (obj) {
-                struct jv k = {.t = J_STR, .str = m->key, .len = strlen(m->key)};
-                sb_repr(b, &k);
-                sb_puts(b, ": ");
-            }
-            sb_repr(b, m);
-        }
-        sb_puts(b, obj ? "}" : "]");
-    }
-    }
-}
-
-static int jtruthy(const struct jv *v)
-{
-    if (!v)
-        return 0;
-    switch (v->t) {
-    case J_NULL: case J_FALSE: return 0;
-    case J_TRUE: return 1;
-    case J_NUM: return v->num != 0;
-    case J_STR: return v->len > 0;
-    default: return v->first != NULL;
-    }
-}
 
 /* ---- control requests ------------------------------------------------------------------ */
 
@@ -1023,81 +276,6 @@ static void reply_error(struct sbuf *out, const char *msg)
 }
 
 /* float(x) of a mode field: 0 or an error text in err. */
-static int mode_float(const struct jv *v, const char *field, double dflt, double *out, struct sbuf *err)
-{
-    if (!v) {
-        *out = dflt;
-        return 0;
-    }
-    if (v->t == J_NUM || v->t == J_TRUE || v->t == J_FALSE) {
-        *out = v->t == J_NUM ? v->num : v->t == J_TRUE;
-        return 0;
-    }
-    sb_printf(err, "TypeError: fault mode field '%s' must be a number, not ", field);
-    sb_repr(err, v);
-    return -1;
-}
-
-/* FaultMode.from_dict + its validation, with the Python messages. */
-static int parse_mode(const struct jv *v, struct mode *m, struct sbuf *err)
-{
-    const struct jv empty = {.t = J_OBJ};
-    if (!jtruthy(v))
-        v = &empty; /* req.get("mode") or {} */
-    if (v->t != J_OBJ) {
-        sb_puts(err, "TypeError: fault mode must be a JSON object, not ");
-        sb_repr(err, v);
-        return -1;
-    }
-    const struct jv *kind = jget(v, "kind"), *seed = jget(v, "seed");
-    if (!kind) {
-        sb_puts(err, "ValueError: fault mode ");
-        sb_repr(err, v);
-        sb_puts(err, " lacks field 'kind'");
-        return -1;
-    }
-    m->kind = K_COUNT;
-    for (int k = 0; kind->t == J_STR && !kind->bad && k < K_COUNT; k++)
-        if (strcmp(kind->str, KIND_NAMES[k]) == 0)
-            m->kind = (enum kind)k;
-    if (m->kind == K_COUNT) {
-        sb_puts(err, "ValueError: fault mode kind ");
-        sb_repr(err, kind);
-        sb_puts(err, " is unknown (choose from ok, error, error-reads, error-writes, flaky, delay, removed)");
-        return -1;
-    }
-    if (mode_float(jget(v, "p"), "p", 0.0, &m->p, err) || mode_float(jget(v, "delay_ms"), "delay_ms", 0.0, &m->delay_ms, err))
-        return -1;
-    m->seed = 0;
-    if (seed) { /* int(x): integers, bools, floats truncated */
-        if (seed->t == J_NUM && seed->is_int && seed->int_ok)
-            m->seed = seed->ival;
-        else if (seed->t == J_TRUE || seed->t == J_FALSE)
-            m->seed = seed->t == J_TRUE;
-        else if (seed->t == J_NUM && !seed->is_int && isfinite(seed->num) && fabs(seed->num) < 9.2e18)
-            m->seed = (int64_t)seed->num;
-        else {
-            sb_puts(err, "ValueError: fault mode seed ");
-            sb_repr(err, seed);
-            sb_puts(err, " is not an integer within 64 bits");
-            return -1;
-        }
-    }
-    if (m->kind == K_FLAKY && !(m->p >= 0.0 && m->p <= 1.0)) {
-        sb_puts(err, "ValueError: flaky probability p=");
-        sb_pyfloat(err, m->p, 0);
-        sb_puts(err, " must be within [0, 1]");
-        return -1;
-    }
-    if (m->kind == K_DELAY && !(m->delay_ms >= 0.0 && m->delay_ms <= 600000.0)) {
-        sb_puts(err, "ValueError: delay_ms=");
-        sb_pyfloat(err, m->delay_ms, 0);
-        sb_puts(err, " must be within [0, 600000]");
-        return -1;
-    }
-    return 0;
-}
-
 static int cmp_images(const void *a, const void *b)
 {
     return strcmp((*(struct image *const *)a)->name, (*(struct image *const *)b)->name);
@@ -1123,7 +301,7 @@ static void dispatch(const char *line, size_t len, struct sbuf *out)
     }
     if (strcmp(ops, "list") == 0) {
         size_t n = 0, i = 0;
-        struct image *head = atomic_load_explicit(&images, memory_order_acquire);
+        struct image *head = images_head();
         for (struct image *im = head; im; im = im->next)
             n++;
         struct image **all = malloc((n ? n : 1) * sizeof *all);
@@ -1169,10 +347,15 @@ static void dispatch(const char *line, size_t len, struct sbuf *out)
         sb_mode_text(&text, &m);
         logmsg("INFO", "image %s: mode %s", im->name, text.s);
         free(text.s);
+    } else if (strcmp(ops, "power-cut") == 0) {
+        uint64_t dropped = image_power_cut(im);
+        logmsg("INFO", "image %s: power cut, %" PRIu64 " unsynced bytes dropped", im->name, dropped);
+    } else if (strcmp(ops, "rearm") == 0) {
+        image_rearm(im);
     } else if (strcmp(ops, "get") != 0) {
         sb_puts(&err, "unknown op ");
         sb_repr(&err, op);
-        sb_puts(&err, " (ping, list, set, get)");
+        sb_puts(&err, " (ping, list, set, get, rearm, power-cut)");
         goto error;
     }
     sb_puts(out, "{\"ok\": true, ");
@@ -1322,6 +505,7 @@ int main(int argc, char **argv)
         return 2;
     }
     signal(SIGPIPE, SIG_IGN);
+    images_init(backing_dir);
 
     /* the control socket first (as the Python daemon), served by threads that never take the
      * termination signals: those go to the main thread, whose fuse_loop_mt then returns */

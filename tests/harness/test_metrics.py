@@ -43,7 +43,8 @@ def by_metric(rows):
 def test_every_metric_has_its_known_value():
     m = by_metric(compute_metrics(timeline().build()))
     # the service metrics have their own known-answer tests (test_service.py); one controller
-    expected = set(METRIC_NAMES) - set(SERVICE_METRICS) - {"controller_failover_ms", "failover_report_ms"}
+    expected = set(METRIC_NAMES) - set(SERVICE_METRICS) - {"controller_failover_ms", "failover_report_ms",
+                                                           "corruption_detect_ms"}   # its own test below
     assert set(m) - set(SERVICE_METRICS) == expected
     assert set(m) <= set(METRIC_NAMES)
     assert [r["value"] for r in m["detect_ms"]] == [40.0]
@@ -94,3 +95,30 @@ def test_controller_failover_and_a_report_across_it():
     assert [(r["fault_id"], r["value"]) for r in m["controller_failover_ms"]] == [("f1", 1500.0)]  # not f2: 3003 was idle
     assert [r["value"] for r in m["report_ms"]] == [1600.0]
     assert [(r["fault_id"], r["value"]) for r in m["failover_report_ms"]] == [("f0", 1600.0)]
+
+
+def test_corruption_detect_runs_from_the_first_flipped_bit_to_the_dir_offline_with_ebadmsg():
+    from harness.history import ClientOp
+    h = H().register_all(0).layout(1)
+    h.disk_fault(5000, 1, 0, mode="corrupt-reads", fault_id="f0")
+    h.harness(5600, "fault_first_hit", 1, fault_id="f0", hits={"read": 1}, flipped_bits=3)
+    h.node(5500, 1, "broker", "dir_offline", dir_id=DIRS[1][1], errno=5, op="read")      # another dir, EIO
+    h.node(5650, 1, "broker", "dir_offline", dir_id=DIRS[1][0], errno=74, op="read")
+    h.disk_fault(9000, 2, 0, mode="corrupt-reads", fault_id="f1")                     # never detected
+    m = by_metric(compute_metrics(h.build()))
+    assert [(r["fault_id"], r["value"]) for r in m["corruption_detect_ms"]] == [("f0", 50.0)]
+    # a recovery that truncated the log is a detection too; without a first hit, from the fault
+    h2 = H().register_all(0).layout(1)
+    h2.disk_fault(5000, 2, 0, mode="corrupt-writes", fault_id="f0")
+    h2.node(8000, 2, "broker", "log_truncated_at_recovery", topic="t1", partition=0, truncated_bytes=100)
+    assert [r["value"] for r in by_metric(compute_metrics(h2.build()))["corruption_detect_ms"]] == [3000.0]
+    from harness.checkers import run_checks
+    from harness.scenario import Scenario
+    s = Scenario(id="X", name="x", checks=("no_corrupt_consumed",))
+    h.consume(9500, "v1", 0, 0)
+    assert run_checks(s, h.build()).valid is True
+    h.entries.append(ClientOp(ts_ns=10_000_000_000, type="ok", f="consume", process="reader-0", topic="t1",
+                              partition=0, value_id="v2", offset=1, error="corrupt value: v2 differs from byte 9"))
+    r = run_checks(s, h.build()).results[0]
+    assert r.valid is False and r.details["corrupt_count"] == 1 and r.details["consumed_by"] == {"c0": 1, "reader-0": 1}
+    assert run_checks(s, H().build()).results[0].valid == "unknown"

@@ -33,9 +33,12 @@ def test_every_catalog_scenario_round_trips_through_its_run_json_form(scenario):
     assert scenario.checks and scenario.expect.must_show
 
 
-def test_catalog_matrix_has_s1_to_s16_and_bounce_variants():
+def test_catalog_matrix_has_s1_to_s16_s20_to_s23_and_bounce_variants():
     every = catalog.all_scenarios()
-    assert {s.id for s in every} == {f"S{i}" for i in range(1, 17)}
+    assert {s.id for s in every} == {f"S{i}" for i in (*range(1, 17), *range(20, 24))}
+    # a baseline of at least 10 s of service before the first fault (after the 1 s warm-up)
+    for s in every:
+        assert min(f.at_ms for f in s.faults) >= 11000, (s.variant, min(f.at_ms for f in s.faults))
     for name in catalog.CONTROLLER_SCENARIOS:   # the quorum scenarios need a quorum
         s = catalog.by_name(name)
         assert s.topology.controllers == 3 and "quorum_logs" in s.checks
@@ -224,8 +227,8 @@ def test_scenario_command(tmp_path, capsys):
 
 def test_fault_on_a_topic_before_it_exists():
     d = catalog.restart_fenced_until_assigned().to_dict()
-    d["faults"].append({"kind": "disk", "at_ms": 6000, "node": "leader:t2/0", "dir": "d1"})
-    assert problems_of(d) == {"faults[1].node": "topic 't2' is only created at 8000 ms (workload.topics)"}
+    d["faults"].append({"kind": "disk", "at_ms": 12000, "node": "leader:t2/0", "dir": "d1"})
+    assert problems_of(d) == {"faults[1].node": "topic 't2' is only created at 14000 ms (workload.topics)"}
 
 
 def test_null_and_empty_values():
@@ -252,3 +255,38 @@ def test_s16_targets_the_group_coordinators_offsets_dir():
     data["workload"]["group_consumers"] = 0     # no group: the offsets topic is no known fault target
     with pytest.raises(ScenarioError, match="__consumer_offsets"):
         Scenario.from_dict(data)
+
+
+@pytest.mark.parametrize("fault,problem", [
+    ({"kind": "disk", "at_ms": 100, "node": "leader:t1/0", "dir": "replica:t1/0", "mode": "corrupt-reads",
+      "file": "t1-0:oldest-segment", "p": 0.5}, None),
+    ({"kind": "disk", "at_ms": 100, "node": "controller:3001", "dir": "metadata", "mode": "bad-blocks",
+      "file": "metadata-log"}, None),
+    ({"kind": "disk", "at_ms": 100, "node": "broker:1", "dir": "all+metadata", "mode": "lose-unsynced"}, None),
+    ({"kind": "disk", "at_ms": 100, "node": "broker:1", "dir": "d2", "mode": "permission"}, None),
+    ({"kind": "process", "at_ms": 200, "node": "broker:1", "action": "power-cut", "duration_ms": 2000}, None),
+    ({"kind": "disk", "at_ms": 100, "node": "broker:1", "dir": "metadata", "mode": "error-reads",
+      "file": "t1-0:oldest-segment"}, "a data partition: not in the metadata dir"),
+    ({"kind": "disk", "at_ms": 100, "node": "broker:1", "dir": "d1", "mode": "lose-unsynced",
+      "file": "t1-0:index"}, "acts on a whole dir, not on a file"),
+    ({"kind": "disk", "at_ms": 100, "node": "broker:1", "dir": "d1", "mode": "bad-blocks"}, "needs file"),
+    ({"kind": "disk", "at_ms": 100, "node": "broker:1", "dir": "all", "mode": "error", "file": "t1-0:segments"},
+     "a file lies in one dir"),
+    ({"kind": "disk", "at_ms": 100, "node": "broker:1", "dir": "d1", "mode": "error", "file": "t1-99:segments"},
+     "partitions 0..11"),
+    ({"kind": "disk", "at_ms": 100, "node": "broker:1", "dir": "d1", "mode": "error", "file": "oops"},
+     "is not a file target"),
+    ({"kind": "disk", "at_ms": 100, "node": "broker:1", "dir": "d1", "mode": "corrupt-writes", "p": 0}, "within (0, 1]"),
+    ({"kind": "disk", "at_ms": 100, "node": "broker:1", "dir": "d1", "mode": "enospc", "p": 0.3}, "only for modes"),
+])
+def test_partial_silent_and_lost_write_faults_validate(fault, problem):
+    from harness.fields import ScenarioError
+    from harness.scenario import Scenario
+    data = {"id": "X", "name": "x", "faults": [fault]}
+    if problem is None:
+        s = Scenario.from_dict(data)
+        assert Scenario.from_dict(s.to_dict()) == s
+        return
+    with pytest.raises(ScenarioError) as exc:
+        Scenario.from_dict(data)
+    assert any(problem in msg for _path, msg in exc.value.problems), exc.value.problems

@@ -32,7 +32,8 @@ from infra.fuse_daemon import FuseDaemon  # noqa: E402
 pytestmark = pytest.mark.integration
 
 IMAGE_SIZE = 4 << 20
-SNAPSHOT_KEYS = ["mode", "since_ns", "ops", "injected", "host_syncs"]
+SNAPSHOT_KEYS = ["mode", "since_ns", "ops", "injected", "host_syncs", "first_hit_ns", "flipped", "unsynced_bytes",
+                 "dropped_bytes", "bad_blocks"]
 OPS = {"read": 0, "write": 0, "fsync": 0}
 
 
@@ -220,7 +221,7 @@ def test_control_replies_have_the_snapshot_shape(daemon):
     assert ping == {"ok": True, "pid": daemon.pid()}
     reply = daemon.set_mode("b.img", FaultMode("delay", delay_ms=1.5))
     assert list(reply) == ["ok", *SNAPSHOT_KEYS]
-    assert reply["mode"] == {"kind": "delay", "p": 0.0, "seed": 0, "delay_ms": 1.5}
+    assert reply["mode"] == {"kind": "delay", "p": 0.0, "seed": 0, "delay_ms": 1.5, "ranges": []}
     assert list(reply["ops"]) == list(OPS) and reply["host_syncs"] == 0
     assert isinstance(reply["mode"]["p"], float) and isinstance(reply["since_ns"], int)
     got = daemon.get("b.img")
@@ -286,12 +287,19 @@ def test_build_is_cached_and_follows_the_source(monkeypatch, tmp_path):
     built = faultfs_build.ensure_built()
     mtime = built.stat().st_mtime_ns
     assert faultfs_build.ensure_built() == built and built.stat().st_mtime_ns == mtime   # no rebuild
-    source = tmp_path / "faultfs.c"
-    source.write_bytes(faultfs_build.SOURCE.read_bytes())
-    monkeypatch.setattr(faultfs_build, "SOURCE", source)
+    src_dir = tmp_path / "src"
+    src_dir.mkdir()
+    for f in faultfs_build.SOURCE.parent.iterdir():
+        if f.suffix in (".c", ".h"):
+            (src_dir / f.name).write_bytes(f.read_bytes())
+    monkeypatch.setattr(faultfs_build, "SOURCE", src_dir / "faultfs.c")
     monkeypatch.setattr(faultfs_build, "BUILD_DIR", tmp_path / "cache")
     first = faultfs_build.ensure_built()
-    source.write_bytes(source.read_bytes() + b"\n/* edited */\n")
+    (src_dir / "image.h").write_bytes((src_dir / "image.h").read_bytes() + b"\n/* edited */\n")  # a header counts
     second = faultfs_build.ensure_built()
-    assert first != second and second.exists() and not first.exists()   # rebuilt, old one pruned
-    assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == [".build.lock", second.name]
+    assert first != second and second.exists() and first.exists()   # rebuilt; the older one kept (KEEP_BINARIES)
+    monkeypatch.setattr(faultfs_build, "KEEP_BINARIES", 1)
+    (src_dir / "jsonio.c").write_bytes((src_dir / "jsonio.c").read_bytes() + b"\n/* edited */\n")
+    third = faultfs_build.ensure_built()
+    assert third not in (first, second) and third.exists() and not first.exists() and not second.exists()
+    assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == [".build.lock", third.name]

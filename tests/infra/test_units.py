@@ -2,6 +2,8 @@
 choice of FUSE daemon."""
 
 import logging
+import os
+import re
 import sys
 
 import pytest
@@ -23,6 +25,12 @@ pytestmark = pytest.mark.unit
     ("flaky:0.25:7", "flaky", {"read", "write", "fsync"}),
     ("delay:50", "delay", {"read", "write", "fsync"}),
     ("removed", "removed", {"read", "write", "fsync"}),
+    ("corrupt-reads:0.5:3", "corrupt-reads", {"read"}),
+    ("corrupt-writes:1", "corrupt-writes", {"write"}),
+    ("bad-blocks@4096-8192,16384-16385", "bad-blocks", {"read"}),
+    ("error-reads@0-512", "error-reads", {"read"}),
+    ("lose-unsynced", "lose-unsynced", {"read", "write", "fsync"}),
+    ("off", "off", {"read", "write", "fsync"}),
 ])
 def test_fault_mode_text_round_trip(text, kind, ops):
     mode = FaultMode.parse(text)
@@ -33,11 +41,36 @@ def test_fault_mode_text_round_trip(text, kind, ops):
 
 @pytest.mark.parametrize("text,needle", [
     ("flaky:2", "within [0, 1]"), ("delay", "needs MS"), ("error:3", "takes no parameters"),
-    ("bogus", "unknown"), ("flaky:x", "flaky:x"),
+    ("bogus", "unknown"), ("flaky:x", "flaky:x"), ("corrupt-reads:0", "within (0, 1]"),
+    ("bad-blocks", "needs the bad blocks"), ("lose-unsynced@0-10", "takes no ranges"), ("error@5-5", "start < end"),
+    ("error@", "needs START-END"),
 ])
 def test_fault_mode_rejects_bad_text_naming_the_problem(text, needle):
-    with pytest.raises(ValueError, match=needle.replace("[", r"\[").replace("]", r"\]")):
+    with pytest.raises(ValueError, match=re.escape(needle)):
         FaultMode.parse(text)
+
+
+def test_ranges_are_merged_and_bad_blocks_widened_to_whole_blocks():
+    from infra.faultmodes import normalize_ranges, overlaps
+    assert normalize_ranges([(10, 20), (0, 5), (15, 30), (30, 31)]) == ((0, 5), (10, 31))
+    assert FaultMode("bad-blocks", ranges=((100, 200), (5000, 5001))).ranges == ((0, 8192),)
+    r = ((0, 5), (10, 31))
+    assert overlaps(r, 4, 6) and overlaps(r, 30, 40) and overlaps(r, 6, 11) and not overlaps(r, 5, 10)
+    assert not overlaps(r, 31, 100) and not overlaps((), 0, 10)
+    mode = FaultMode("error-writes", ranges=((4096, 8192),))
+    assert mode.in_scope("write", 4000, 100) and not mode.in_scope("write", 0, 4096) and not mode.in_scope("fsync")
+
+
+def test_corruption_is_a_fixed_function_of_seed_and_block():
+    from infra.faultmodes import block_flip, flips, mix64
+    assert mix64(0) == 0xE220A8397B1DCDAF          # splitmix64's first output for state 0 (the C daemon's too)
+    assert all(block_flip(9, b, 1.0) is not None for b in range(100))
+    assert sum(block_flip(9, b, 0.1) is not None for b in range(10_000)) in range(900, 1100)
+    assert block_flip(9, 42, 1.0) == block_flip(9, 42, 1.0) != block_flip(10, 42, 1.0)
+    # a read of 3 blocks sees the flips of the blocks it covers, at their offsets in the request
+    got = flips((), 9, 1.0, 4096, 3 * 4096)
+    assert [i // 4096 for i, _ in got] == [0, 1, 2]
+    assert flips(((4096, 8192),), 9, 1.0, 0, 3 * 4096) == [(i + 4096, b) for i, b in flips((), 9, 1.0, 4096, 4096)]
 
 
 def test_error_writes_fails_writes_and_fsync_only():
@@ -140,3 +173,49 @@ def test_cleanup_recognises_both_daemons():
     assert not is_daemon_argv([b"/usr/bin/python3", b"-m", b"infra.fusefs_other", b""])
     assert not is_daemon_argv([b"/bin/sleep", b"jbodlab-faultfs-1", b""])
     assert not is_daemon_argv([])
+
+
+def test_dm_tables_of_the_partial_silent_and_lost_write_modes():
+    ranged = FaultMode("error-reads", ranges=((4096, 8192), (1 << 20, (1 << 20) + 512)))
+    assert dm.table_for(ranged, "/dev/loop3", 4096) == (
+        "0 8 linear /dev/loop3 0\n8 8 flakey /dev/loop3 8 0 180 1 error_reads\n16 2032 linear /dev/loop3 16\n"
+        "2048 1 flakey /dev/loop3 2048 0 180 1 error_reads\n2049 2047 linear /dev/loop3 2049\n")
+    assert dm.table_for(FaultMode("corrupt-reads", p=1.0), "/dev/loop3", 2048) == \
+        "0 2048 flakey /dev/loop3 0 0 180 5 corrupt_bio_byte 1 r 255 0\n"
+    assert dm.table_for(FaultMode("corrupt-writes", p=0.25), "/dev/loop3", 2048) == \
+        "0 2048 flakey /dev/loop3 0 0 180 2 random_write_corrupt 250000000\n"
+    assert dm.table_for(FaultMode("off"), "/dev/loop3", 2048) == \
+        "0 2048 flakey /dev/loop3 0 0 180 2 error_reads drop_writes\n"
+    bad = FaultMode("bad-blocks", ranges=((8192, 16384),))
+    assert dm.table_for(bad, "/dev/loop3", 2048) == "0 2048 dust /dev/loop3 0 4096\n"
+    assert dm.dust_messages(bad) == ["addbadblock 2", "addbadblock 3", "enable"]
+    assert dm.table_for(FaultMode("lose-unsynced"), "/dev/loop3", 2048, "/dev/loop9") == \
+        "0 2048 log-writes /dev/loop3 /dev/loop9\n"
+    with pytest.raises(Exception, match="log device"):
+        dm.table_for(FaultMode("lose-unsynced"), "/dev/loop3", 2048)
+
+
+def test_dm_log_writes_replay_keeps_what_was_flushed(tmp_path):
+    from infra import dm_logwrites as lw
+    log = tmp_path / "log"
+    lw.write_log(str(log), [(0, b"A" * 4096, 0), (2, b"B" * 8192, 0), (0, b"", lw.FLUSH),
+                            (5, b"C" * 4096, 0), (6, b"D" * 4096, lw.FUA), (1, b"E" * 4096, 0)])
+    with open(log, "ab") as fh:
+        fh.write(b"\0" * 3 * 4096)                          # a sparse log's zeros after the last entry
+    sectorsize, entries = lw.parse_log(str(log))
+    assert sectorsize == 4096 and [(e.sector, e.nr_sectors, e.flags) for e in entries] == [
+        (0, 1, 0), (2, 2, 0), (0, 0, lw.FLUSH), (5, 1, 0), (6, 1, lw.FUA), (1, 1, 0)]
+    kept, lost = lw.durable(entries)
+    assert [e.sector for e in kept] == [0, 2, 0, 6] and [e.sector for e in lost] == [5, 1]
+    target = tmp_path / "image"
+    target.write_bytes(b"." * 8 * 4096)
+    fd = os.open(target, os.O_WRONLY)
+    try:
+        assert lw.replay(str(log), sectorsize, kept, fd) == 4 * 4096
+    finally:
+        os.close(fd)
+    got = target.read_bytes()
+    assert got == b"A" * 4096 + b"." * 4096 + b"B" * 8192 + b"." * 8192 + b"D" * 4096 + b"." * 4096
+    (tmp_path / "junk").write_bytes(b"x" * 9000)
+    with pytest.raises(lw.LogFormatError):
+        lw.parse_log(str(tmp_path / "junk"))

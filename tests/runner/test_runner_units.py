@@ -80,11 +80,11 @@ def test_bad_runs_and_seed() -> None:
 
 
 def test_runs_get_consecutive_seeds() -> None:
-    got = resolve_scenarios(["S1", "follower-dir-fails"], overrides=["workload.duration_ms=9000"], seed=7,
+    got = resolve_scenarios(["S1", "follower-dir-fails"], overrides=["workload.duration_ms=19000"], seed=7,
                             bounce=False, runs=2)
     assert [(s.name, s.seed) for s in got] == [("leader-dir-fails", 7), ("leader-dir-fails", 8),
                                                ("follower-dir-fails", 7), ("follower-dir-fails", 8)]
-    assert all(s.workload.duration_ms == 9000 for s in got)
+    assert all(s.workload.duration_ms == 19000 for s in got)
 
 
 def test_scenario_file_errors_name_the_field(tmp_path) -> None:
@@ -120,6 +120,17 @@ def test_values_carry_their_id() -> None:
     v = value_of("abc-p0-17", 64, rng)
     assert len(v) == 64 and value_id_of(v) == "abc-p0-17"
     assert value_id_of(b"no separator") is None and value_id_of(None) is None
+
+
+def test_a_consumer_tells_a_corrupt_value_from_the_one_produced() -> None:
+    from harness.workload import consumed_error, value_intact
+    v = value_of("abc-p1-3", 100)
+    assert v == value_of("abc-p1-3", 100) and value_intact(v) and consumed_error(v) is None
+    for i in (0, 5, 40, 99):                       # one flipped bit anywhere: in the id or the padding
+        bad = bytearray(v)
+        bad[i] ^= 0x04
+        assert not value_intact(bytes(bad)) and consumed_error(bytes(bad)).startswith("corrupt value")
+    assert consumed_error(b"garbage").startswith("corrupt value: no value id")
 
 
 def test_summary_lines_show_verdicts_and_metrics() -> None:
