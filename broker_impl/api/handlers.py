@@ -11,7 +11,8 @@ own schemas in :mod:`legacy_produce`, since kio has none), Fetch 4–16 (v13+ by
 Metadata returns real topic ids), Metadata 0–13, ListOffsets 1–7, CreateTopics 2–7,
 InitProducerId 0–4, DescribeCluster 0–1, DescribeLogDirs 1–4, AlterReplicaLogDirs 1–2,
 DeleteRecords 0–2, DescribeConfigs 1–4 (kio has no v0), AlterConfigs 0–2,
-IncrementalAlterConfigs 0–1 (the last two forwarded to the controller), and the classic
+IncrementalAlterConfigs 0–1 (the last two forwarded to the controller), DeleteTopics 1–6
+and CreatePartitions 0–3 (forwarded, :mod:`topic_admin`), and the classic
 group APIs of :mod:`broker_impl.groups.handlers` (FindCoordinator 0–6, JoinGroup,
 SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, ListGroups, DescribeGroups,
 DeleteGroups, OffsetDelete). ApiVersions advertises exactly this table.
@@ -31,6 +32,7 @@ import uuid
 from typing import Any, Awaitable, Callable
 
 from broker_impl.api import admin, configs, delete_records, fetch, legacy_produce, log_dirs, metadata, produce
+from broker_impl.api import topic_admin
 from broker_impl.api.fetch_session import FetchSessionCache
 from broker_impl.groups import handlers as group_handlers
 from broker_impl.groups.coordinator import GroupCoordinator
@@ -60,6 +62,8 @@ SUPPORTED_APIS: dict[int, tuple[int, int]] = {
     DESCRIBE_CONFIGS: (1, 4),
     ALTER_CONFIGS: (0, 2),
     INCREMENTAL_ALTER_CONFIGS: (0, 1),
+    topic_admin.DELETE_TOPICS: (1, 6),
+    topic_admin.CREATE_PARTITIONS: (0, 3),
     **group_handlers.SUPPORTED_APIS,
 }
 
@@ -78,6 +82,8 @@ _HANDLERS: dict[int, Handler] = {
     DESCRIBE_CONFIGS: configs.handle_describe_configs,
     ALTER_CONFIGS: configs.handle_alter_configs,
     INCREMENTAL_ALTER_CONFIGS: configs.handle_incremental_alter_configs,
+    topic_admin.DELETE_TOPICS: topic_admin.handle_delete_topics,
+    topic_admin.CREATE_PARTITIONS: topic_admin.handle_create_partitions,
     **group_handlers.HANDLERS,
 }
 

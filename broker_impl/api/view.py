@@ -143,6 +143,11 @@ class ControllerChannel(Protocol):
         """The same for an ``AlterConfigsRequest`` or ``IncrementalAlterConfigsRequest``."""
         ...
 
+    async def forward(self, request: Any) -> Any:
+        """The same for any other request the controller serves for clients (DeleteTopics,
+        CreatePartitions): sent as it is, the controller's answer returned."""
+        ...
+
 
 class ReplicaMover(Protocol):
     async def alter_replica_log_dir(self, topic_id: uuid.UUID, partition: int, target_dir: uuid.UUID) -> int:

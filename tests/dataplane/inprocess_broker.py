@@ -89,6 +89,11 @@ class PureControllerChannel:
             else self.state.handle_incremental_alter_configs
         return self._apply(handler(request, self.clock.monotonic_ms()))
 
+    async def forward(self, request: Any) -> Any:
+        self.requests.append(request)
+        handler = {20: self.state.handle_delete_topics, 37: self.state.handle_create_partitions}[int(request.__api_key__)]
+        return self._apply(handler(request, self.clock.monotonic_ms()))
+
     def register_and_unfence(self, broker_id: int, port: int, dir_ids: list[uuid.UUID], rng: random.Random) -> None:
         reg_mod = wire.request_module(62, 3)
         resp = self._apply(self.state.handle_broker_registration(wire.request_class(62, 3)(
