@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode
 
 from broker_impl.api.entities import NO_THROTTLE, build, response_type
-from kafka_common.ids import from_wire
+from kafka_common.ids import ZERO_UUID
 
 if TYPE_CHECKING:
     from broker_impl.api.context import ApiContext
@@ -43,8 +43,8 @@ async def handle_delete_topics(api: ApiContext, ctx: Any, req: Any) -> Any:
         return resp
     version = req.__version__
     result_cls = response_type(DELETE_TOPICS, version, "DeletableTopicResult")
-    wanted = [(t.name, from_wire(t.topic_id)) for t in req.topics] if version >= 6 else \
-        [(n, None) for n in req.topic_names]
+    wanted = [(t.name, t.topic_id or ZERO_UUID) for t in req.topics] if version >= 6 else \
+        [(n, ZERO_UUID) for n in req.topic_names]
     return build(response_type(DELETE_TOPICS, version, "DeleteTopicsResponse"), throttle_time=NO_THROTTLE,
                  responses=tuple(build(result_cls, name=n, topic_id=tid, error_code=ErrorCode.request_timed_out,
                                        error_message=reason) for n, tid in wanted))

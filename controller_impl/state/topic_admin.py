@@ -35,7 +35,7 @@ import collections
 from typing import Any
 
 from kafka_common import wire
-from kafka_common.ids import from_wire
+from kafka_common.ids import ZERO_UUID
 from kafka_common.metadata import records as r
 from kafka_common.wire import ApiKey, ErrorCode
 
@@ -52,7 +52,7 @@ def delete_topics(view: WorkingView, req: Any, *, deletion_enabled: bool) -> Any
     mod = wire.response_module(ApiKey.DELETE_TOPICS, version)
     cls = wire.response_class(ApiKey.DELETE_TOPICS, version)
     if version >= 6:
-        wanted = [(t.name, from_wire(t.topic_id)) for t in req.topics]
+        wanted = [(t.name, _tid(t.topic_id)) for t in req.topics]
     else:
         wanted = [(name, None) for name in req.topic_names]
     names = collections.Counter(n for n, tid in wanted if n is not None and tid is None)
@@ -72,9 +72,14 @@ def delete_topics(view: WorkingView, req: Any, *, deletion_enabled: bool) -> Any
             results.append(wire.make(mod.DeletableTopicResult, name=name, topic_id=tid,
                                      error_code=ErrorCode.none, error_message=None))
         except TopicError as exc:
-            results.append(wire.make(mod.DeletableTopicResult, name=name, topic_id=tid,
+            results.append(wire.make(mod.DeletableTopicResult, name=name, topic_id=tid or ZERO_UUID,
                                      error_code=exc.code, error_message=str(exc)))
     return wire.make(cls, throttle_time=ZERO_THROTTLE, responses=tuple(results))
+
+
+def _tid(value: Any) -> Any:
+    """A request's topic id: None when not given (kio reads the zero uuid as None, makes it zero)."""
+    return None if value is None or value == ZERO_UUID else value
 
 
 def _resolve(view: WorkingView, name: str | None, tid: Any, names: collections.Counter,
@@ -187,10 +192,10 @@ def _manual(view: WorkingView, assignments: Any, extra: int, rf: int, first_pid:
 def deny_delete_topics(request: Any, version: int, code: ErrorCode, message: str) -> Any:
     """DeleteTopics refused (``kafka_common.authz``): the error on every topic."""
     mod = wire.response_module(ApiKey.DELETE_TOPICS, version)
-    wanted = [(t.name, from_wire(t.topic_id)) for t in request.topics] if version >= 6 else \
+    wanted = [(t.name, _tid(t.topic_id)) for t in request.topics] if version >= 6 else \
         [(n, None) for n in request.topic_names]
     return wire.make(wire.response_class(ApiKey.DELETE_TOPICS, version), throttle_time=ZERO_THROTTLE,
-                     responses=tuple(wire.make(mod.DeletableTopicResult, name=n, topic_id=tid, error_code=code,
+                     responses=tuple(wire.make(mod.DeletableTopicResult, name=n, topic_id=tid or ZERO_UUID, error_code=code,
                                                error_message=message) for n, tid in wanted))
 
 
