@@ -59,7 +59,7 @@ class PartitionChange:
 class ExistingLog:
     """A log found on disk at start (storage's scan of the online dirs)."""
     tp: TopicPartition
-    topic_id: TopicId
+    topic_id: TopicId | None     # None: no partition.metadata (a stray, KAFKA-16814)
     dir_id: uuid.UUID
     future: bool = False
 
