@@ -62,6 +62,14 @@ def _request(api_key: int, version: int, topic: str, topic_id, log_dir: str):
         return m(cls, topics=None)
     if api_key == 60:
         return m(cls, include_cluster_authorized_operations=False, endpoint_type=1)
+    if api_key == 20:   # a topic that never existed: refused, the listener's topics untouched
+        if version >= 6:
+            return m(cls, topics=(m(mod.DeleteTopicState, name=f"never{version}", topic_id=None),),
+                     timeout=timedelta(seconds=5))
+        return m(cls, topic_names=(f"never{version}",), timeout=timedelta(seconds=5))
+    if api_key == 37:   # one more partition of the topic per version
+        return m(cls, topics=(m(mod.CreatePartitionsTopic, name=topic, count=version + 2, assignments=None),),
+                 timeout=timedelta(seconds=5), validate_only=False)
     raise AssertionError(f"no request builder for api {api_key}")
 
 
@@ -120,6 +128,7 @@ EXPECTED = {
     12: {ErrorCode.unknown_member_id}, 14: {ErrorCode.unknown_member_id},
     13: {ErrorCode.none, ErrorCode.unknown_member_id},        # v3+: per member, top-level NONE
     42: {ErrorCode.group_id_not_found},
+    20: {ErrorCode.unknown_topic_or_partition},
 }
 
 
