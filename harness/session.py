@@ -227,7 +227,7 @@ class _Session:
                 dirs = [names.get(r, {}).get(ids.to_base64(d), _reserved(d)) for r, d in zip(p.replicas, p.directories)]
                 parts.append({"topic": topic.name, "partition": pid, "leader": p.leader, "isr": list(p.isr),
                               "replicas": list(p.replicas), "dirs": dirs})
-        faults = [{"index": i, "label": f"{fault_label(f)} {f.node}" + (f" {f.dir}" if hasattr(f, "dir") else "")
+        faults = [{"index": i, "label": f"{fault_label(f)} {f.node or f.topic}" + (f" {f.dir}" if hasattr(f, "dir") else "")
                    + (f" <-> {f.peer}" if getattr(f, "peer", None) else ""),
                    "healed": self.executor.active[i].healed if i in self.executor.active else False}
                   for i, f in enumerate(self.applied)]
@@ -247,7 +247,8 @@ class _Session:
             try:
                 if not client_listeners(self.svc):
                     raise RuntimeError("no broker accepts client connections")
-                drain(self.svc.bootstrap(), {t.name: t.partitions for t in self.scenario.workload.topics},
+                drain(self.svc.bootstrap(), {**{t.name: t.partitions for t in self.scenario.workload.topics},
+                                             **self.executor.admin_topics},
                       self.ledger, timeout_ms=self.scenario.workload.drain_timeout_ms, say=print)
             except Exception as exc:  # noqa: BLE001
                 print(f"drain failed: {exc}")

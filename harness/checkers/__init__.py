@@ -20,6 +20,7 @@ from harness.checkers.metadata import check_metadata_invariants
 from harness.checkers.quorum_logs import check_quorum_logs
 from harness.checkers.service import analyse_service, check_service
 from harness.checkers.timeout import check_timeout_accuracy
+from harness.checkers.topic_admin import check_topic_admin
 
 __all__ = ["CHECKERS", "CheckReport", "CheckResult", "UNKNOWN", "Valid", "run_checks", "merge_valid",
            "check_safe", "valid_text", "analyse_durability", "analyse_service"]
@@ -35,6 +36,7 @@ CHECKERS: dict[str, Callable[..., CheckResult]] = {
     "quorum_logs": check_quorum_logs,
     "group_consumption": check_group_consumption,     # optional: scenarios with group consumers
     "no_corrupt_consumed": check_no_corrupt_consumed,
+    "topic_admin": check_topic_admin,                 # optional: scenarios with admin actions
 }
 
 

@@ -46,6 +46,9 @@ process         action (kill[signal], pause, restart[clean], power-cut), node   
                                                                                  pause: resume
 replace-disk    node, dir: swap in a freshly formatted disk (new directory.id)   —
 move-replica    node, topic, partition, to_dir: AlterReplicaLogDirs              —
+admin           action (delete-topic, create-topic[partitions,                   —
+                replication_factor, records]), topic: an operator's call
+                through a real admin client (``AdminAction``)
 ==============  ===============================================================  ==========
 
 ``duration_ms`` ``None`` means the fault stays until the final heal (which always runs).
@@ -63,7 +66,7 @@ from typing import Any, ClassVar, Union
 
 __all__ = [
     "DISK_MODES", "DIR_LOSING_MODES", "NETWORK_ACTIONS", "PROCESS_ACTIONS", "FAULT_KINDS",
-    "DiskFault", "NetworkFault", "ProcessFault", "ReplaceDisk", "MoveReplica", "Fault",
+    "DiskFault", "NetworkFault", "ProcessFault", "ReplaceDisk", "MoveReplica", "AdminAction", "ADMIN_ACTIONS", "Fault",
     "NodeRef", "ACTIVE_CONTROLLER", "parse_node_ref", "parse_dir_ref", "fault_to_dict", "FAULT_CLASSES", "SIGNALS",
     "soak_schedule", "end_ms", "fault_label", "RefBindings", "fault_seed", "FileTarget", "parse_file_target",
     "FILE_MODES", "P_MODES", "READ_MODES", "FILE_TARGET_KINDS",
@@ -82,7 +85,8 @@ DIR_LOSING_MODES = tuple(m for m in DISK_MODES if m not in ("delay", "lose-unsyn
 NETWORK_ACTIONS = ("partition", "isolate", "delay", "loss")
 PROCESS_ACTIONS = ("kill", "pause", "restart", "power-cut")
 SIGNALS = ("SIGKILL", "SIGTERM")
-FAULT_KINDS = ("disk", "network", "process", "replace-disk", "move-replica")
+FAULT_KINDS = ("disk", "network", "process", "replace-disk", "move-replica", "admin")
+ADMIN_ACTIONS = ("delete-topic", "create-topic")
 
 _NODE_RE = re.compile(r"^(broker|controller):(\d+)$|^(leader|follower):([A-Za-z0-9._-]+)/(\d+)$|^controller:(active)$")
 _DIR_RE = re.compile(r"^d([1-9]\d*)$|^(metadata|all|all\+metadata)$|^(replica|spare):([A-Za-z0-9._-]+)/(\d+)$")
@@ -216,8 +220,30 @@ class MoveReplica:
     to_dir: str
 
 
-Fault = Union[DiskFault, NetworkFault, ProcessFault, ReplaceDisk, MoveReplica]
-FAULT_CLASSES: dict[str, type] = {c.kind: c for c in (DiskFault, NetworkFault, ProcessFault, ReplaceDisk, MoveReplica)}
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AdminAction:
+    """An operator's admin call at ``at_ms``, through a real admin client on the brokers'
+    bootstrap (confluent-kafka's AdminClient): ``delete-topic`` (DeleteTopics) or
+    ``create-topic`` (CreateTopics, ``partitions`` × ``replication_factor``; then ``records``
+    acks=all values produced to it round-robin, recorded as client ops like the workload's,
+    and drained at the end). Names no node: the active controller does the work."""
+
+    kind: ClassVar[str] = "admin"
+    at_ms: int
+    action: str
+    topic: str
+    partitions: int | None = None
+    replication_factor: int | None = None
+    records: int | None = None
+
+    @property
+    def node(self) -> None:
+        return None
+
+
+Fault = Union[DiskFault, NetworkFault, ProcessFault, ReplaceDisk, MoveReplica, AdminAction]
+FAULT_CLASSES: dict[str, type] = {c.kind: c for c in (DiskFault, NetworkFault, ProcessFault, ReplaceDisk, MoveReplica,
+                                                     AdminAction)}
 
 
 def fault_to_dict(fault: Fault) -> dict[str, Any]:
@@ -241,7 +267,8 @@ def fault_seed(scenario_seed: int, fault_index: int) -> int:
 
 def fault_label(fault: Fault) -> str:
     """The ``fault_kind`` label of results tables: ``error``, ``flaky(0.05)``, ``delay(50ms)``,
-    ``partition``, ``kill(SIGKILL)``, ``restart``, ``replace-disk``, ``move-replica``."""
+    ``partition``, ``kill(SIGKILL)``, ``restart``, ``replace-disk``, ``move-replica``,
+    ``delete-topic``, ``create-topic``."""
     if isinstance(fault, DiskFault):
         if fault.mode in P_MODES:
             label = f"{fault.mode}({fault.p})"
@@ -258,6 +285,8 @@ def fault_label(fault: Fault) -> str:
         return fault.action
     if isinstance(fault, ProcessFault):
         return f"kill({fault.signal})" if fault.action == "kill" else fault.action
+    if isinstance(fault, AdminAction):
+        return fault.action
     return fault.kind
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.faults.schedule import (ACTIVE_CONTROLLER, DISK_MODES, FAULT_CLASSES, FAULT_KINDS, FILE_MODES,
+from harness.faults.schedule import (ACTIVE_CONTROLLER, ADMIN_ACTIONS, DISK_MODES, FAULT_CLASSES, FAULT_KINDS, FILE_MODES,
                                      FILE_TARGET_KINDS, NETWORK_ACTIONS, P_MODES, PROCESS_ACTIONS, SIGNALS, DiskFault,
-                                     Fault, MoveReplica, NetworkFault, ProcessFault, ReplaceDisk, parse_dir_ref,
+                                     AdminAction, Fault, MoveReplica, NetworkFault, ProcessFault, ReplaceDisk, parse_dir_ref,
                                      parse_file_target, parse_node_ref)
 from harness.fields import Fields, Problems, join, one_of
 
@@ -90,6 +90,10 @@ def fault_from_dict(data: Any, path: str, problems: Problems, targets: TargetChe
     if kind not in FAULT_CLASSES:
         return None
     at_ms = f.int("at_ms", lo=0)
+    if kind == "admin":
+        value = _admin_action(f, at_ms, path, problems)
+        f.finish()
+        return value
     node = f.str("node")
     value: Fault | None = None
     if kind == "disk":
@@ -169,3 +173,26 @@ def fault_from_dict(data: Any, path: str, problems: Problems, targets: TargetChe
         value = MoveReplica(at_ms=at_ms, node=node, topic=topic, partition=partition, to_dir=to_dir)
     f.finish()
     return value
+
+
+def _admin_action(f: Fields, at_ms: Any, path: str, problems: Problems) -> AdminAction | None:
+    """An ``admin`` table: its topic may be any valid name (a topic it creates is not one
+    of the workload's); create-topic needs partitions and replication_factor."""
+    from controller_impl.state.topics import topic_name_problem
+    action = f.str("action", choices=ADMIN_ACTIONS)
+    topic = f.str("topic")
+    partitions = f.int("partitions", None, lo=1)
+    rf = f.int("replication_factor", None, lo=1)
+    records = f.int("records", None, lo=0)
+    if isinstance(topic, str) and (why := topic_name_problem(topic)):
+        problems.add(join(path, "topic"), why)
+    if action == "create-topic":
+        for name, v in (("partitions", partitions), ("replication_factor", rf)):
+            if v is None:
+                problems.add(join(path, name), "action 'create-topic' needs it")
+    elif action == "delete-topic":
+        for name, v in (("partitions", partitions), ("replication_factor", rf), ("records", records)):
+            if v is not None:
+                problems.add(join(path, name), "only for action 'create-topic'")
+    return AdminAction(at_ms=at_ms, action=action, topic=topic, partitions=partitions, replication_factor=rf,
+                       records=records)
