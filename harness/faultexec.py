@@ -54,6 +54,7 @@ class ActiveFault:
     dirs: list[str] = field(default_factory=list)      # disk faults: the dir of each handle
     healed: bool = False
     restart_after: bool = False                       # process kill: start again at heal
+    result: Any = None                                # admin actions: their AdminResult
 
 
 class FaultExecutor:
@@ -201,7 +202,7 @@ class FaultExecutor:
             self.admin_topics[fault.topic] = int(fault.partitions or 0)
         else:
             self.admin_topics.pop(fault.topic, None)
-        act = ActiveFault(index, fault, None, healed=True)
+        act = ActiveFault(index, fault, None, healed=True, result=res)
         self.active[index] = act
         return act
 
