@@ -294,13 +294,15 @@ def test_two_incarnations_on_disk_the_images_is_kept_the_other_deleted_KAFKA_161
 def test_delete_while_dir_offline_then_recreate_places_the_new_incarnation_online_KAFKA_16157_16234():
     """The topic is deleted while its replica's dir is offline: nothing is deleted now (the
     dir is unreachable), the replica stays offline. Re-created (new id): created in an online
-    dir. Re-created with the same id would never be (KAFKA-16234)."""
+    dir, while the old incarnation never was (KAFKA-16234)."""
     r = rm(logs=[(tp(), T1, D1)])
     p = reg(dir_for_me=D1)
     apply(r, p)
     r.log_dirs.on_storage_error(D1, 5, "append")
     r.on_dir_offline(D1)
-    assert not of(r.apply([PartitionChange("t", p, None)]), DeleteLog)
+    moved = reg(dir_for_me=D1, leader=2, leader_epoch=1)       # the same incarnation, its leader moved
+    assert not of(apply(r, moved, old=p), CreateLog)            # KAFKA-16234: not re-created elsewhere
+    assert not of(r.apply([PartitionChange("t", moved, None)]), DeleteLog)
     out = apply(r, reg(topic_id=T2, dir_for_me=UNASSIGNED))
     [c] = of(out, CreateLog)
     assert c.topic_id == T2 and c.dir_id in (D2, D3)
