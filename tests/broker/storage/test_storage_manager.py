@@ -197,6 +197,23 @@ def test_delete_renames_then_removes_and_a_crash_between_is_finished_at_start(lo
     again.close()
 
 
+def test_an_append_or_read_after_the_delete_closed_the_log_is_refused_not_a_dir_failure(log_dirs, failures):
+    """An append or read queued before a DeleteLog closed the log (a topic deleted while a
+    request was on its way) meets a closed log: NOT_LEADER_OR_FOLLOWER, never the dir's
+    failure (KAFKA-15391's kind: a deletion racing I/O took the whole dir offline)."""
+    from broker_impl.storage.errors import LogClosed
+    lm = _open(log_dirs, failures)
+    plog = lm.get_or_create_log(T1, "race", 0, log_dirs[0])
+    plog.append_as_leader(make_batch(1), 0)
+    lm.delete_log("race", 0)
+    for op in (lambda: plog.append_as_leader(make_batch(1), 0), lambda: plog.read(0, 1024)):
+        with pytest.raises(LogClosed) as err:
+            op()
+        assert err.value.error_code == 6
+    assert failures.calls == [] and lm.offline_dirs() == []
+    lm.close()
+
+
 def test_two_incarnations_of_a_partition_both_load_and_the_stray_is_deleted_by_dir(log_dirs, failures):
     """KAFKA-16157: a topic deleted and re-created while a dir was away leaves the old
     incarnation's log in that dir and the new one in another: start-up loads both (no
