@@ -1,13 +1,14 @@
 """A topic deleted and re-created while a replica's dir is offline, then the dir comes back
 (KIP-858's rule for offline dirs; KAFKA-16157, KAFKA-16234, KAFKA-16814), on real processes:
 broker X's first data dir is an ext4 file system on a loop device, failed for real
-(EXT4_IOC_SHUTDOWN), then mounted again after X's restart (the disk "comes back").
+(EXT4_IOC_SHUTDOWN), then mounted again before X's restart (the disk "comes back" with its
+data) or replaced by a freshly formatted disk.
 
 - the delete is accepted with the dir offline: every log the brokers can reach is deleted,
   the one in the dead dir cannot be (it stays there);
 - the topic re-created under the same name (a new topic id) gets its replica on X in an
   online dir (KAFKA-16157) and X joins its ISR, while nothing of the old incarnation comes back;
-- X restarted with the dir back finds both incarnations of that partition on its disks: the
+- X restarted with the dir back (``back``) finds both incarnations of that partition on its disks: the
   old one (a topic id the image does not have) is a stray, deleted at start-up; the new one
   is kept and in use; a log whose ``partition.metadata`` is gone is a stray too, deleted
   without blocking the start (KAFKA-16814), and re-created from the leader;
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 
 import pytest
 
@@ -25,6 +27,7 @@ from broker_impl.storage import checkpoint as ckpt
 from kafka_common.ids import UNASSIGNED, to_base64
 from loopdev import loop_fs_64mb as loop_fs, loop_fs_factory  # noqa: F401  (fixtures)
 from testkit.cluster import check_real_dirs, consume_all, running_cluster, wait_until
+from testkit.processes import REPO
 
 pytestmark = pytest.mark.integration
 TOPIC = "doomed"
@@ -66,7 +69,14 @@ def _partition_dirs(path: str) -> list[str]:
     return sorted(n for n in os.listdir(path) if n.startswith(TOPIC + "-"))
 
 
-def test_delete_while_dir_offline_then_the_dir_comes_back(cluster, loop_fs):
+@pytest.fixture(params=["back", "replaced"])
+def disk(request):
+    """What becomes of the failed disk: it comes back with its data (mounted again), or it is
+    replaced by a freshly formatted one (a new directory.id, the stray gone with the old disk)."""
+    return request.param
+
+
+def test_delete_while_dir_offline_then_the_dir_comes_back(cluster, loop_fs, disk):
     x = cluster.brokers[ME - 1]
     ids_before = x.dir_ids()
     dead_id = ids_before[loop_fs.mnt]
@@ -104,24 +114,37 @@ def test_delete_while_dir_offline_then_the_dir_comes_back(cluster, loop_fs):
     # the disk comes back: X stopped, the file system mounted again, X started
     assert x.stop() == 0, x.stderr()
     before = len(x.events())
-    subprocess.run(["umount", loop_fs.mnt], check=True, capture_output=True)
-    subprocess.run(["mount", "-t", "ext4", loop_fs.dev, loop_fs.mnt], check=True, capture_output=True)
-    stray_path = os.path.join(loop_fs.mnt, f"{TOPIC}-{victim}")
-    assert os.path.isdir(stray_path), f"the old incarnation's log is back: {os.listdir(loop_fs.mnt)}"
-    assert ckpt.read_partition_metadata(os.path.join(stray_path, ckpt.PARTITION_METADATA)) == old_tid
+    if disk == "back":
+        subprocess.run(["umount", loop_fs.mnt], check=True, capture_output=True)
+        subprocess.run(["mount", "-t", "ext4", loop_fs.dev, loop_fs.mnt], check=True, capture_output=True)
+        stray_path = os.path.join(loop_fs.mnt, f"{TOPIC}-{victim}")
+        assert os.path.isdir(stray_path), f"the old incarnation's log is back: {os.listdir(loop_fs.mnt)}"
+        assert ckpt.read_partition_metadata(os.path.join(stray_path, ckpt.PARTITION_METADATA)) == old_tid
+        back_id = dead_id
+    else:
+        loop_fs.cleanup()
+        os.makedirs(loop_fs.mnt, exist_ok=True)
+        out = subprocess.run([sys.executable, "-m", "kafka_runtime.storage_tool", "format", "-c", x.config_path,
+                              "--cluster-id", cluster.ctrl.cluster_id, "--ignore-formatted"], cwd=REPO,
+                             capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        back_id = x.dir_ids()[loop_fs.mnt]
+        assert back_id != dead_id
     os.unlink(os.path.join(other_dir, f"{TOPIC}-{other}", ckpt.PARTITION_METADATA))
     x.start()
     cluster.wait_image(lambda im: ME in im.brokers and not im.brokers[ME].fenced
-                       and dead_id in im.brokers[ME].log_dirs, 30, "X registered with the dir back, unfenced")
+                       and back_id in im.brokers[ME].log_dirs, 30, "X registered with the dir back, unfenced")
     wait_until(lambda: all(ME in p.isr for p in cluster.image().partitions_of(new_tid).values()), 40,
                "X back in the ISR of every partition of the re-created topic")
     run2 = x.events()[before:]
     deleted = {(e["partition"], e["topic_id"], e["dir_id"]) for e in run2 if e["event"] == "log_deleted"}
-    assert deleted == {(victim, to_base64(old_tid), to_base64(dead_id)),
-                       (other, None, to_base64(ids_before[other_dir]))}, run2
+    strays = {(other, None, to_base64(ids_before[other_dir]))}
+    if disk == "back":   # replaced: the old incarnation's log went with the old disk
+        strays.add((victim, to_base64(old_tid), to_base64(dead_id)))
+    assert deleted == strays, run2
     assert all(e["stray"] for e in run2 if e["event"] == "log_deleted")
-    wait_until(lambda: len([e for e in x.events()[before:] if e["event"] == "log_removed"]) == 2, 20,
-               "both strays removed")
+    wait_until(lambda: len([e for e in x.events()[before:] if e["event"] == "log_removed"]) == len(strays), 20,
+               "the strays removed")
     assert not any(e["event"] == "dir_offline" for e in run2), "start-up took a dir offline"
     assert not _partition_dirs(loop_fs.mnt), os.listdir(loop_fs.mnt)    # the stray is gone from the disk
     check_real_dirs(cluster.image(), cluster.brokers, TOPIC)            # one log per replica, where the metadata says
