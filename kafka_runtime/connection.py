@@ -171,7 +171,10 @@ class Connection(asyncio.Protocol):
     def close(self) -> None:
         self.closed = True
         if self.transport is not None:
-            self.transport.close()
+            try:
+                self.transport.close()
+            except RuntimeError:   # the loop is closed already (a worker finalized late): nothing to close
+                pass
 
     def _bad(self, reason: str) -> None:
         server = self.server
