@@ -1,0 +1,337 @@
+"""The tools operators run that speak Kafka 3.x's old protocol versions (KIP-896 removed them in
+4.0), against 1 kraft-controller + 3 kraft-brokers (real processes on loopback):
+
+- Debian's Burrow 1.2.1 (Sarama) — its cluster module with ``kafka-version="0.10.0"``
+  asks each partition's leader for the log end offset with ListOffsets **v0**; its consumer
+  module reads ``__consumer_offsets`` (Fetch v4, ``kafka-version="0.11.0"``: Fetch v0–3 need
+  message-format down-conversion, not served). A kafka-python group consumer commits, a
+  producer moves the log end on, and Burrow's HTTP API reports the group's lag exactly.
+  Burrow needs a ZooKeeper for its own coordination (not Kafka's): Debian's ``zookeeper``
+  runs standalone on loopback.
+- kafka-python pinned to ``api_version=(0, 10, 0)``: a group consumer that commits with
+  OffsetCommit v2 / OffsetFetch v1 and ListOffsets **v0** for its resets, DescribeConfigs
+  **v0** through its admin client pinned to ``(0, 11)``, OffsetCommit **v1** (commit
+  timestamps) and ListOffsets v0 with ``max_num_offsets`` from raw requests — every one
+  answered by the broker, never a closed connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import subprocess
+import time
+import urllib.request
+
+import pytest
+
+from kafka_common import wire
+from kafka_common.wire import ErrorCode
+from testkit.cluster import running_cluster, wait_until
+from testkit.processes import free_port
+from testkit.protocol import RawConnection
+
+pytestmark = pytest.mark.integration
+
+GROUP_KEYS = {"offsets.topic.num.partitions": "3", "offsets.topic.replication.factor": "3",
+              "group.initial.rebalance.delay.ms": "200", "group.min.session.timeout.ms": "1000"}
+BURROW = shutil.which("Burrow")
+ZK_JAR = "/usr/share/java/zookeeper.jar"
+TOPIC, PARTITIONS = "lagged", 3
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    with running_cluster(tmp_path_factory.mktemp("oldclients"), broker_extra=GROUP_KEYS) as c:
+        c.create_topic(TOPIC, {p: [1 + (p + i) % 3 for i in range(3)] for p in range(PARTITIONS)})
+        c.wait_image(lambda im: TOPIC in im.topic_ids and all(
+            len(im.partition(im.topic_ids[TOPIC], p).isr) == 3 for p in range(PARTITIONS)), 20, "ISR 3")
+        yield c
+
+
+def _produce(cluster, n: int) -> None:
+    from confluent_kafka import Producer
+    p = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "linger.ms": 2})
+    errors: list = []
+    for i in range(n):
+        p.produce(TOPIC, b"v%d" % i, partition=i % PARTITIONS, on_delivery=lambda e, m: e and errors.append(e))
+    assert p.flush(30) == 0 and not errors, errors
+
+
+def _log_ends(cluster) -> dict[int, int]:
+    from confluent_kafka import Consumer, TopicPartition
+    c = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "probe-ends"})
+    try:
+        return {p: c.get_watermark_offsets(TopicPartition(TOPIC, p), timeout=20)[1] for p in range(PARTITIONS)}
+    finally:
+        c.close()
+
+
+class _Proc:
+    def __init__(self, args: list[str], workdir: str, name: str) -> None:
+        self.log_path = os.path.join(workdir, f"{name}.log")
+        self.log = open(self.log_path, "wb")
+        self.proc = subprocess.Popen(args, cwd=workdir, stdout=self.log, stderr=subprocess.STDOUT)
+
+    def text(self) -> str:
+        self.log.flush()
+        with open(self.log_path, "rb") as f:
+            return f.read().decode(errors="replace")[-6000:]
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+        self.log.close()
+
+
+def _zookeeper(workdir: str) -> tuple[_Proc, int]:
+    port = free_port()
+    zk = _Proc(["java", "-Xmx128m", "-Dzookeeper.admin.enableServer=false", "-cp", ZK_JAR,
+                "org.apache.zookeeper.server.ZooKeeperServerMain", str(port), os.path.join(workdir, "zkdata")],
+               workdir, "zookeeper")
+    import socket
+
+    def up() -> bool:
+        assert zk.proc.poll() is None, zk.text()
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                return True
+        except OSError:
+            return False
+    wait_until(up, 30, "zookeeper listening")
+    return zk, port
+
+
+def _burrow_config(workdir: str, zk_port: int, http_port: int, bootstrap: str) -> None:
+    servers = ", ".join(f'"{s}"' for s in bootstrap.split(","))
+    with open(os.path.join(workdir, "burrow.toml"), "w") as f:
+        f.write(f"""[general]
+pidfile="{workdir}/burrow.pid"
+
+[logging]
+level="info"
+
+[zookeeper]
+servers=["127.0.0.1:{zk_port}"]
+timeout=6
+root-path="/burrow"
+
+[client-profile.old]
+client-id="burrow-lag"
+kafka-version="0.10.0"
+
+[client-profile.offsets]
+client-id="burrow-offsets"
+kafka-version="0.11.0"
+
+[cluster.lab]
+class-name="kafka"
+servers=[{servers}]
+client-profile="old"
+topic-refresh=5
+offset-refresh=1
+
+[consumer.lab]
+class-name="kafka"
+cluster="lab"
+servers=[{servers}]
+client-profile="offsets"
+offsets-topic="__consumer_offsets"
+start-latest=false
+group-blacklist="^probe-.*$"
+
+[httpserver.default]
+address="127.0.0.1:{http_port}"
+
+[storage.default]
+class-name="inmemory"
+workers=2
+intervals=10
+min-distance=1
+""")
+
+
+def _get(url: str) -> dict:
+    with urllib.request.urlopen(url, timeout=5) as r:
+        return json.loads(r.read())
+
+
+@pytest.mark.skipif(BURROW is None or not os.path.exists(ZK_JAR) or shutil.which("java") is None,
+                    reason="Debian's burrow and zookeeper packages (scripts/bootstrap.sh installs them)")
+def test_burrow_reports_the_group_lag_exactly(cluster, tmp_path):
+    from kafka import KafkaConsumer, TopicPartition
+    from kafka.structs import OffsetAndMetadata
+    group = "lag-group"
+    _produce(cluster, 30)
+    consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap, group_id=group, enable_auto_commit=False,
+                             auto_offset_reset="earliest", request_timeout_ms=30000)
+    committed = {0: 7, 1: 4, 2: 10}   # committed below the log end: the lag is what is left
+    try:
+        consumer.assign([TopicPartition(TOPIC, p) for p in range(PARTITIONS)])
+        consumer.commit({TopicPartition(TOPIC, p): OffsetAndMetadata(o, "", -1) for p, o in committed.items()})
+        workdir = str(tmp_path)
+        zk, zk_port = _zookeeper(workdir)
+        http_port = free_port()
+        _burrow_config(workdir, zk_port, http_port, cluster.bootstrap)
+        burrow = _Proc([BURROW, "--config-dir", workdir], workdir, "burrow")
+        try:
+            base = f"http://127.0.0.1:{http_port}/v3/kafka/lab"
+            ends = _log_ends(cluster)
+            assert ends == {0: 10, 1: 10, 2: 10}
+
+            def lag_is(expected_ends: dict[int, int]):
+                def check() -> bool:
+                    assert burrow.proc.poll() is None, burrow.text()
+                    try:
+                        status = _get(f"{base}/consumer/{group}/lag")["status"]
+                    except (OSError, ValueError):
+                        return False
+                    parts = {p["partition"]: p for p in status["partitions"] if p["topic"] == TOPIC}
+                    return (sorted(parts) == list(range(PARTITIONS))
+                            and all(parts[p]["end"]["offset"] == committed[p]
+                                    and parts[p]["current_lag"] == expected_ends[p] - committed[p]
+                                    for p in parts)
+                            and status["totallag"] == sum(expected_ends[p] - committed[p] for p in parts))
+                return check
+            wait_until(lag_is(ends), 60, f"Burrow's lag for {group}", interval_s=0.5)
+            # the broker's offsets as Burrow saw them (ListOffsets v0, the old-style array)
+            topic_offsets = _get(f"{base}/topic/{TOPIC}")["offsets"]
+            assert topic_offsets == [ends[p] for p in range(PARTITIONS)]
+            # a producer moves the log end on; a new commit makes Burrow evaluate again
+            _produce(cluster, 12)
+            ends = _log_ends(cluster)
+            assert ends == {0: 14, 1: 14, 2: 14}
+            committed[1] = 9
+            consumer.commit({TopicPartition(TOPIC, 1): OffsetAndMetadata(9, "", -1)})
+            wait_until(lag_is(ends), 60, f"Burrow's lag for {group} after more records", interval_s=0.5)
+            assert "UNSUPPORTED_VERSION" not in burrow.text()
+            for b in cluster.brokers:
+                assert b.alive(), b.stderr()
+        finally:
+            burrow.stop()
+            zk.stop()
+    finally:
+        consumer.close()
+
+
+def test_kafka_python_pinned_to_old_versions_is_served(cluster):
+    """kafka-python with ``api_version=(0, 10, 0)`` sends ListOffsets v0 (its offset
+    resets), OffsetCommit v2 / OffsetFetch v1; its admin client at ``(0, 11)`` DescribeConfigs
+    v0. Each is answered: records consumed, offsets committed and read back."""
+    from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
+    from kafka.admin import ConfigResource, ConfigResourceType
+    from kafka.structs import OffsetAndMetadata
+    ends = _log_ends(cluster)
+    c = KafkaConsumer(bootstrap_servers=cluster.bootstrap, group_id="old-kp", api_version=(0, 10, 0),
+                      enable_auto_commit=False, auto_offset_reset="earliest", request_timeout_ms=30000)
+    try:
+        tps = [TopicPartition(TOPIC, p) for p in range(PARTITIONS)]
+        c.assign(tps)
+        assert c.end_offsets(tps) == {tp: ends[tp.partition] for tp in tps}       # ListOffsets v0, latest
+        assert c.beginning_offsets(tps) == {tp: 0 for tp in tps}                   # ListOffsets v0, earliest
+        got = 0
+        deadline = time.monotonic() + 30
+        while got < sum(ends.values()) and time.monotonic() < deadline:
+            got += sum(len(v) for v in c.poll(timeout_ms=500).values())
+        assert got == sum(ends.values())
+        c.commit({tps[0]: OffsetAndMetadata(3, "m", -1)})
+        assert c.committed(tps[0]) == 3
+    finally:
+        c.close()
+    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap, api_version=(0, 11), request_timeout_ms=30000)
+    try:
+        (resp,) = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, TOPIC)])
+        assert resp.API_VERSION == 0
+        (_code, _msg, _rtype, name, entries) = resp.resources[0][:5]
+        config = {e[0]: e for e in entries}
+        assert name == TOPIC and config["cleanup.policy"][1] == "delete"
+        assert config["cleanup.policy"][3] is True     # is_default: not set anywhere
+    finally:
+        admin.close()
+
+
+def test_raw_old_versions_offset_commit_v1_and_list_offsets_v0(cluster):
+    """OffsetCommit v1 keeps the client's commit timestamp (read back through the group's
+    offsets — the commit is stored); ListOffsets v0 returns up to ``max_num_offsets``
+    offsets, newest first; OffsetCommit v0 / OffsetFetch v0 are UNSUPPORTED_VERSION per
+    partition (ZooKeeper's in Kafka 3.9); Fetch v2 (not served) gets UNSUPPORTED_VERSION
+    and the connection stays open."""
+    leader = {p: cluster.image().partition(cluster.image().topic_ids[TOPIC], p).leader for p in range(PARTITIONS)}
+    ends = _log_ends(cluster)
+
+    async def go():
+        fc = await _coordinator(cluster, "raw-old")
+        conn = await RawConnection.open(fc)
+        try:
+            mod = wire.request_module(8, 1)
+            req = wire.request_class(8, 1)(group_id="raw-old", generation_id_or_member_epoch=-1, member_id="",
+                                           topics=(mod.OffsetCommitRequestTopic(name=TOPIC, partitions=(
+                                               mod.OffsetCommitRequestPartition(partition_index=0, committed_offset=5,
+                                                                                commit_timestamp=1234567,
+                                                                                committed_metadata="v1"),)),))
+            resp = await conn.call(req)
+            assert resp.topics[0].partitions[0].error_code is ErrorCode.none
+            mod0 = wire.request_module(8, 0)
+            resp0 = await conn.call(wire.request_class(8, 0)(group_id="raw-old", topics=(
+                mod0.OffsetCommitRequestTopic(name=TOPIC, partitions=(mod0.OffsetCommitRequestPartition(
+                    partition_index=0, committed_offset=6, committed_metadata=""),)),)))
+            assert resp0.topics[0].partitions[0].error_code is ErrorCode.unsupported_version
+            fmod = wire.request_module(9, 1)
+            for v in (0, 1):
+                fmod = wire.request_module(9, v)
+                f = await conn.call(wire.request_class(9, v)(group_id="raw-old", topics=(
+                    fmod.OffsetFetchRequestTopic(name=TOPIC, partition_indexes=(0,)),)))
+                part = f.topics[0].partitions[0]
+                if v == 0:
+                    assert part.error_code is ErrorCode.unsupported_version and part.committed_offset == -1
+                else:   # the v1 commit is there, the v0 one was not stored
+                    assert (part.error_code, part.committed_offset, part.metadata) == (ErrorCode.none, 5, "v1")
+        finally:
+            await conn.close()
+        port = next(b.port for b in cluster.brokers if b.node_id == leader[0])
+        conn = await RawConnection.open(port)
+        try:
+            lmod = wire.request_module(2, 0)
+
+            def list_v0(ts: int, n: int):
+                return wire.request_class(2, 0)(replica_id=-1, topics=(lmod.ListOffsetsTopic(name=TOPIC, partitions=(
+                    lmod.ListOffsetsPartition(partition_index=0, timestamp=ts, max_num_offsets=n),)),))
+            latest = (await conn.call(list_v0(-1, 5))).topics[0].partitions[0]
+            assert latest.error_code is ErrorCode.none and latest.old_style_offsets == (ends[0], 0)
+            one = (await conn.call(list_v0(-1, 1))).topics[0].partitions[0]
+            assert one.old_style_offsets == (ends[0],)
+            earliest = (await conn.call(list_v0(-2, 1))).topics[0].partitions[0]
+            assert earliest.old_style_offsets == (0,)
+            bad = (await conn.call(list_v0(-3, 1))).topics[0].partitions[0]
+            assert bad.error_code is ErrorCode.unsupported_version and bad.old_style_offsets == ()
+            fetch_mod = wire.request_module(1, 2)
+            refused = await conn.call(wire.request_class(1, 2)(
+                replica_id=-1, max_wait=__import__("datetime").timedelta(0), min_bytes=1, topics=(
+                    fetch_mod.FetchTopic(topic=TOPIC, partitions=(fetch_mod.FetchPartition(
+                        partition=0, fetch_offset=0, partition_max_bytes=1024),)),)))
+            assert refused.responses == ()           # the generic error answer of a Fetch v2
+            again = (await conn.call(list_v0(-2, 1))).topics[0].partitions[0]
+            assert again.old_style_offsets == (0,)   # the same connection still serves
+        finally:
+            await conn.close()
+    asyncio.run(go())
+
+
+async def _coordinator(cluster, group: str) -> int:
+    conn = await RawConnection.open(cluster.brokers[0].port)
+    try:
+        for _ in range(200):
+            fc = await conn.call(wire.make(wire.request_class(10, 3), key=group, key_type=0))
+            if fc.error_code is ErrorCode.none:
+                return fc.port
+            await asyncio.sleep(0.1)
+        raise AssertionError(f"no coordinator for {group}: {fc}")
+    finally:
+        await conn.close()
