@@ -8,8 +8,9 @@
   producer moves the log end on, and Burrow's HTTP API reports the group's lag exactly.
   Burrow needs a ZooKeeper for its own coordination (not Kafka's): Debian's ``zookeeper``
   runs standalone on loopback.
-- kafka-python pinned to ``api_version=(0, 10, 0)``: a group consumer that commits with
-  OffsetCommit v2 / OffsetFetch v1 and ListOffsets **v0** for its resets, DescribeConfigs
+- kafka-python pinned to ``api_version=(0, 10, 0)``: a group consumer that fetches with
+  Fetch **v2** (magic-1 message sets), commits with OffsetCommit v2 / OffsetFetch v1 and
+  uses ListOffsets **v0** for its resets, DescribeConfigs
   **v0** through its admin client pinned to ``(0, 11)``, OffsetCommit **v1** (commit
   timestamps) and ListOffsets v0 with ``max_num_offsets`` from raw requests — every one
   answered by the broker, never a closed connection.
@@ -31,7 +32,8 @@ from kafka_common import wire
 from kafka_common.wire import ErrorCode
 from testkit.cluster import running_cluster, wait_until
 from testkit.processes import free_port
-from testkit.protocol import RawConnection
+from broker_impl.groups.state import records as R
+from testkit.protocol import RawConnection, fetch_request
 
 pytestmark = pytest.mark.integration
 
@@ -223,12 +225,15 @@ def test_burrow_reports_the_group_lag_exactly(cluster, tmp_path):
 
 def test_kafka_python_pinned_to_old_versions_is_served(cluster):
     """kafka-python with ``api_version=(0, 10, 0)`` sends ListOffsets v0 (its offset
-    resets), OffsetCommit v2 / OffsetFetch v1; its admin client at ``(0, 11)`` DescribeConfigs
-    v0. Each is answered: records consumed, offsets committed and read back."""
+    resets), Fetch v2 (records down-converted to magic 1), OffsetCommit v2 / OffsetFetch v1;
+    its admin client at ``(0, 11)`` DescribeConfigs v0. Each is answered: every record
+    consumed, offsets committed and read back, the topic's configs described."""
     from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
     from kafka.admin import ConfigResource, ConfigResourceType
     from kafka.structs import OffsetAndMetadata
+    _produce(cluster, 9)
     ends = _log_ends(cluster)
+    assert sum(ends.values()) >= 9
     c = KafkaConsumer(bootstrap_servers=cluster.bootstrap, group_id="old-kp", api_version=(0, 10, 0),
                       enable_auto_commit=False, auto_offset_reset="earliest", request_timeout_ms=30000)
     try:
@@ -236,34 +241,42 @@ def test_kafka_python_pinned_to_old_versions_is_served(cluster):
         c.assign(tps)
         assert c.end_offsets(tps) == {tp: ends[tp.partition] for tp in tps}       # ListOffsets v0, latest
         assert c.beginning_offsets(tps) == {tp: 0 for tp in tps}                   # ListOffsets v0, earliest
-        got = 0
+        got: dict[int, list] = {p: [] for p in range(PARTITIONS)}
         deadline = time.monotonic() + 30
-        while got < sum(ends.values()) and time.monotonic() < deadline:
-            got += sum(len(v) for v in c.poll(timeout_ms=500).values())
-        assert got == sum(ends.values())
+        while sum(map(len, got.values())) < sum(ends.values()) and time.monotonic() < deadline:
+            for tp, msgs in c.poll(timeout_ms=500).items():
+                got[tp.partition] += [(m.offset, m.value) for m in msgs]
+        for p in range(PARTITIONS):   # every offset once, in order, with the produced values
+            assert [o for o, _ in got[p]] == list(range(ends[p]))
+            assert all(v.startswith(b"v") for _, v in got[p])
         c.commit({tps[0]: OffsetAndMetadata(3, "m", -1)})
         assert c.committed(tps[0]) == 3
     finally:
         c.close()
     admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap, api_version=(0, 11), request_timeout_ms=30000)
     try:
-        (resp,) = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, TOPIC)])
-        assert resp.API_VERSION == 0
-        (_code, _msg, _rtype, name, entries) = resp.resources[0][:5]
-        config = {e[0]: e for e in entries}
-        assert name == TOPIC and config["cleanup.policy"][1] == "delete"
-        assert config["cleanup.policy"][3] is True     # is_default: not set anywhere
+        configs = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, TOPIC)], config_filter="all")
+        policy = configs["topic"][TOPIC]["cleanup.policy"]
+        # v0's is_default (kafka-python derives the source from it, as Kafka's client does)
+        assert policy["value"] == "delete" and policy["is_default"] is True
+        assert policy["config_source"] == "DEFAULT_CONFIG"
     finally:
         admin.close()
+    # what those pins let kafka-python send: the old versions only (its own table)
+    from kafka.protocol.broker_version_data import BROKER_API_VERSIONS
+    assert BROKER_API_VERSIONS[(0, 10, 0)][2] == (0, 0) and BROKER_API_VERSIONS[(0, 10, 0)][1] == (0, 2)
+    assert BROKER_API_VERSIONS[(0, 11)][32] == (0, 0)
 
 
 def test_raw_old_versions_offset_commit_v1_and_list_offsets_v0(cluster):
     """OffsetCommit v1 keeps the client's commit timestamp (read back through the group's
     offsets — the commit is stored); ListOffsets v0 returns up to ``max_num_offsets``
     offsets, newest first; OffsetCommit v0 / OffsetFetch v0 are UNSUPPORTED_VERSION per
-    partition (ZooKeeper's in Kafka 3.9); Fetch v2 (not served) gets UNSUPPORTED_VERSION
-    and the connection stays open."""
-    leader = {p: cluster.image().partition(cluster.image().topic_ids[TOPIC], p).leader for p in range(PARTITIONS)}
+    partition (ZooKeeper's in Kafka 3.9); Fetch v2 carries a magic-1 message set; Fetch v17
+    (above the range) gets UNSUPPORTED_VERSION and the connection stays open."""
+    image = cluster.image()
+    topic_id = image.topic_ids[TOPIC]
+    leader = {p: image.partition(topic_id, p).leader for p in range(PARTITIONS)}
     ends = _log_ends(cluster)
 
     async def go():
@@ -293,6 +306,12 @@ def test_raw_old_versions_offset_commit_v1_and_list_offsets_v0(cluster):
                     assert part.error_code is ErrorCode.unsupported_version and part.committed_offset == -1
                 else:   # the v1 commit is there, the v0 one was not stored
                     assert (part.error_code, part.committed_offset, part.metadata) == (ErrorCode.none, 5, "v1")
+            # the v1 commit's own timestamp is what the coordinator wrote to __consumer_offsets
+            part = R.partition_for("raw-old", 3)
+            data = (await conn.call(fetch_request(12, "__consumer_offsets", part, 0))).responses[0].partitions[0]
+            stamps = [R.decode_offset(v).commit_timestamp_ms for _o, k, v in R.decode_batches(bytes(data.records))
+                      if v is not None and R.decode_key(k) == R.OffsetKey("raw-old", TOPIC, 0)]
+            assert stamps == [1234567]
         finally:
             await conn.close()
         port = next(b.port for b in cluster.brokers if b.node_id == leader[0])
@@ -311,12 +330,19 @@ def test_raw_old_versions_offset_commit_v1_and_list_offsets_v0(cluster):
             assert earliest.old_style_offsets == (0,)
             bad = (await conn.call(list_v0(-3, 1))).topics[0].partitions[0]
             assert bad.error_code is ErrorCode.unsupported_version and bad.old_style_offsets == ()
-            fetch_mod = wire.request_module(1, 2)
-            refused = await conn.call(wire.request_class(1, 2)(
-                replica_id=-1, max_wait=__import__("datetime").timedelta(0), min_bytes=1, topics=(
-                    fetch_mod.FetchTopic(topic=TOPIC, partitions=(fetch_mod.FetchPartition(
-                        partition=0, fetch_offset=0, partition_max_bytes=1024),)),)))
-            assert refused.responses == ()           # the generic error answer of a Fetch v2
+            # a version above the served range (Fetch v17: kio knows it, the broker serves
+            # up to v16) → UNSUPPORTED_VERSION from the header alone, the connection stays
+            refused = await conn.call(fetch_request(17, topic_id, 0, 0))
+            assert refused.error_code is ErrorCode.unsupported_version and refused.responses == ()
+            # Fetch v2 (served): the records as a magic-1 message set, read by kafka-python
+            old = (await conn.call(fetch_request(2, TOPIC, 0, 0))).responses[0].partitions[0]
+            assert old.error_code is ErrorCode.none and old.high_watermark == ends[0]
+            from kafka.record.memory_records import MemoryRecords
+            records, offsets = MemoryRecords(bytes(old.records)), []
+            while (batch := records.next_batch()) is not None:
+                assert batch.magic == 1
+                offsets += [r.offset for r in batch]
+            assert offsets == list(range(ends[0]))
             again = (await conn.call(list_v0(-2, 1))).topics[0].partitions[0]
             assert again.old_style_offsets == (0,)   # the same connection still serves
         finally:
