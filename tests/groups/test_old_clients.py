@@ -100,14 +100,15 @@ def _zookeeper(workdir: str) -> tuple[_Proc, int]:
                workdir, "zookeeper")
     import socket
 
-    def up() -> bool:
+    def up() -> bool:   # serving, not only listening: "srvr" (the one four-letter word allowed by default)
         assert zk.proc.poll() is None, zk.text()
         try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1):
-                return True
+            with socket.create_connection(("127.0.0.1", port), timeout=2) as s:
+                s.sendall(b"srvr")
+                return b"Mode: standalone" in s.recv(4096)
         except OSError:
             return False
-    wait_until(up, 30, "zookeeper listening")
+    wait_until(up, 30, "zookeeper serving", interval_s=0.2)
     return zk, port
 
 
