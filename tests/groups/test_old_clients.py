@@ -1,11 +1,12 @@
 """The tools operators run that speak Kafka 3.x's old protocol versions (KIP-896 removed them in
 4.0), against 1 kraft-controller + 3 kraft-brokers (real processes on loopback):
 
-- Debian's Burrow 1.2.1 (Sarama) — its cluster module with ``kafka-version="0.10.0"``
-  asks each partition's leader for the log end offset with ListOffsets **v0**; its consumer
-  module reads ``__consumer_offsets`` (Fetch v4, ``kafka-version="0.11.0"``: Fetch v0–3 need
-  message-format down-conversion, not served). A kafka-python group consumer commits, a
-  producer moves the log end on, and Burrow's HTTP API reports the group's lag exactly.
+- Debian's Burrow 1.2.1 (Sarama) with ``kafka-version="0.10.0"`` (its example config) and
+  ``"0.8.2"``: its cluster module asks each partition's leader for the log end offset with
+  ListOffsets **v0**; its consumer module reads ``__consumer_offsets`` with Fetch **v2** /
+  **v0** (the records down-converted to message format v1 / v0). A kafka-python group
+  consumer commits, a producer moves the log end on, and Burrow's HTTP API reports the
+  group's lag exactly.
   Burrow needs a ZooKeeper for its own coordination (not Kafka's): Debian's ``zookeeper``
   runs standalone on loopback.
 - kafka-python pinned to ``api_version=(0, 10, 0)``: a group consumer that fetches with
@@ -112,7 +113,7 @@ def _zookeeper(workdir: str) -> tuple[_Proc, int]:
     return zk, port
 
 
-def _burrow_config(workdir: str, zk_port: int, http_port: int, bootstrap: str) -> None:
+def _burrow_config(workdir: str, zk_port: int, http_port: int, bootstrap: str, kafka_version: str) -> None:
     servers = ", ".join(f'"{s}"' for s in bootstrap.split(","))
     with open(os.path.join(workdir, "burrow.toml"), "w") as f:
         f.write(f"""[general]
@@ -128,11 +129,7 @@ root-path="/burrow"
 
 [client-profile.old]
 client-id="burrow-lag"
-kafka-version="0.10.0"
-
-[client-profile.offsets]
-client-id="burrow-offsets"
-kafka-version="0.11.0"
+kafka-version="{kafka_version}"
 
 [cluster.lab]
 class-name="kafka"
@@ -145,7 +142,7 @@ offset-refresh=1
 class-name="kafka"
 cluster="lab"
 servers=[{servers}]
-client-profile="offsets"
+client-profile="old"
 offsets-topic="__consumer_offsets"
 start-latest=false
 group-blacklist="^probe-.*$"
@@ -168,26 +165,30 @@ def _get(url: str) -> dict:
 
 @pytest.mark.skipif(BURROW is None or not os.path.exists(ZK_JAR) or shutil.which("java") is None,
                     reason="Debian's burrow and zookeeper packages (scripts/bootstrap.sh installs them)")
-def test_burrow_reports_the_group_lag_exactly(cluster, tmp_path):
+@pytest.mark.parametrize("kafka_version", ["0.10.0", "0.8.2"])
+def test_burrow_reports_the_group_lag_exactly(cluster, tmp_path, kafka_version):
+    """Burrow's client profile at 0.10.0 (Debian's example config): ListOffsets v0, Fetch v2
+    (magic 1); at 0.8.2: ListOffsets v0, Fetch v0 (magic 0), Metadata v0."""
     from kafka import KafkaConsumer, TopicPartition
     from kafka.structs import OffsetAndMetadata
-    group = "lag-group"
+    group = f"lag-{kafka_version}"
+    before = _log_ends(cluster)
     _produce(cluster, 30)
     consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap, group_id=group, enable_auto_commit=False,
                              auto_offset_reset="earliest", request_timeout_ms=30000)
-    committed = {0: 7, 1: 4, 2: 10}   # committed below the log end: the lag is what is left
+    committed = {p: before[p] + c for p, c in {0: 7, 1: 4, 2: 10}.items()}   # below the log end: the lag is the rest
     try:
         consumer.assign([TopicPartition(TOPIC, p) for p in range(PARTITIONS)])
         consumer.commit({TopicPartition(TOPIC, p): OffsetAndMetadata(o, "", -1) for p, o in committed.items()})
         workdir = str(tmp_path)
         zk, zk_port = _zookeeper(workdir)
         http_port = free_port()
-        _burrow_config(workdir, zk_port, http_port, cluster.bootstrap)
+        _burrow_config(workdir, zk_port, http_port, cluster.bootstrap, kafka_version)
         burrow = _Proc([BURROW, "--config-dir", workdir], workdir, "burrow")
         try:
             base = f"http://127.0.0.1:{http_port}/v3/kafka/lab"
             ends = _log_ends(cluster)
-            assert ends == {0: 10, 1: 10, 2: 10}
+            assert ends == {p: before[p] + 10 for p in range(PARTITIONS)}
 
             def lag_is(expected_ends: dict[int, int]):
                 def check() -> bool:
@@ -210,9 +211,9 @@ def test_burrow_reports_the_group_lag_exactly(cluster, tmp_path):
             # a producer moves the log end on; a new commit makes Burrow evaluate again
             _produce(cluster, 12)
             ends = _log_ends(cluster)
-            assert ends == {0: 14, 1: 14, 2: 14}
-            committed[1] = 9
-            consumer.commit({TopicPartition(TOPIC, 1): OffsetAndMetadata(9, "", -1)})
+            assert ends == {p: before[p] + 14 for p in range(PARTITIONS)}
+            committed[1] = before[1] + 9
+            consumer.commit({TopicPartition(TOPIC, 1): OffsetAndMetadata(committed[1], "", -1)})
             wait_until(lag_is(ends), 60, f"Burrow's lag for {group} after more records", interval_s=0.5)
             assert "UNSUPPORTED_VERSION" not in burrow.text()
             for b in cluster.brokers:
