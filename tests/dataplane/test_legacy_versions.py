@@ -123,3 +123,43 @@ def test_down_conversion_drops_control_batches_and_refuses_zstd():
     with pytest.raises(dc.Unconvertible):
         dc.down_convert(_batch(dc.ZSTD, [(1, None, b"z" * 500, [])] * 4), 1, 0)
     assert dc.magic_for(0) == dc.magic_for(1) == 0 and dc.magic_for(2) == dc.magic_for(3) == 1
+
+
+def _legacy_set(magic: int, codec: int, records) -> bytes:
+    from kafka.record.memory_records import MemoryRecordsBuilder
+    b = MemoryRecordsBuilder(magic=magic, compression_type=codec, batch_size=1 << 20)
+    for ts, key, value in records:
+        b.append(timestamp=ts, key=key, value=value)
+    b.close()
+    return bytes(b.buffer())
+
+
+@pytest.mark.parametrize("codec,magic", [(c, m) for m in (0, 1) for c in (dc.NONE, dc.GZIP, dc.SNAPPY, dc.LZ4)
+                                         if (c, m) != (dc.LZ4, 0)])   # magic-0 lz4: Kafka 0.8's own framing
+def test_up_conversion_is_one_v2_batch_of_the_same_records(codec, magic):
+    from broker_impl.api import up_convert as uc
+    from kafka.record.default_records import DefaultRecordBatch
+    from kafka_common import batch_header as bh
+    msgs = [(1_700_000_000_001, b"k0", V0), (1_700_000_000_004, None, V1), (1_700_000_000_002, b"k2", None)]
+    legacy = _legacy_set(magic, codec, msgs)
+    assert uc.is_legacy(legacy) and legacy[16] == magic and (legacy[17] & 7) == codec
+    batch = uc.up_convert(legacy)
+    ((_pos, h),) = list(bh.iter_batches(batch))        # one batch, its CRC-32C right
+    assert (h.magic, h.record_count, h.producer_id, h.attributes & 7) == (2, 3, -1, 0)
+    got = [(r.offset, r.timestamp, r.key, r.value, r.headers) for r in DefaultRecordBatch(batch)]
+    stamps = [ts for ts, _k, _v in msgs] if magic == 1 else [-1, -1, -1]
+    assert got == [(i, stamps[i], k, v, []) for i, (_ts, k, v) in enumerate(msgs)]
+    assert h.max_timestamp == max(stamps)
+
+
+def test_up_conversion_refuses_bad_message_sets():
+    from broker_impl.api import up_convert as uc
+    legacy = bytearray(_legacy_set(1, dc.NONE, [(5, b"k", b"v")]))
+    legacy[-1] ^= 0xFF
+    with pytest.raises(uc.Invalid) as bad_crc:
+        uc.up_convert(bytes(legacy))
+    assert bad_crc.value.error == "corrupt_message"
+    with pytest.raises(uc.Invalid) as short:
+        uc.up_convert(bytes(legacy[:20]))
+    assert short.value.error == "corrupt_message"
+    assert not uc.is_legacy(_batch(dc.NONE, RECS)) and not uc.is_legacy(None)

@@ -11,7 +11,8 @@
   runs standalone on loopback.
 - kafka-python pinned to ``api_version=(0, 10, 0)``: a group consumer that fetches with
   Fetch **v2** (magic-1 message sets), commits with OffsetCommit v2 / OffsetFetch v1 and
-  uses ListOffsets **v0** for its resets, DescribeConfigs
+  uses ListOffsets **v0** for its resets, a producer sending Produce v2 with gzip magic-1
+  message sets (up-converted to v2 batches), DescribeConfigs
   **v0** through its admin client pinned to ``(0, 11)``, OffsetCommit **v1** (commit
   timestamps) and ListOffsets v0 with ``max_num_offsets`` from raw requests — every one
   answered by the broker, never a closed connection.
@@ -228,14 +229,41 @@ def test_burrow_reports_the_group_lag_exactly(cluster, tmp_path, kafka_version):
 def test_kafka_python_pinned_to_old_versions_is_served(cluster):
     """kafka-python with ``api_version=(0, 10, 0)`` sends ListOffsets v0 (its offset
     resets), Fetch v2 (records down-converted to magic 1), OffsetCommit v2 / OffsetFetch v1;
-    its admin client at ``(0, 11)`` DescribeConfigs v0. Each is answered: every record
-    consumed, offsets committed and read back, the topic's configs described."""
+    its admin client at ``(0, 11)`` DescribeConfigs v0; its producer there Produce v2 with
+    gzip magic-1 message sets (up-converted to v2 batches). Each is answered: every record
+    consumed (by the old consumer and by confluent-kafka), offsets committed and read back,
+    the topic's configs described."""
     from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
     from kafka.admin import ConfigResource, ConfigResourceType
     from kafka.structs import OffsetAndMetadata
     _produce(cluster, 9)
+    # the old producer: Produce v2 with gzip-compressed magic-1 message sets (up-converted)
+    from kafka import KafkaProducer
+    producer = KafkaProducer(bootstrap_servers=cluster.bootstrap, api_version=(0, 10, 0), acks="all",
+                             compression_type="gzip", enable_idempotence=False, linger_ms=5)
+    try:
+        futures = [producer.send(TOPIC, b"v-old-%d" % i, partition=i % PARTITIONS) for i in range(6)]
+        producer.flush(30)
+        assert all(f.get(30).offset >= 0 for f in futures)
+    finally:
+        producer.close()
     ends = _log_ends(cluster)
-    assert sum(ends.values()) >= 9
+    assert sum(ends.values()) >= 15
+    # ... which a current client reads back like any other record
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition as CTP
+    modern = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "probe-modern",
+                       "enable.auto.commit": False})
+    try:
+        modern.assign([CTP(TOPIC, p, OFFSET_BEGINNING) for p in range(PARTITIONS)])
+        seen: list[bytes] = []
+        deadline = time.monotonic() + 30
+        while len(seen) < sum(ends.values()) and time.monotonic() < deadline:
+            m = modern.poll(0.5)
+            if m is not None and m.error() is None:
+                seen.append(m.value())
+        assert sorted(v for v in seen if v.startswith(b"v-old-")) == sorted(b"v-old-%d" % i for i in range(6))
+    finally:
+        modern.close()
     c = KafkaConsumer(bootstrap_servers=cluster.bootstrap, group_id="old-kp", api_version=(0, 10, 0),
                       enable_auto_commit=False, auto_offset_reset="earliest", request_timeout_ms=30000)
     try:
@@ -267,6 +295,7 @@ def test_kafka_python_pinned_to_old_versions_is_served(cluster):
     # what those pins let kafka-python send: the old versions only (its own table)
     from kafka.protocol.broker_version_data import BROKER_API_VERSIONS
     assert BROKER_API_VERSIONS[(0, 10, 0)][2] == (0, 0) and BROKER_API_VERSIONS[(0, 10, 0)][1] == (0, 2)
+    assert BROKER_API_VERSIONS[(0, 10, 0)][0] == (0, 2)   # Produce v2: magic-1 message sets
     assert BROKER_API_VERSIONS[(0, 11)][32] == (0, 0)
 
 
