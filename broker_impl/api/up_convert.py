@@ -68,18 +68,21 @@ def _messages(buf: bytes, outer_ts: int | None = None):
         start, end = pos + _ENTRY.size, pos + _ENTRY.size + size
         if size < _MSG.size or end > len(buf):
             raise Invalid("corrupt_message", f"message size {size} at byte {pos} outside the set")
-        crc, magic, attributes = _MSG.unpack_from(buf, start)
+        msg = buf[start:end]                         # every read below stays inside it
+        crc, magic, attributes = _MSG.unpack_from(msg, 0)
         if magic not in (0, 1):
             raise Invalid("corrupt_message", f"magic {magic} inside a v0/v1 message set")
-        if zlib.crc32(buf[start + 4:end]) != crc:
+        if zlib.crc32(msg[4:]) != crc:
             raise Invalid("corrupt_message", f"message CRC mismatch at byte {pos}")
-        p = start + _MSG.size
+        p = _MSG.size
         timestamp = NO_TIMESTAMP
         if magic == 1:
-            (timestamp,) = struct.unpack_from(">q", buf, p)
+            if len(msg) < p + 8:
+                raise Invalid("corrupt_message", "message cut short")
+            (timestamp,) = struct.unpack_from(">q", msg, p)
             p += 8
-        key, p = _bytes_at(buf, p)
-        value, p = _bytes_at(buf, p)
+        key, p = _bytes_at(msg, p)
+        value, p = _bytes_at(msg, p)
         codec = attributes & 0x07
         if codec != NONE:
             try:

@@ -163,3 +163,24 @@ def test_up_conversion_refuses_bad_message_sets():
         uc.up_convert(bytes(legacy[:20]))
     assert short.value.error == "corrupt_message"
     assert not uc.is_legacy(_batch(dc.NONE, RECS)) and not uc.is_legacy(None)
+
+
+def test_up_conversion_of_any_bytes_is_a_batch_or_invalid():
+    """Hostile Produce v0-2 records: every answer is a v2 batch or ``Invalid`` (never another
+    exception: the handler maps ``Invalid`` to the partition's error)."""
+    import random
+    from broker_impl.api import up_convert as uc
+    from kafka_common import batch_header as bh
+    rng = random.Random(5)
+    seeds = [_legacy_set(m, c, [(7, b"k", b"v" * 50)] * 3) for m in (0, 1) for c in (dc.NONE, dc.GZIP)]
+    for _ in range(3000):
+        data = bytearray(rng.choice(seeds))
+        for _ in range(rng.randint(1, 4)):
+            data[rng.randrange(len(data))] = rng.randrange(256)
+        if rng.random() < 0.3:
+            data = data[:rng.randrange(len(data))]
+        try:
+            out = uc.up_convert(bytes(data))
+        except uc.Invalid:
+            continue
+        assert len(list(bh.iter_batches(out))) == 1
