@@ -61,8 +61,39 @@ def _decompress(codec: int, data: bytes) -> bytes:
             import lz4.frame
         except ImportError:
             raise Unconvertible("lz4 batch: lz4 is not installed on this broker") from None
-        return lz4.frame.decompress(data)
+        try:
+            return lz4.frame.decompress(data)
+        except RuntimeError:   # Kafka 0.8's framing (magic-0 messages): a wrong header checksum
+            return _lz4_frame_unchecked(data)
     raise Unconvertible(f"compression codec {codec} cannot be read by a Fetch v0-3 client")
+
+
+def _lz4_frame_unchecked(data: bytes) -> bytes:
+    """An LZ4 frame read without its header checksum — Kafka 0.8's producers (and librdkafka
+    writing magic-0 messages) computed it over the magic number too, and Kafka's reader
+    ignores it for those messages; the blocks are read as lz4 frames define them."""
+    import lz4.block
+    if data[:4] != b"\x04\x22\x4d\x18" or len(data) < 7:
+        raise ValueError("not an lz4 frame")
+    flg, bd = data[4], data[5]
+    pos = 6 + (8 if flg & 0x08 else 0) + (4 if flg & 0x01 else 0) + 1   # content size, dict id, HC
+    block_max = 1 << (8 + 2 * ((bd >> 4) & 0x07))                       # 4: 64 KiB … 7: 4 MiB
+    out = []
+    while True:
+        (size,) = struct.unpack_from("<I", data, pos)
+        pos += 4
+        if size == 0:
+            return b"".join(out)
+        n = size & 0x7FFFFFFF
+        block = data[pos:pos + n]
+        if len(block) != n:
+            raise ValueError("lz4 block cut short")
+        if size & 0x80000000:
+            out.append(block)
+        else:   # linked blocks (the default) may refer to the 64 KiB before them
+            history = b"".join(out)[-65536:] if out and not flg & 0x20 else b""
+            out.append(lz4.block.decompress(block, uncompressed_size=block_max, dict=history))
+        pos += n + (4 if flg & 0x10 else 0)                                 # block checksum
 
 
 def _bytes(buf: bytes, pos: int) -> tuple[bytes | None, int]:

@@ -5,9 +5,8 @@ is always format v2).
 
 Each message's CRC (CRC-32 over magic..end) is checked (CORRUPT_MESSAGE otherwise); a
 compressed wrapper message is opened (gzip; snappy and lz4 with ``python-snappy`` / ``lz4``
-— :mod:`broker_impl.api.down_convert`'s codecs; magic-0 lz4, Kafka 0.8's own framing with
-its wrong header checksum, is not read: CORRUPT_MESSAGE) and its inner messages taken in
-order.
+— :mod:`broker_impl.api.down_convert`'s codecs, magic-0 lz4's Kafka-0.8 framing with its
+wrong header checksum included) and its inner messages taken in order.
 Records keep key, value and timestamp (magic 0 has none: -1, Kafka's NO_TIMESTAMP; a v1
 wrapper with the log-append-time flag gives its own timestamp to every inner message); the
 offsets are assigned by the log as for any batch. The batch is written uncompressed (Kafka

@@ -184,3 +184,19 @@ def test_up_conversion_of_any_bytes_is_a_batch_or_invalid():
         except uc.Invalid:
             continue
         assert len(list(bh.iter_batches(out))) == 1
+
+
+def test_lz4_with_kafka_08s_header_checksum_is_read():
+    """Magic-0 lz4 (Kafka 0.8's framing, librdkafka's MsgVer0): the frame's header checksum
+    is wrong; lz4's frame reader refuses it, the block reader takes it (as Kafka does)."""
+    import lz4.frame
+    import random
+    data = bytes(b"legacy lz4 "[x % 11] for x in random.Random(3).randbytes(300_000))   # several 64 KiB blocks
+    for linked in (True, False):
+        frame = bytearray(lz4.frame.compress(data, block_size=lz4.frame.BLOCKSIZE_MAX64KB, block_linked=linked,
+                                             content_checksum=True, store_size=linked))
+        hc = 6 + (8 if frame[4] & 0x08 else 0)
+        frame[hc] ^= 0x5A
+        with pytest.raises(RuntimeError):
+            lz4.frame.decompress(bytes(frame))
+        assert dc._decompress(dc.LZ4, bytes(frame)) == data
