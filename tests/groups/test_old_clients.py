@@ -9,6 +9,8 @@
   group's lag exactly.
   Burrow needs a ZooKeeper for its own coordination (not Kafka's): Debian's ``zookeeper``
   runs standalone on loopback.
+- kcat (librdkafka 2.0.2) with ``broker.version.fallback`` 0.8.2 / 0.9.0 / 0.10.0 and no
+  ApiVersions request: produce in every codec, consume back byte for byte.
 - kafka-python pinned to ``api_version=(0, 10, 0)``: a group consumer that fetches with
   Fetch **v2** (magic-1 message sets), commits with OffsetCommit v2 / OffsetFetch v1 and
   uses ListOffsets **v0** for its resets, a producer sending Produce v2 with gzip magic-1
@@ -392,3 +394,30 @@ async def _coordinator(cluster, group: str) -> int:
         raise AssertionError(f"no coordinator for {group}: {fc}")
     finally:
         await conn.close()
+
+
+@pytest.mark.skipif(shutil.which("kcat") is None, reason="Debian's kcat (scripts/bootstrap.sh installs it)")
+@pytest.mark.parametrize("fallback", ["0.8.2", "0.9.0", "0.10.0"])
+def test_kcat_with_an_old_broker_version_fallback(cluster, fallback):
+    """librdkafka 2.0.2 (Debian's kcat) told not to ask ApiVersions and to assume an old broker
+    (``broker.version.fallback``): Produce v0/v1/v2 with message formats v0 (0.8.2, 0.9.0) or
+    v1 (0.10.0) in every codec — lz4 at v0 in Kafka 0.8's framing —, then Metadata v0,
+    ListOffsets v0 and Fetch v0–v2 read every value back byte for byte."""
+    topic = f"kcat-{fallback.replace('.', '')}"
+    cluster.create_topic(topic, {0: [1, 2, 3]})
+    cluster.wait_image(lambda im: topic in im.topic_ids and len(im.partition(im.topic_ids[topic], 0).isr) == 3,
+                       20, f"{topic} ISR 3")
+    old = ["-X", "api.version.request=false", "-X", f"broker.version.fallback={fallback}"]
+    sent = []
+    for codec in ("none", "gzip", "snappy", "lz4"):
+        values = [f"{fallback}-{codec}-{i}-" + "x" * (40 * i) for i in range(4)]
+        p = subprocess.run(["kcat", "-b", cluster.bootstrap, *old, "-P", "-t", topic, "-p", "0", "-z", codec,
+                            "-X", "acks=all"], input="\n".join(values).encode() + b"\n", capture_output=True,
+                           timeout=60)
+        assert p.returncode == 0, p.stderr.decode()[-2000:]
+        sent += values
+    got = subprocess.run(["kcat", "-b", cluster.bootstrap, *old, "-C", "-t", topic, "-p", "0", "-o", "beginning",
+                          "-e", "-f", "%o %s\n"], capture_output=True, timeout=60)
+    assert got.returncode == 0, got.stderr.decode()[-2000:]
+    lines = got.stdout.decode().splitlines()
+    assert lines == [f"{i} {v}" for i, v in enumerate(sent)]
