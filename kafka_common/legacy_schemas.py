@@ -1,7 +1,7 @@
 """Schemas of the old versions Kafka 3.9 serves and kio 0.6.5 does not ship (kio has Kafka
 4.0's ranges, which KIP-896 cut): ListOffsets v0, OffsetCommit v0–1, OffsetFetch v0,
-DescribeConfigs v0, CreateTopics v0–1, AlterReplicaLogDirs v0, DescribeLogDirs v0,
-Fetch v0–3. (Produce v0–2 are :mod:`broker_impl.api.legacy_produce`, written earlier.)
+DescribeConfigs v0, CreateTopics v0–1, DeleteTopics v0, AlterReplicaLogDirs v0,
+DescribeLogDirs v0, Fetch v0–3. (Produce v0–2 are :mod:`broker_impl.api.legacy_produce`, written earlier.)
 
 Each is derived from kio's lowest version of the same API — the same entities, the same
 field metadata kio's reader/writer and :mod:`kafka_common.wire_guard` walk — with the
@@ -16,6 +16,8 @@ fields that version lacks dropped and the ones it alone has added, exactly as Ka
 - DescribeConfigs v0: no ``include_synonyms``; a config has ``is_default`` (bool) where v1
   has ``config_source``, and no synonyms.
 - CreateTopics v0–1: no throttle time; v0 also no ``validate_only`` and no error message.
+- DeleteTopics v0: v1's layout without the response's throttle time (for the DeleteTopics
+  handler, whose range is its own; the schema is here so that its floor can be Kafka's).
 - AlterReplicaLogDirs v0, DescribeLogDirs v0: the layout of v1.
 - Fetch v0–3: no isolation level (v4), no ``max_bytes`` before v3, no throttle time in
   the v0 response, no last stable offset / aborted transactions.
@@ -139,6 +141,7 @@ _LEGACY: list[_Legacy] = [
     _Legacy(19, 0, 2, {"CreateTopicsRequest": {"drop": ["validate_only"]}},
             {"CreateTopicsResponse": {"drop": ["throttle_time"]},
              "CreatableTopicResult": {"drop": ["error_message"]}}),
+    _Legacy(20, 0, 1, {}, {"DeleteTopicsResponse": {"drop": ["throttle_time"]}}),
     _Legacy(34, 0, 1, {}, {}),
     _Legacy(35, 0, 1, {}, {}),
     _Legacy(1, 3, 4, _FETCH_V3_REQ, _FETCH_RESP),

@@ -40,6 +40,16 @@ def test_list_offsets_v0_bytes_are_kafkas():
     assert wire.decode(type(resp), wire.encode(resp))[0] == resp
 
 
+def test_delete_topics_v0_layout():
+    mod = wire.request_module(20, 0)
+    from datetime import timedelta
+    assert wire.encode(mod.DeleteTopicsRequest(topic_names=("t",), timeout=timedelta(seconds=1))) == \
+        struct.pack(">i", 1) + b"\x00\x01t" + struct.pack(">i", 1000)
+    rmod = wire.response_module(20, 0)
+    resp = rmod.DeleteTopicsResponse(responses=(rmod.DeletableTopicResult(name="t", error_code=ErrorCode.none),))
+    assert wire.encode(resp) == struct.pack(">i", 1) + b"\x00\x01t\x00\x00"   # no throttle time
+
+
 def test_offset_commit_v1_and_describe_configs_v0_layouts():
     mod = wire.request_module(8, 1)
     req = mod.OffsetCommitRequest(group_id="g", generation_id_or_member_epoch=4, member_id="m", topics=(
