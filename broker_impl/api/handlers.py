@@ -7,15 +7,18 @@ response entity of the request's version, or ``None`` when no response must be s
 (await ``handle`` before decoding the next), as Kafka does.
 
 Version choices: Produce 0–10 (v0–2 through our
-own schemas in :mod:`legacy_produce`, since kio has none), Fetch 4–16 (v13+ by topic id;
-Metadata returns real topic ids), Metadata 0–13, ListOffsets 1–7, CreateTopics 2–7,
-InitProducerId 0–4, DescribeCluster 0–1, DescribeLogDirs 1–4, AlterReplicaLogDirs 1–2,
-DeleteRecords 0–2, DescribeConfigs 1–4 (kio has no v0), AlterConfigs 0–2,
-IncrementalAlterConfigs 0–1 (the last two forwarded to the controller), DeleteTopics 1–6
+own schemas in :mod:`legacy_produce`, since kio has none), Fetch 0–16 (v13+ by topic id;
+Metadata returns real topic ids), Metadata 0–13, ListOffsets 0–7, CreateTopics 0–7,
+InitProducerId 0–4, DescribeCluster 0–1, DescribeLogDirs 0–4, AlterReplicaLogDirs 0–2,
+DeleteRecords 0–2, DescribeConfigs 0–4, AlterConfigs 0–2,
+IncrementalAlterConfigs 0–1 (the last two forwarded to the controller), DeleteTopics 0–6
 and CreatePartitions 0–3 (forwarded, :mod:`topic_admin`), and the classic
 group APIs of :mod:`broker_impl.groups.handlers` (FindCoordinator 0–6, JoinGroup,
 SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, ListGroups, DescribeGroups,
-DeleteGroups, OffsetDelete). ApiVersions advertises exactly this table.
+DeleteGroups, OffsetDelete). ApiVersions advertises exactly this table. Every version
+Kafka 3.9 serves for these APIs is served (Fetch v0–3 with the records down-converted to
+message formats v0/v1, :mod:`down_convert`); the old versions kio 0.6.5 lacks are
+:mod:`kafka_common.legacy_schemas`, their Kafka 3.9 semantics :mod:`legacy_versions`.
 
 Why Produce from v0: librdkafka enables codecs from the advertised ranges; librdkafka 2.0.2
 (Debian's kcat) compresses with gzip/snappy only when Produce v0 is in range (and every
@@ -50,19 +53,19 @@ ALTER_REPLICA_LOG_DIRS, DESCRIBE_LOG_DIRS, DESCRIBE_CLUSTER = 34, 35, 60
 
 SUPPORTED_APIS: dict[int, tuple[int, int]] = {
     PRODUCE: (0, 10),
-    FETCH: (4, 16),
-    LIST_OFFSETS: (1, 7),
+    FETCH: (0, 16),                  # v0-3: message formats v0/v1, down-converted
+    LIST_OFFSETS: (0, 7),            # v0 and the other old versions kio lacks:
     METADATA: (0, 13),
-    CREATE_TOPICS: (2, 7),
+    CREATE_TOPICS: (0, 7),           # kafka_common.legacy_schemas (Kafka 3.9's floor)
     INIT_PRODUCER_ID: (0, 4),
-    ALTER_REPLICA_LOG_DIRS: (1, 2),
-    DESCRIBE_LOG_DIRS: (1, 4),
+    ALTER_REPLICA_LOG_DIRS: (0, 2),
+    DESCRIBE_LOG_DIRS: (0, 4),
     DESCRIBE_CLUSTER: (0, 1),
     DELETE_RECORDS: (0, 2),
-    DESCRIBE_CONFIGS: (1, 4),
+    DESCRIBE_CONFIGS: (0, 4),
     ALTER_CONFIGS: (0, 2),
     INCREMENTAL_ALTER_CONFIGS: (0, 1),
-    topic_admin.DELETE_TOPICS: (1, 6),
+    topic_admin.DELETE_TOPICS: (0, 6),           # v0: kafka_common.legacy_schemas
     topic_admin.CREATE_PARTITIONS: (0, 3),
     **group_handlers.SUPPORTED_APIS,
 }

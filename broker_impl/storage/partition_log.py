@@ -413,6 +413,14 @@ class PartitionLog(TailCache, LogTrimming, LogFlushing):
             return None
 
 
+    def segment_marks(self) -> list[tuple[int, int, int]]:
+        """(base offset, size in bytes, file modification time in ms) of every segment, oldest
+        first — what ListOffsets v0 answers from (Kafka's ``legacyFetchOffsetsBefore``)."""
+        with self._lock:
+            with self._channel.io(self.log_dir, "read"):
+                return [(seg.base_offset, seg.size, int(os.stat(seg.log_path).st_mtime * 1000))
+                        for seg in self._segments]
+
     # ---- life cycle ----------------------------------------------------------------------
     def _check_open(self, op: str) -> None:
         """Before an operation under the log's lock: its dir is not offline, and the log was

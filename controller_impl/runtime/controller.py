@@ -81,7 +81,7 @@ HANDLERS: dict[int, tuple[str, str]] = {
 }
 DEFAULT_VERSIONS: dict[int, tuple[int, int]] = {
     FETCH: (4, 17), 62: (2, 4), 63: (1, 2), 73: (0, 0), 56: (2, 3), 19: (2, 7), 64: (0, 0),
-    33: (0, 2), 44: (0, 1), 20: (1, 6), 37: (0, 3),
+    33: (0, 2), 44: (0, 1), 20: (0, 6), 37: (0, 3),
     **rw.RAFT_VERSIONS,
 }
 ZERO = datetime.timedelta(0)

@@ -41,7 +41,7 @@ class ControllerState:
         ApiKey.ALTER_CONFIGS: (0, 2),  # forwarded by brokers
         ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),  # forwarded by brokers
         ApiKey.UNREGISTER_BROKER: (0, 0),
-        ApiKey.DELETE_TOPICS: (1, 6),  # forwarded by brokers; kio has no v0
+        ApiKey.DELETE_TOPICS: (0, 6),  # forwarded by brokers; v0: kafka_common.legacy_schemas
         ApiKey.CREATE_PARTITIONS: (0, 3),  # forwarded by brokers
     }
 

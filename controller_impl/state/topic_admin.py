@@ -2,8 +2,8 @@
 ``ReplicationControlManager.deleteTopic`` / ``createPartitions``). Pure: reads the image
 through a :class:`WorkingView`, emits records.
 
-DeleteTopics, per topic (v1–5 by name; v6+ by name or by topic id):
-- ``delete.topic.enable=false`` → TOPIC_DELETION_DISABLED (73) for every topic (v1–2, which
+DeleteTopics, per topic (v0–5 by name; v6+ by name or by topic id):
+- ``delete.topic.enable=false`` → TOPIC_DELETION_DISABLED (73) for every topic (v0–2, which
   cannot carry that code: INVALID_REQUEST, as Kafka answers);
 - a name (or id) listed twice → INVALID_REQUEST (42) for it;
 - v6+: neither name nor id, or both → INVALID_REQUEST;

@@ -327,7 +327,9 @@ def soak_schedule(seed: int, *, duration_ms: int, broker_ids: list[int], dirs_pe
     """A seeded random mix of faults (S11): one fault window at a time, each healed after
     ``fault_ms``, gaps drawn around ``mean_gap_ms`` (the first at ``first_at_ms``, default half a
     gap); never fails a broker's last data dir, so every window is survivable and every check
-    must hold across all of them."""
+    must hold across all of them. The first window is always a dir failure (then a replaced
+    disk): every soak, however short, exercises KIP-858's own path, and the checks that judge
+    a dir failure (failover, timeout accuracy) have one to judge."""
     rng = random.Random(seed)
     faults: list[Fault] = []
     t = mean_gap_ms // 2 if first_at_ms is None else first_at_ms
@@ -335,6 +337,8 @@ def soak_schedule(seed: int, *, duration_ms: int, broker_ids: list[int], dirs_pe
         broker = rng.choice(broker_ids)
         node = f"broker:{broker}"
         choice = rng.choice(("disk-error", "disk-flaky", "disk-delay", "isolate", "pause", "kill"))
+        if not faults:
+            choice = "disk-error"
         if choice == "disk-error":
             faults.append(DiskFault(at_ms=t, node=node, dir=f"d{rng.randint(1, dirs_per_broker)}", mode="error"))
         elif choice == "disk-flaky":

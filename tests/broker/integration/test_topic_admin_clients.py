@@ -171,3 +171,27 @@ def test_kafkajs_create_partitions_and_delete_topics(cluster):
     assert got["stillListed"] is False
     wait_until(lambda: not logs_on_disk(cluster, "js"), 20, "every log of js removed from the disks")
     assert time.monotonic() - t0 < 180
+
+
+def test_delete_topics_v0_forwarded_to_the_controller(cluster):
+    """DeleteTopics v0 (Kafka 3.9's floor; its schema from kafka_common.legacy_schemas, kio
+    has v1–6) through a broker to the controller process and back."""
+    import asyncio
+    from datetime import timedelta
+
+    from kafka_common import wire
+    from testkit.protocol import RawConnection
+    create(cluster, "v0", 1)
+    tid = cluster.image().topic_ids["v0"]
+
+    async def go():
+        c = await RawConnection.open(cluster.brokers[1].port)
+        try:
+            return await c.call(wire.make(wire.request_class(20, 0), topic_names=("v0", "v0-never"),
+                                          timeout=timedelta(seconds=10)))
+        finally:
+            await c.close()
+    resp = asyncio.run(go())
+    assert [(r.name, r.error_code.name) for r in resp.responses] == [("v0", "none"),
+                                                                     ("v0-never", "unknown_topic_or_partition")]
+    assert_deleted_everywhere(cluster, "v0", 1, tid)

@@ -45,7 +45,7 @@ def test_api_versions_list_exactly_what_is_served(controller):
         assert set(HANDLERS) <= set(table)
         for key, span in ControllerState.SUPPORTED_APIS.items():
             assert table[key] == span and DEFAULT_VERSIONS[key] == span, key
-        assert table[20] == (1, 6) and table[37] == (0, 3)
+        assert table[20] == (0, 6) and table[37] == (0, 3)
     run(go())
 
 

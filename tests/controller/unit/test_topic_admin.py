@@ -60,14 +60,15 @@ def test_delete_by_name_writes_remove_topic_record_and_the_image_drops_the_topic
     assert h.image.partitions_of(t.topic_id) == {} and "kept" in h.image.topic_ids
 
 
-def test_delete_by_topic_id_v6_and_by_name_v1():
+def test_delete_by_topic_id_v6_and_by_name_v0_v1():
     h = cluster()
     _, t = h.create_topic("by-id", 1, 1)
     res, (out,) = delete(h, 6, ids=[t.topic_id])
     assert out.error_code.value == 0 and out.name == "by-id" and kinds(res) == ["RemoveTopicRecord"]
-    h.create_topic("old-client", 1, 1)
-    res, (out,) = delete(h, 1, names=["old-client"])
-    assert out.error_code.value == 0 and "old-client" not in h.image.topic_ids
+    for version in (0, 1):   # v0: kafka_common.legacy_schemas (kio has 1-6)
+        h.create_topic("old-client", 1, 1)
+        res, (out,) = delete(h, version, names=["old-client"])
+        assert out.error_code.value == 0 and "old-client" not in h.image.topic_ids
 
 
 def test_delete_errors_unknown_name_unknown_id_duplicates_both_and_neither():
@@ -86,8 +87,9 @@ def test_delete_refused_when_deletion_is_disabled():
     h.create_topic("x", 1, 1)
     res, (out,) = delete(h, 6, names=["x"])
     assert out.error_code.value == 73 and res.records == () and "x" in h.image.topic_ids
-    _, (out,) = delete(h, 2, names=["x"])   # v1–2 cannot carry TOPIC_DELETION_DISABLED
-    assert out.error_code.value == 42
+    for version in (0, 2):   # v0–2 cannot carry TOPIC_DELETION_DISABLED
+        _, (out,) = delete(h, version, names=["x"])
+        assert out.error_code.value == 42
 
 
 def test_recreated_topic_gets_a_new_id_and_fresh_partitions():
