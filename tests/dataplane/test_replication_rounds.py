@@ -65,12 +65,21 @@ def test_appends_queued_behind_a_partition_go_to_its_dir_in_one_job(broker):
         broker.view.replica_io = gated_io
         conns = [await RawConnection.open(broker.server.port) for _ in range(3)]
         try:
-            sent = [[c.send(produce_request(9, "q", 0, make_batch([b"c%d-%d" % (i, k), b"x"])))
-                     for k in range(4)] for i, c in enumerate(conns)]
+            def send(i: int, k: int) -> int:
+                return conns[i].send(produce_request(9, "q", 0, make_batch([b"c%d-%d" % (i, k), b"x"])))
+
+            sent: list[list[int]] = [[send(0, 0)], [], []]
+            for _ in range(500):   # the first append is on the dir (held)
+                if jobs:
+                    break
+                await asyncio.sleep(0.01)
+            sent[0] += [send(0, k) for k in range(1, 4)]
+            sent[1] += [send(1, k) for k in range(4)]
+            sent[2] += [send(2, k) for k in range(4)]
             lock = broker.view.partition_lock("q", 0)
-            for _ in range(500):   # every request decoded and queued behind the held append
+            for _ in range(500):   # every other request decoded and queued behind it
                 q = append_queue._queues.get(lock)
-                if jobs and q is not None and len(q.items) == 11:
+                if q is not None and len(q.items) == 11:
                     break
                 await asyncio.sleep(0.01)
             assert jobs == [1] and len(append_queue._queues[lock].items) == 11
