@@ -171,7 +171,7 @@ _DEFS: dict[str, tuple[str, Callable[[str, str], Any], str | None]] = {
     "log.flush.interval.messages": ("log_flush_interval_messages", _int(1), "9223372036854775807"),
     "log.flush.interval.ms": ("log_flush_interval_ms", _int(0), "9223372036854775807"),
     "replica.fetch.wait.max.ms": ("replica_fetch_wait_max_ms", _int(0), "500"),
-    "replica.fetch.max.bytes": ("replica_fetch_max_bytes", _int(1), "1048576"),
+    "replica.fetch.max.bytes": ("replica_fetch_max_bytes", _int(1), "10485760"),   # Kafka: 1 MiB (issue 36)
     "metadata.fetch.max.wait.ms": ("metadata_fetch_max_wait_ms", _int(0), "500"),
     "socket.request.max.bytes": ("socket_request_max_bytes", _int(1, 2**31 - 1), "104857600"),
     # before SASL authentication (a listener that requires it) frames are limited to this

@@ -54,6 +54,13 @@ def _lookup(host: str, port: int) -> asyncio.Future:
     return fut
 
 
+# The stream reader's buffer limit (asyncio's default is 64 KiB: it pauses the transport past
+# 128 KiB, so a follower's 10 MB fetch answer arrived ~128 KiB per wake-up of the read loop —
+# on a machine whose cores are busy each wake-up waits for a core; issue 36). The frames
+# are buffered whole by the decoder anyway.
+READ_BUFFER_BYTES = 8 << 20
+
+
 async def open_stream(host: str, port: int, timeout_s: float) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
     """Name lookup, then a TCP connect to each address in turn, within ``timeout_s`` in
     all. A failure says which step failed and how long each took (a "timeout" that was a
@@ -75,7 +82,8 @@ async def open_stream(host: str, port: int, timeout_s: float) -> tuple[asyncio.S
             break
         began = loop.time()
         try:
-            return await asyncio.wait_for(asyncio.open_connection(sockaddr[0], sockaddr[1], family=family), remaining)
+            return await asyncio.wait_for(asyncio.open_connection(sockaddr[0], sockaddr[1], family=family,
+                                                                  limit=READ_BUFFER_BYTES), remaining)
         except (OSError, asyncio.TimeoutError) as exc:
             failure = f"{sockaddr[0]}: {exc!r} after {loop.time() - began:.3f}s"
     raise ClientError(f"cannot connect to {host}:{port}: {failure} (name lookup {looked_up:.3f}s)")

@@ -23,7 +23,8 @@ response is sent.
 
 The append runs off the event loop (``BrokerView.replica_io``: the partition's log-dir
 worker in the broker), the partitions of one request concurrently, each under its
-``partition_lock`` (check → append → record of one partition never interleave).
+``partition_lock`` (check → append → record of one partition never interleave); the
+requests queued behind a partition's lock append in one dir job (:mod:`.append_queue`).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
+from broker_impl.api import append_queue
 from broker_impl.api import up_convert
 from broker_impl.api.configs import batch_too_large
 from broker_impl.api.entities import NO_THROTTLE, build, ms, replica_error, response_type
@@ -83,17 +85,19 @@ def _validate(records: bytes | None) -> tuple[ErrorCode, str | None, list[bh.Bat
 async def _append_partition(api: ApiContext, topic_id: uuid.UUID | None, index: int, records: bytes | None,
                             acks: int) -> _PartitionResult:
     """Under the partition's lock (appends of one partition stay in order across connections,
-    and its producer state is checked and recorded around its own append only)."""
+    and its producer state is checked and recorded around its own append only), together
+    with the appends queued behind it: one dir job for them all (:mod:`.append_queue`)."""
     view = api.view
     reg = view.image.topics.get(topic_id) if topic_id is not None else None
+    item = (api, topic_id, index, records, acks)
     if reg is None:
-        return await _append_locked(api, topic_id, index, records, acks)
-    async with view.partition_lock(reg.name, index):
-        return await _append_locked(api, topic_id, index, records, acks)
+        return (await _append_many([item]))[0]   # refused without the lock: no such topic
+    return await append_queue.combined(view.partition_lock(reg.name, index), item, _append_many)
 
 
-async def _append_locked(api: ApiContext, topic_id: uuid.UUID | None, index: int, records: bytes | None,
-                         acks: int) -> _PartitionResult:
+def _check(api: ApiContext, topic_id: uuid.UUID | None, index: int, records: bytes | None,
+           acks: int) -> "_PartitionResult | tuple[Any, int]":
+    """The refusal of one partition's append, or (its replica, the leader epoch) to append with."""
     view = api.view
     if topic_id is None or view.image.partition(topic_id, index) is None:
         return _PartitionResult(index, ErrorCode.unknown_topic_or_partition)
@@ -113,23 +117,58 @@ async def _append_locked(api: ApiContext, topic_id: uuid.UUID | None, index: int
     too_large = batch_too_large(view, topic_id, headers)  # the topic's max.message.bytes
     if too_large is not None:
         return _PartitionResult(index, ErrorCode.message_too_large, message=too_large)
+    return replica, registration.leader_epoch
 
-    # Producer sequences are checked by the log itself, atomically with the append, against
-    # the partition's producer state (fed by every leader and follower append, rebuilt from
-    # the log): a known producer's retried batch comes back with its original offsets.
-    try:
-        base_offset, last_offset = await view.replica_io(replica, replica.append_as_leader, records,
-                                                    registration.leader_epoch)
-    except Exception as exc:
-        mapped = replica_error(view, topic_id, index, "append", exc)
-        if mapped is None:
-            raise
-        return _PartitionResult(index, mapped[0], message=mapped[1])
-    view.on_leader_append(topic_id, index)
-    api.notify_partition(topic_id, index)
-    return _PartitionResult(index, ErrorCode.none, base_offset=base_offset,
-                            log_start_offset=replica.log_start_offset,
-                            wait_offset=last_offset + 1, topic_id=topic_id)
+
+def _append_all(replica: Any, appends: list[tuple[bytes, int]]) -> list[Any]:
+    """On the replica's dir worker: each request's batches in turn, each one's offsets or
+    the exception it raised (a bad sequence refuses that request only)."""
+    out: list[Any] = []
+    for records, epoch in appends:
+        try:
+            out.append(replica.append_as_leader(records, epoch))
+        except Exception as exc:
+            out.append(exc)
+    return out
+
+
+async def _append_many(items: list[tuple[Any, uuid.UUID | None, int, bytes | None, int]]) -> list[Any]:
+    """The queued appends of one partition (under its lock): the checks on the loop, then one
+    dir job for those that pass. Producer sequences are checked by the log itself,
+    atomically with each append, against the partition's producer state (fed by every leader
+    and follower append, rebuilt from the log): a known producer's retried batch comes back
+    with its original offsets. Per item its result, or the exception of a bug."""
+    out: list[Any] = [None] * len(items)
+    jobs: dict[int, tuple[Any, list[tuple[int, int]]]] = {}
+    for i, (api, topic_id, index, records, acks) in enumerate(items):
+        got = _check(api, topic_id, index, records, acks)
+        if isinstance(got, _PartitionResult):
+            out[i] = got
+        else:
+            jobs.setdefault(id(got[0]), (got[0], []))[1].append((i, got[1]))
+    for replica, members in jobs.values():
+        api = items[members[0][0]][0]
+        view = api.view
+        try:
+            res = await view.replica_io(replica, _append_all, replica, [(items[i][3], epoch) for i, epoch in members])
+        except Exception as exc:   # the job's flush failed (dir offline): none of them is acked
+            res = [exc] * len(members)
+        appended = None
+        for (i, _epoch), r in zip(members, res):
+            _api, topic_id, index, _records, _acks = items[i]
+            if isinstance(r, BaseException):
+                mapped = replica_error(view, topic_id, index, "append", r)
+                out[i] = r if mapped is None else _PartitionResult(index, mapped[0], message=mapped[1])
+                continue
+            base_offset, last_offset = r
+            appended = (topic_id, index)
+            out[i] = _PartitionResult(index, ErrorCode.none, base_offset=base_offset,
+                                      log_start_offset=replica.log_start_offset,
+                                      wait_offset=last_offset + 1, topic_id=topic_id)
+        if appended is not None:
+            view.on_leader_append(*appended)
+            api.notify_partition(*appended)
+    return out
 
 
 def _done(result: _PartitionResult) -> "asyncio.Future[_PartitionResult]":

@@ -16,7 +16,8 @@ class LogConfig:
     retention_ms: int = 7 * 24 * 3600 * 1000   # -1: no time limit (topic retention.ms)
     retention_bytes: int = -1                   # -1: no size limit (topic retention.bytes)
     producer_state_scan_bytes: int = 32 << 20  # log tail read to rebuild the producer state
-    tail_cache_bytes: int = 64 << 10           # the newest appended bytes kept in memory (read_tail)
+    tail_cache_bytes: int = 64 << 10           # the newest appended bytes always kept in memory (read_tail)
+    tail_cache_max_bytes: int = 16 << 20       # ... and those above the HW, up to this (log_tail)
 
     @classmethod
     def from_server_config(cls, cfg) -> "LogConfig":

@@ -1,11 +1,23 @@
 """The newest appended batches of a partition log kept in memory, so the broker's event loop
 can serve a fetch at the log end without the log's lock or any I/O (``read_tail``).
 
-The cache is one tuple (batch bases, batch ends, byte positions, bytes, n, used): lists and a
-bytearray that an append grows in place past the ``n`` entries and ``used`` bytes of the tuple
-it then publishes, so a reader's snapshot (the tuple it took) never changes under it and an
-append copies only its own batches (it copied the whole tail, up to 64 KiB, each time); a
-cache that would pass ``tail_cache_bytes`` starts new lists. Mixed into
+What is kept: every batch above the high watermark as of the last append (what the ISR's
+followers have still to fetch: a leader behind several producers' 1 MB appends answers its
+followers from memory, not from a job queued on the dir's worker behind those appends),
+and at least the newest ``tail_cache_bytes`` (64 KiB: a consumer at the tail), never more
+than ``tail_cache_max_bytes`` (16 MiB; a batch bigger than that is not kept). Issue 36: with
+1 MB batches and only 64 KiB kept, every follower read was a dir job, and each job's hop
+(worker wake-up, then the loop's) cost 30-170 ms on a machine whose cores the clients kept
+busy — a follower round moved one batch per two such hops.
+
+The cache is one tuple (batch bases, batch ends, cumulative byte counts, chunks, positions,
+n): per batch its offsets, the bytes before it (``cum``, one entry more than batches), the
+append's data it lies in (one immutable ``bytes`` per append, shared by its batches: an
+append copies its data at most once, a read of whole appends copies nothing) and its position
+there. An append grows the lists in place past the ``n`` entries of the tuple it then
+publishes, so a reader's snapshot never changes under it; trimming the front (batches below
+the HW, or past the cap) publishes new lists, only once it drops half the entries or the cap
+is passed (then down to half the cap), so that costs O(1) per batch. Mixed into
 :class:`broker_impl.storage.partition_log.PartitionLog`, which owns ``_tail`` and clears it
 whenever the log's end moves other than by an append.
 """
@@ -19,26 +31,48 @@ from kafka_common import batch_header as bh
 
 class TailCache:
     def _remember_tail(self, data: bytes | bytearray | memoryview, headers: list[tuple[int, bh.BatchHeader]]) -> None:
-        cap = self.config.tail_cache_bytes
+        cfg = self.config
+        cap = max(cfg.tail_cache_max_bytes, cfg.tail_cache_bytes)
         size = len(data)
         if size > cap or not headers:
             self._tail = None
             return
+        chunk = data if type(data) is bytes else bytes(data)
         old = self._tail
         if old is not None:
-            bases, ends, positions, buf, n, used = old
-            # grow in place only where no snapshot can see it: past n entries and used bytes
-            if (n and ends[n - 1] == headers[0][1].base_offset and used + size <= cap
-                    and len(bases) == n and len(buf) == used):
-                for p, h in headers:
-                    bases.append(h.base_offset)
-                    ends.append(h.next_offset)
-                    positions.append(used + p)
-                buf += data
-                self._tail = (bases, ends, positions, buf, n + len(headers), used + size)
-                return
-        self._tail = ([h.base_offset for _, h in headers], [h.next_offset for _, h in headers],
-                      [p for p, _ in headers], bytearray(data), len(headers), size)
+            bases, ends, cum, chunks, starts, n = old
+            # grow in place only where no snapshot can see it: past n entries
+            if not (n and ends[n - 1] == headers[0][1].base_offset and len(bases) == n):
+                old = None
+        if old is None:
+            bases, ends, cum, chunks, starts, n = [], [], [0], [], [], 0
+        total = cum[n]
+        for p, h in headers:
+            bases.append(h.base_offset)
+            ends.append(h.next_offset)
+            chunks.append(chunk)
+            starts.append(p)
+            total += h.size_bytes
+            cum.append(total)
+        n += len(headers)
+        drop = self._tail_drop(ends, cum, n, cfg.tail_cache_bytes, cap)
+        if drop:
+            bases, ends, cum, chunks, starts = (bases[drop:n], ends[drop:n], cum[drop:n + 1], chunks[drop:n],
+                                                starts[drop:n])
+            n -= drop
+        self._tail = (bases, ends, cum, chunks, starts, n)
+
+    def _tail_drop(self, ends: list[int], cum: list[int], n: int, floor: int, cap: int) -> int:
+        """How many batches to drop from the front (0: keep the lists as they are): those
+        every ISR follower has (below the HW) beyond the newest ``floor`` bytes, once they are
+        half the entries; past the cap, down to half the cap."""
+        total = cum[n]
+        committed = bisect.bisect_right(ends, self._hw, 0, n)
+        beyond_floor = max(0, bisect.bisect_right(cum, total - floor, 0, n + 1) - 1)
+        drop = min(committed, beyond_floor)
+        if total - cum[0] > cap:
+            return min(n - 1, max(drop, bisect.bisect_left(cum, total - cap // 2, 0, n + 1)))
+        return drop if drop * 2 >= n else 0
 
     def read_tail(self, offset: int, max_bytes: int, upper_offset: int | None = None,
                   min_one: bool = True) -> bytes | None:
@@ -48,18 +82,30 @@ class TailCache:
         t = self._tail
         if t is None or self.closed:
             return None
-        bases, ends, positions, buf, n, used = t
+        bases, ends, cum, chunks, starts, n = t
         if not n or ends[n - 1] != self.log_end_offset:
             return None
         i = bisect.bisect_right(bases, offset, 0, n) - 1
         if i < 0 or offset >= ends[i]:
             return None
-        start = end = positions[i]
+        end = i
         for j in range(i, n):
             if upper_offset is not None and bases[j] >= upper_offset:
                 break
-            stop = positions[j + 1] if j + 1 < n else used
-            if stop - start > max_bytes and not (min_one and j == i):
+            if cum[j + 1] - cum[i] > max_bytes and not (min_one and j == i):
                 break
-            end = stop
-        return bytes(buf[start:end])
+            end = j + 1
+        if end == i:
+            return b""
+        parts = []
+        j = i
+        while j < end:
+            chunk, k = chunks[j], j
+            while k + 1 < end and chunks[k + 1] is chunk:
+                k += 1
+            s, e = starts[j], starts[k] + cum[k + 1] - cum[k]
+            parts.append(chunk if s == 0 and e == len(chunk) else memoryview(chunk)[s:e])
+            j = k + 1
+        if len(parts) == 1:
+            return parts[0] if type(parts[0]) is bytes else bytes(parts[0])
+        return b"".join(parts)

@@ -124,7 +124,7 @@ class PartitionLog(TailCache, LogTrimming, LogFlushing):
         self.closed = False
         # the newest appended batches, as written: (batch bases, batch ends, byte positions,
         # bytes), replaced as a whole (readers on the event loop take a snapshot)
-        self._tail: tuple[list[int], list[int], list[int], bytearray, int, int] | None = None   # log_tail
+        self._tail: tuple[list[int], list[int], list[int], list[bytes], list[int], int] | None = None   # log_tail
         self._parent_unsynced = False  # a new log's dir entry, not yet synced in the log dir
         self._segment_entry_unsynced = False   # a rolled segment's entry, not yet synced in self.path
         self._inflight: list = []      # what the flushes under way took (log_flush._Unsynced)
