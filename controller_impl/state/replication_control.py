@@ -260,4 +260,7 @@ def _alter_one(view: WorkingView, broker_id: int, part: Any, pd: Any) -> ErrorCo
     rec = build_change(view, part, new_isr=new_isr, elect=False, leader_recovery_state=lrs)
     if rec is not None:
         view.emit(rec)
+    if part.adding_replicas or part.removing_replicas:  # the targets joined the ISR: finish the move
+        from controller_impl.state.reassignment import maybe_complete  # (cycle: reassignment → cluster_control)
+        maybe_complete(view, part.topic_id, part.partition_id)
     return ErrorCode.none
