@@ -32,6 +32,7 @@ from typing import Any, Awaitable, Callable
 
 from broker_impl.api import admin, configs, delete_records, fetch, legacy_produce, log_dirs, metadata, produce
 from broker_impl.api.fetch_session import FetchSessionCache
+from broker_impl.api import operator_calls
 from broker_impl.groups import handlers as group_handlers
 from broker_impl.groups.coordinator import GroupCoordinator
 from broker_impl.groups.coordinator_config import CoordinatorConfig
@@ -54,13 +55,14 @@ SUPPORTED_APIS: dict[int, tuple[int, int]] = {
     CREATE_TOPICS: (2, 7),
     INIT_PRODUCER_ID: (0, 4),
     ALTER_REPLICA_LOG_DIRS: (1, 2),
-    DESCRIBE_LOG_DIRS: (1, 4),
+    DESCRIBE_LOG_DIRS: (1, 5),  # v5: IsCordoned (KIP-1066)
     DESCRIBE_CLUSTER: (0, 1),
     DELETE_RECORDS: (0, 2),
     DESCRIBE_CONFIGS: (1, 4),
     ALTER_CONFIGS: (0, 2),
     INCREMENTAL_ALTER_CONFIGS: (0, 1),
     **group_handlers.SUPPORTED_APIS,
+    **operator_calls.SUPPORTED_APIS,
 }
 
 Handler = Callable[["BrokerApi", Any, Any], Awaitable[Any]]
@@ -79,6 +81,7 @@ _HANDLERS: dict[int, Handler] = {
     ALTER_CONFIGS: configs.handle_alter_configs,
     INCREMENTAL_ALTER_CONFIGS: configs.handle_incremental_alter_configs,
     **group_handlers.HANDLERS,
+    **operator_calls.HANDLERS,
 }
 
 

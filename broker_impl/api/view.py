@@ -83,6 +83,7 @@ class LogDirInfo:
     replicas: tuple[ReplicaDirEntry, ...] = ()
     total_bytes: int = -1
     usable_bytes: int = -1
+    is_cordoned: bool = False  # KIP-1066 (DescribeLogDirs v5)
 
 
 class MetadataImageLike(Protocol):

@@ -89,7 +89,8 @@ class ControllerRequests:
     async def _heartbeat(self, e: fx.SendHeartbeat) -> None:
         host, core = self.host, self.host.core
         try:
-            resp = await self.links.lifecycle.request(lambda c: heartbeat_request(c, e, host.cfg.node_id),
+            cordoned = host.core.log_dirs.cordoned
+            resp = await self.links.lifecycle.request(lambda c: heartbeat_request(c, e, host.cfg.node_id, cordoned),
                                                       self._lifecycle_timeout_s)
         except (ClientError, OSError) as exc:
             log.warning("heartbeat failed: %s", exc)

@@ -33,6 +33,10 @@ API_RULES: dict[int, ApiRule] = {
     ApiKey.CREATE_TOPICS: ApiRule(CLUSTER_ACTION, deny=deny_create_topics),
     ApiKey.ALTER_CONFIGS: ApiRule(CLUSTER_ACTION, deny=deny_alter_configs),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: ApiRule(CLUSTER_ACTION, deny=deny_alter_configs),
+    # the operator's calls, forwarded by brokers as their own principal (issue 37)
+    ApiKey.ELECT_LEADERS: ApiRule(CLUSTER_ACTION),
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: ApiRule(CLUSTER_ACTION),
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: ApiRule(CLUSTER_ACTION),
     # the Raft RPCs between voters (controllers log in as a super user, sasl.plain.username)
     ApiKey.VOTE: ApiRule(CLUSTER_ACTION),
     ApiKey.BEGIN_QUORUM_EPOCH: ApiRule(CLUSTER_ACTION),

@@ -39,11 +39,11 @@ from __future__ import annotations
 from typing import Any
 
 from kafka_common import wire
+from kafka_common.ids import UNASSIGNED
 from kafka_common.metadata import records as r
 from kafka_common.metadata.model import NO_LEADER, PartitionRegistration
 from kafka_common.wire import ApiKey, ErrorCode
 
-from controller_impl.state.cluster_control import default_dir
 from controller_impl.state.elections import acceptable
 from controller_impl.state.result import ZERO_THROTTLE
 from controller_impl.state.view import WorkingView
@@ -83,6 +83,15 @@ def _change(part: PartitionRegistration, replicas: tuple[int, ...], isr: tuple[i
         adding_replicas=None if adding == part.adding_replicas else adding,
         removing_replicas=None if removing == part.removing_replicas else removing,
         directories=None if directories == part.directories else directories)
+
+
+def default_dir(reg: Any) -> Any:
+    """A new replica's directory: the broker's only online dir, else UNASSIGNED (as
+    :func:`controller_impl.state.cluster_control.default_dir`; not imported: that module
+    sits above this one)."""
+    if reg is not None and len(reg.log_dirs) == 1:
+        return reg.log_dirs[0]
+    return UNASSIGNED
 
 
 def _dirs_for(view: WorkingView, part: PartitionRegistration, replicas: tuple[int, ...]) -> tuple[Any, ...]:
