@@ -105,12 +105,12 @@ def test_kafka_python_errors_of_bad_reassignments(cluster):
         for name, target in (("cancel-none", None), ("unknown-broker", [1, 9]), ("twice", [2, 2])):
             try:
                 got = admin.alter_partition_reassignments({TopicPartition("mv-bad", 0): target})
-                results[name] = repr(got)
-            except Exception as exc:  # kafka-python raises the partition's error
+                results[name] = got[TopicPartition("mv-bad", 0)].__name__   # the partition's error class
+            except Exception as exc:
                 results[name] = type(exc).__name__ + ": " + str(exc)
-        assert "NoReassignmentInProgress" in results["cancel-none"], results
-        assert "InvalidReplicaAssignment" in results["unknown-broker"], results
-        assert "InvalidReplicaAssignment" in results["twice"], results
+        assert results == {"cancel-none": "NoReassignmentInProgressError",
+                           "unknown-broker": "InvalidReplicationAssignmentError",   # kafka-python's name for 39
+                           "twice": "InvalidReplicationAssignmentError"}, results
     finally:
         admin.close()
     assert part(cluster, "mv-bad").replicas == (1, 2)
@@ -131,7 +131,8 @@ def test_kafkajs_moves_a_partition(cluster):
 
 def test_confluent_elect_leaders_preferred_then_unclean(cluster):
     from confluent_kafka import TopicPartition
-    from confluent_kafka.admin import AdminClient, ElectionType
+    from confluent_kafka import ElectionType
+    from confluent_kafka.admin import AdminClient
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
     b1, b2, b3, _b4 = cluster.brokers
     settled(cluster, "el", {0: [1, 2, 3]})
@@ -140,10 +141,10 @@ def test_confluent_elect_leaders_preferred_then_unclean(cluster):
     b1.start()
     cluster.wait_image(lambda im: 1 in im.partition(im.topic_ids["el"], 0).isr, 60, "broker 1 back in the ISR")
     assert part(cluster, "el").leader != 1           # auto rebalance is off here
-    res = admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition("el", 0)], request_timeout=30).result(30)
+    res = admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition("el", 0)]).result(30)
     assert all(err is None for err in res.values()), res
     cluster.wait_image(lambda im: im.partition(im.topic_ids["el"], 0).leader == 1, 20, "preferred leader back")
-    res = admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition("el", 0)], request_timeout=30).result(30)
+    res = admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition("el", 0)]).result(30)
     assert [e.name() for e in res.values()] == ["ELECTION_NOT_NEEDED"], res
 
     settled(cluster, "uc", {0: [2, 3]})
@@ -153,9 +154,9 @@ def test_confluent_elect_leaders_preferred_then_unclean(cluster):
     cluster.wait_image(lambda im: im.partition(im.topic_ids["uc"], 0).leader == -1, 30, "leaderless")
     b3.start()
     cluster.wait_image(lambda im: not im.brokers[3].fenced, 60, "broker 3 unfenced")
-    res = admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition("uc", 0)], request_timeout=30).result(30)
+    res = admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition("uc", 0)]).result(30)
     assert [e.name() for e in res.values()] == ["PREFERRED_LEADER_NOT_AVAILABLE"], res
-    res = admin.elect_leaders(ElectionType.UNCLEAN, [TopicPartition("uc", 0)], request_timeout=30).result(30)
+    res = admin.elect_leaders(ElectionType.UNCLEAN, [TopicPartition("uc", 0)]).result(30)
     assert all(err is None for err in res.values()), res
     cluster.wait_image(lambda im: (lambda p: p.leader == 3 and p.isr == (3,))(im.partition(im.topic_ids["uc"], 0)),
                        20, "unclean leader 3")
