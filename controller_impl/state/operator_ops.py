@@ -69,7 +69,7 @@ class OperatorOps:
         return _bool(raw.get("auto.leader.rebalance.enable",
                              getattr(self.config, "auto_leader_rebalance_enable", True)), True)
 
-    def handle_leader_balance(self, request: Any, now_ms: int) -> ControllerResult:
+    def handle_leader_balance(self, now_ms: int) -> ControllerResult:
         """PREFERRED elections for the brokers over the imbalance threshold (response: the
         per-broker ``[(broker, should lead, moved back)]``)."""
         view = WorkingView(self.image)
@@ -77,7 +77,7 @@ class OperatorOps:
         moved = elections.rebalance(view, pct)
         return ControllerResult(tuple(view.records), moved)
 
-    def handle_unclean_elections(self, request: Any, now_ms: int) -> ControllerResult:
+    def handle_unclean_elections(self, now_ms: int) -> ControllerResult:
         if not self._unclean_anywhere():
             return ControllerResult(())
         view = WorkingView(self.image)

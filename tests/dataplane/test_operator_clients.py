@@ -29,7 +29,7 @@ import subprocess
 
 import pytest
 
-from loopdev import loop_fs_64mb as loop_fs  # noqa: F401  (fixture)
+from loopdev import loop_fs_64mb as loop_fs, loop_fs_factory  # noqa: F401  (fixtures)
 from testkit.cluster import BackgroundProducer, Cluster, consume_all, running_cluster, wait_until
 from testkit.protocol import RawConnection
 

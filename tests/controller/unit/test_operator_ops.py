@@ -169,10 +169,10 @@ def test_unclean_timer_honours_the_topic_config():
     h.heartbeat(second)
     h.heartbeat(first, want_fence=True)            # leaderless, ISR [first]
     assert h.part(tid).leader == -1
-    assert h.apply(h.state.handle_unclean_elections(None, h.now)).records == ()   # disabled by default
+    assert h.apply(h.state.handle_unclean_elections(h.now)).records == ()   # disabled by default
     h.apply(type("R", (), {"records": (r.ConfigRecord(resource_type=2, resource_name="t",
                                                       name="unclean.leader.election.enable", value="true"),)})())
-    res = h.apply(h.state.handle_unclean_elections(None, h.now))
+    res = h.apply(h.state.handle_unclean_elections(h.now))
     assert len(res.records) == 1 and h.part(tid).leader == second and h.part(tid).isr == (second,)
 
 
@@ -191,12 +191,12 @@ def test_leader_balance_moves_leaders_back_above_the_threshold_only():
     led_by_1 = [p for p in range(6) if h.part(tid, p).replicas[0] == 1]
     assert led_by_1 and all(h.part(tid, p).leader != 1 for p in led_by_1)
     h.config.leader_imbalance_per_broker_percentage = 100     # 100 % off is not above 100 %
-    assert h.apply(h.state.handle_leader_balance(None, h.now)).records == ()
+    assert h.apply(h.state.handle_leader_balance(h.now)).records == ()
     h.config.leader_imbalance_per_broker_percentage = 10
-    res = h.apply(h.state.handle_leader_balance(None, h.now))
+    res = h.apply(h.state.handle_leader_balance(h.now))
     assert res.response == [(1, len(led_by_1), len(led_by_1))]
     assert all(h.part(tid, p).leader == 1 for p in led_by_1)
-    assert h.apply(h.state.handle_leader_balance(None, h.now)).records == ()
+    assert h.apply(h.state.handle_leader_balance(h.now)).records == ()
 
 
 # --- reassignment ------------------------------------------------------------------------
