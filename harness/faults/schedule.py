@@ -46,6 +46,12 @@ process         action (kill[signal], pause, restart[clean], power-cut), node   
                                                                                  pause: resume
 replace-disk    node, dir: swap in a freshly formatted disk (new directory.id)   —
 move-replica    node, topic, partition, to_dir: AlterReplicaLogDirs              —
+admin           action (reassign[node]: every replica of that broker in          —
+                ``topic`` (all topics of the workload when unset) moves to a
+                broker that holds none of the partition, through
+                AlterPartitionReassignments; elect[election preferred|unclean]:
+                ElectLeaders for ``topic``'s partitions, all when unset), with a
+                real admin client (kafka-python's KafkaAdminClient)
 ==============  ===============================================================  ==========
 
 ``duration_ms`` ``None`` means the fault stays until the final heal (which always runs).
@@ -63,7 +69,8 @@ from typing import Any, ClassVar, Union
 
 __all__ = [
     "DISK_MODES", "DIR_LOSING_MODES", "NETWORK_ACTIONS", "PROCESS_ACTIONS", "FAULT_KINDS",
-    "DiskFault", "NetworkFault", "ProcessFault", "ReplaceDisk", "MoveReplica", "Fault",
+    "DiskFault", "NetworkFault", "ProcessFault", "ReplaceDisk", "MoveReplica", "AdminAction", "ADMIN_ACTIONS",
+    "ELECTIONS", "Fault",
     "NodeRef", "ACTIVE_CONTROLLER", "parse_node_ref", "parse_dir_ref", "fault_to_dict", "FAULT_CLASSES", "SIGNALS",
     "soak_schedule", "end_ms", "fault_label", "RefBindings", "fault_seed", "FileTarget", "parse_file_target",
     "FILE_MODES", "P_MODES", "READ_MODES", "FILE_TARGET_KINDS",
@@ -82,7 +89,9 @@ DIR_LOSING_MODES = tuple(m for m in DISK_MODES if m not in ("delay", "lose-unsyn
 NETWORK_ACTIONS = ("partition", "isolate", "delay", "loss")
 PROCESS_ACTIONS = ("kill", "pause", "restart", "power-cut")
 SIGNALS = ("SIGKILL", "SIGTERM")
-FAULT_KINDS = ("disk", "network", "process", "replace-disk", "move-replica")
+FAULT_KINDS = ("disk", "network", "process", "replace-disk", "move-replica", "admin")
+ADMIN_ACTIONS = ("reassign", "elect")
+ELECTIONS = ("preferred", "unclean")
 
 _NODE_RE = re.compile(r"^(broker|controller):(\d+)$|^(leader|follower):([A-Za-z0-9._-]+)/(\d+)$|^controller:(active)$")
 _DIR_RE = re.compile(r"^d([1-9]\d*)$|^(metadata|all|all\+metadata)$|^(replica|spare):([A-Za-z0-9._-]+)/(\d+)$")
@@ -216,8 +225,24 @@ class MoveReplica:
     to_dir: str
 
 
-Fault = Union[DiskFault, NetworkFault, ProcessFault, ReplaceDisk, MoveReplica]
-FAULT_CLASSES: dict[str, type] = {c.kind: c for c in (DiskFault, NetworkFault, ProcessFault, ReplaceDisk, MoveReplica)}
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AdminAction:
+    """The operator's admin call (issue 37): ``reassign`` moves every replica ``node`` holds
+    (of ``topic``, or of every workload topic) to brokers that hold none of the partition;
+    ``elect`` runs a PREFERRED or UNCLEAN ElectLeaders (``node``, optional, only names the
+    broker the election is for in the results)."""
+
+    kind: ClassVar[str] = "admin"
+    at_ms: int
+    action: str
+    node: str | None = None
+    topic: str | None = None
+    election: str = "preferred"
+
+
+Fault = Union[DiskFault, NetworkFault, ProcessFault, ReplaceDisk, MoveReplica, AdminAction]
+FAULT_CLASSES: dict[str, type] = {c.kind: c for c in (DiskFault, NetworkFault, ProcessFault, ReplaceDisk, MoveReplica,
+                                                      AdminAction)}
 
 
 def fault_to_dict(fault: Fault) -> dict[str, Any]:
@@ -258,6 +283,8 @@ def fault_label(fault: Fault) -> str:
         return fault.action
     if isinstance(fault, ProcessFault):
         return f"kill({fault.signal})" if fault.action == "kill" else fault.action
+    if isinstance(fault, AdminAction):
+        return f"elect({fault.election})" if fault.action == "elect" else fault.action
     return fault.kind
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.faults.schedule import (ACTIVE_CONTROLLER, DISK_MODES, FAULT_CLASSES, FAULT_KINDS, FILE_MODES,
+from harness.faults.schedule import (ACTIVE_CONTROLLER, ADMIN_ACTIONS, ELECTIONS, AdminAction, DISK_MODES, FAULT_CLASSES, FAULT_KINDS, FILE_MODES,
                                      FILE_TARGET_KINDS, NETWORK_ACTIONS, P_MODES, PROCESS_ACTIONS, SIGNALS, DiskFault,
                                      Fault, MoveReplica, NetworkFault, ProcessFault, ReplaceDisk, parse_dir_ref,
                                      parse_file_target, parse_node_ref)
@@ -90,7 +90,7 @@ def fault_from_dict(data: Any, path: str, problems: Problems, targets: TargetChe
     if kind not in FAULT_CLASSES:
         return None
     at_ms = f.int("at_ms", lo=0)
-    node = f.str("node")
+    node = f.str("node", None) if kind == "admin" else f.str("node")
     value: Fault | None = None
     if kind == "disk":
         mode = f.str("mode", "error", choices=DISK_MODES)
@@ -167,5 +167,17 @@ def fault_from_dict(data: Any, path: str, problems: Problems, targets: TargetChe
         if to_dir is not None and to_dir.startswith(("metadata", "replica:")):
             problems.add(join(path, "to_dir"), "must be a data dir (d1..dN or spare:<topic>/<p>)")
         value = MoveReplica(at_ms=at_ms, node=node, topic=topic, partition=partition, to_dir=to_dir)
+    elif kind == "admin":
+        action = f.str("action", choices=ADMIN_ACTIONS)
+        topic = f.str("topic", None)
+        election = f.str("election", "preferred", choices=ELECTIONS)
+        targets.node(node, join(path, "node"), problems, broker_only=True)
+        if action == "reassign" and node is None:
+            problems.add(join(path, "node"), "action 'reassign' needs node (the broker whose replicas move off)")
+        if topic is not None and topic not in targets.partitions:
+            problems.add(join(path, "topic"), one_of(topic, sorted(targets.partitions)) + " (topics of the workload)")
+        if action == "reassign" and election != "preferred":
+            problems.add(join(path, "election"), "only for action 'elect'")
+        value = AdminAction(at_ms=at_ms, action=action, node=node, topic=topic, election=election)
     f.finish()
     return value
