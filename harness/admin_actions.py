@@ -137,3 +137,38 @@ def _name(err) -> str:
     if getattr(cls, "errno", 0) == 0:
         return "NONE"
     return str(getattr(cls, "message", cls.__name__))
+
+
+def run_scheduled(fx, index: int, fault, node_id: int | None) -> None:
+    """A schedule's ``admin`` action, for :class:`harness.faultexec.FaultExecutor` ``fx``:
+    the call made, then its ``fault_injected`` action recorded with what was asked and
+    answered (``plan``: {"t/p": target replicas}, ``result``: {"t/p": error name}); an
+    error is one of the run's errors (the run fails, said why)."""
+    from harness.history import fault_injected_event
+    ts = time.time_ns()
+    topics = [fault.topic] if fault.topic else None
+    attrs: dict = {}
+    try:
+        if fault.action == "reassign":
+            plan, result = reassign_off(fx.svc.bootstrap(), node_id, topics)
+            attrs = {"plan": {f"{t}/{p}": rs for (t, p), rs in plan.items()}, "result": result or "none"}
+            fx.say(f"f{index}: AlterPartitionReassignments: {len(plan)} partition(s) off broker {node_id}"
+                   + (f", errors {result}" if result else ""))
+            if result:
+                fx.errors.append(f"f{index}: AlterPartitionReassignments answered {result}")
+        else:
+            result = elect(fx.svc.bootstrap(), fault.election, topics)
+            bad = {k: v for k, v in result.items() if v not in ("NONE", "ELECTION_NOT_NEEDED")}
+            attrs = {"result": result}
+            fx.say(f"f{index}: ElectLeaders {fault.election.upper()}: "
+                   f"{sum(v == 'NONE' for v in result.values())} elected, "
+                   f"{sum(v == 'ELECTION_NOT_NEEDED' for v in result.values())} not needed" + (f", {bad}" if bad else ""))
+            if bad and fault.election == "preferred":
+                attrs["unavailable"] = bad   # a preferred replica not back yet: recorded, not a run error
+    except Exception as exc:  # noqa: BLE001 - a failed admin call is the run's error, with the reason
+        attrs = {"result": f"{type(exc).__name__}: {exc}"}
+        fx.errors.append(f"f{index}: admin {fault.action} failed: {type(exc).__name__}: {exc}")
+        fx.say(f"f{index}: admin {fault.action} failed: {exc}")
+    event = fault_injected_event(fault, index, ts_ns=ts, node_id=node_id, backend="admin")
+    fx.ledger.write(type(event)(ts_ns=event.ts_ns, source=event.source, event=event.event,
+                                node_id=event.node_id, attrs={**event.attrs, **attrs}))

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.faults.schedule import (ACTIVE_CONTROLLER, DIR_LOSING_MODES, P_MODES, DiskFault, MoveReplica,
+from harness.faults.schedule import (ACTIVE_CONTROLLER, DIR_LOSING_MODES, P_MODES, AdminAction, DiskFault, MoveReplica,
                                      NetworkFault, ProcessFault, RefBindings, ReplaceDisk, fault_seed)
 from harness.history import fault_healed_event, fault_injected_event
 from harness.ledger import LedgerWriter
@@ -140,6 +140,14 @@ class FaultExecutor:
 
     # ---- inject / heal ----------------------------------------------------------------
     def inject(self, index: int, fault: Any) -> ActiveFault:
+        if isinstance(fault, AdminAction):   # the operator's call (issue 37): harness.admin_actions
+            from harness.admin_actions import run_scheduled
+            node_id = self.bindings.node(fault.node, self._node_lookup) if fault.node is not None else None
+            act = ActiveFault(index, fault, node_id)
+            run_scheduled(self, index, fault, node_id)
+            act.healed = True
+            self.active[index] = act
+            return act
         node_id = self.bindings.node(fault.node, self._node_lookup)
         act = ActiveFault(index, fault, node_id)
         name = self.svc.nodes[node_id].name

@@ -25,7 +25,8 @@ WINDOW_OPS = 10             # … and wide enough for this many ops at the basel
 MIN_WINDOW_OPS = 5          # a rolling window with fewer ops never counts as recovered
 DEGRADATION_WINDOW_MS = 5000  # an outside partition degrades when its p50 over this long is beyond the bound
 PEER_MIN_OPS = 100          # a leader's pooled baseline p99 counts only with this many ops (a real p99)
-INSTANT_FAULT_KINDS = ("restart", "replace-disk", "move-replica")   # fault_kind labels without a heal
+INSTANT_FAULT_KINDS = ("restart", "replace-disk", "move-replica", "reassign", "elect(preferred)",
+                       "elect(unclean)")   # fault_kind labels without a heal
 MS = 1_000_000
 WINDOW_NAMES = ("before", "during", "after")
 SERVICE_METRICS = tuple(f"produce_{w}_{q}_ms" for w in WINDOW_NAMES for q in ("p50", "p99")) + \
@@ -102,7 +103,7 @@ def produce_ops(history: History) -> dict[tuple[str, int], list[ProduceOp]]:
 
 
 def is_instant(f: InjectedFault) -> bool:
-    return f.kind in ("replace-disk", "move-replica") or (f.kind == "process" and f.mode == "restart")
+    return f.kind in ("replace-disk", "move-replica", "admin") or (f.kind == "process" and f.mode == "restart")
 
 
 def is_slow(f: InjectedFault) -> bool:
