@@ -7,6 +7,8 @@ at its last committed state — with exactly the target replicas, fully replicat
 replicas), a leader, and no reassignment in progress; false listing those that do not (or
 when an action recorded an error), unknown when no reassign action ran.
 
+``preferred_leaders`` (optional): at the end every partition is led by its first replica.
+
 ``leader_rebalance_ms`` (metric): for each ``restart`` of a broker *b* at *T* after which
 some partition whose preferred replica (its first replica) is *b* was led by another
 broker: *T* → the first committed state where every such partition is led by *b* again
@@ -22,7 +24,7 @@ from harness.checkers.base import UNKNOWN, CheckResult
 from harness.checkers.common import injected_faults, partition_timelines
 from harness.history import History
 
-__all__ = ["check_reassignment_complete", "leader_rebalance_rows"]
+__all__ = ["check_reassignment_complete", "check_preferred_leaders", "leader_rebalance_rows"]
 
 MS = 1_000_000
 
@@ -86,3 +88,20 @@ def leader_rebalance_rows(history: History, row: Callable[..., dict]) -> list[di
 def _leader_at(states, ts_ns: int) -> int:
     before = [s for s in states if s.ts_ns <= ts_ns]
     return before[-1].leader if before else -1
+
+
+def check_preferred_leaders(scenario: Any, history: History) -> CheckResult:
+    """``preferred_leaders`` (optional): at its last committed state every partition is led by
+    its preferred replica (its first replica) — leadership came back after the faults."""
+    timelines = partition_timelines(history)
+    if not timelines:
+        return CheckResult("preferred_leaders", UNKNOWN, "no partition in the metadata")
+    off = sorted(f"{t}/{p}: leader {s[-1].leader}, preferred {s[-1].replicas[0]}"
+                 for (t, p), s in timelines.items()
+                 if s and s[-1].replicas and s[-1].leader != s[-1].replicas[0] and not t.startswith("__"))
+    details = {"partitions": len(timelines), "not_preferred": off[:50]}
+    if off:
+        return CheckResult("preferred_leaders", False, f"{len(off)} partition(s) not led by their preferred "
+                                                       f"replica at the end: {off[0]}", details)
+    return CheckResult("preferred_leaders", True, f"all {len(timelines)} partition(s) led by their preferred "
+                                                  "replica at the end", details)
