@@ -139,7 +139,7 @@ def _name(err) -> str:
     return str(getattr(cls, "message", cls.__name__))
 
 
-def run_scheduled(fx, index: int, fault, node_id: int | None) -> None:
+def run_scheduled(fx, index: int, fault, node_id: int | None) -> dict:
     """A schedule's ``admin`` action, for :class:`harness.faultexec.FaultExecutor` ``fx``:
     the call made, then its ``fault_injected`` action recorded with what was asked and
     answered (``plan``: {"t/p": target replicas}, ``result``: {"t/p": error name}); an
@@ -172,3 +172,4 @@ def run_scheduled(fx, index: int, fault, node_id: int | None) -> None:
     event = fault_injected_event(fault, index, ts_ns=ts, node_id=node_id, backend="admin")
     fx.ledger.write(type(event)(ts_ns=event.ts_ns, source=event.source, event=event.event,
                                 node_id=event.node_id, attrs={**event.attrs, **attrs}))
+    return attrs

@@ -54,6 +54,7 @@ class ActiveFault:
     dirs: list[str] = field(default_factory=list)      # disk faults: the dir of each handle
     healed: bool = False
     restart_after: bool = False                       # process kill: start again at heal
+    answer: dict[str, Any] = field(default_factory=dict)   # admin actions: what was asked and answered
 
 
 class FaultExecutor:
@@ -144,7 +145,7 @@ class FaultExecutor:
             from harness.admin_actions import run_scheduled
             node_id = self.bindings.node(fault.node, self._node_lookup) if fault.node is not None else None
             act = ActiveFault(index, fault, node_id)
-            run_scheduled(self, index, fault, node_id)
+            act.answer = run_scheduled(self, index, fault, node_id)
             act.healed = True
             self.active[index] = act
             return act
