@@ -68,12 +68,16 @@ def live_brokers(admin) -> list[int]:
 
 
 def reassign_off(bootstrap: str, broker: int, topics: list[str] | None = None, *,
-                 timeout_s: float = 30.0) -> tuple[dict[Key, list[int]], dict[str, str]]:
-    """Move every replica ``broker`` holds (of ``topics``; all non-internal ones when None)."""
+                 only: set[Key] | None = None, timeout_s: float = 30.0) -> tuple[dict[Key, list[int]], dict[str, str]]:
+    """Move every replica ``broker`` holds (of ``topics``; all non-internal ones when None;
+    only the partitions ``only`` names when given)."""
     from kafka import TopicPartition
     admin = _admin(bootstrap, timeout_s)
     try:
-        plan = plan_moves(replica_sets(admin, topics), broker, live_brokers(admin))
+        current = replica_sets(admin, topics)
+        if only is not None:
+            current = {k: v for k, v in current.items() if k in only}
+        plan = plan_moves(current, broker, live_brokers(admin))
         if not plan:
             return plan, {}
         got = admin.alter_partition_reassignments({TopicPartition(t, p): rs for (t, p), rs in plan.items()},
@@ -139,6 +143,22 @@ def _name(err) -> str:
     return str(getattr(cls, "message", cls.__name__))
 
 
+def _in_dir(fx, node_id: int, dir_ref: str) -> set[Key]:
+    """The partitions whose replica on ``node_id`` the metadata places in the dir ``dir_ref``
+    names (bound once per run, as every ref: the dir a disk fault failed)."""
+    from kafka_common import ids
+    names = fx.bindings.dirs(node_id, dir_ref, lambda n, parsed: fx._dir_lookup(n, parsed))
+    by_name = fx.dir_names(node_id)
+    wanted = {by_name[n] for n in names if n in by_name}
+    image = fx.svc.metadata()
+    out: set[Key] = set()
+    for tid, topic in image.topics.items():
+        for pid, p in image.partitions_of(tid).items():
+            if node_id in p.replicas and ids.to_base64(p.directory(node_id)) in wanted:
+                out.add((topic.name, pid))
+    return out
+
+
 def run_scheduled(fx, index: int, fault, node_id: int | None) -> dict:
     """A schedule's ``admin`` action, for :class:`harness.faultexec.FaultExecutor` ``fx``:
     the call made, then its ``fault_injected`` action recorded with what was asked and
@@ -150,7 +170,8 @@ def run_scheduled(fx, index: int, fault, node_id: int | None) -> dict:
     attrs: dict = {}
     try:
         if fault.action == "reassign":
-            plan, result = reassign_off(fx.svc.bootstrap(), node_id, topics)
+            only = _in_dir(fx, node_id, fault.dir) if fault.dir else None
+            plan, result = reassign_off(fx.svc.bootstrap(), node_id, topics, only=only)
             attrs = {"plan": {f"{t}/{p}": rs for (t, p), rs in plan.items()}, "result": result or "none"}
             fx.say(f"f{index}: AlterPartitionReassignments: {len(plan)} partition(s) off broker {node_id}"
                    + (f", errors {result}" if result else ""))

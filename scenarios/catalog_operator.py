@@ -2,8 +2,9 @@
 (kafka-python's KafkaAdminClient: the schedule's ``admin`` actions, :mod:`harness.admin_actions`).
 
 - S17 ``replace-disk-by-reassignment``: 4 brokers. The dir holding t1-0's leader replica
-  fails 11 s in (it stays failed); 3 s later the operator moves every replica of that broker
-  to the three others (AlterPartitionReassignments) while the producers go on: the new
+  fails 11 s in (it stays failed); 3 s later the operator moves every partition whose replica
+  on that broker lived in the failed dir to the other brokers (AlterPartitionReassignments;
+  the broker's other dirs keep theirs) while the producers go on: the new
   replicas catch up from the leaders, join the ISR, the old ones leave. Checks: no acked
   record lost, each moved partition on its target replicas fully replicated and led
   (``reassignment_complete``), service back (``service``: the partitions outside the moves
@@ -40,15 +41,15 @@ REBALANCE_INTERVAL_S = 3
 
 
 def replace_disk_by_reassignment(*, seed: int = 0) -> Scenario:
-    """S17: a dir fails; the operator moves its broker's replicas to the other brokers."""
+    """S17: a dir fails; the operator moves its partitions to other brokers."""
     return Scenario(
         id="S17", name="replace-disk-by-reassignment", seed=seed,
         topology=Topology(brokers=4),
-        description="fail the dir holding t1-0's leader replica, then move every replica of that broker to the "
-                    "other three (AlterPartitionReassignments) under acks=all load",
+        description="fail the dir holding t1-0's leader replica, then move the partitions of that dir to the other "
+                    "brokers (AlterPartitionReassignments) under acks=all load",
         workload=Workload(duration_ms=FAULT_AT_MS + REASSIGN_AFTER_MS + AFTER_MOVES_MS),
         faults=(DiskFault(at_ms=FAULT_AT_MS, node=LEADER, dir=REPLICA_DIR, mode="error"),
-                AdminAction(at_ms=FAULT_AT_MS + REASSIGN_AFTER_MS, action="reassign", node=LEADER)),
+                AdminAction(at_ms=FAULT_AT_MS + REASSIGN_AFTER_MS, action="reassign", node=LEADER, dir=REPLICA_DIR)),
         checks=("durability", "liveness", "metadata_invariants", "service", "reassignment_complete"),
         expect=Expect(outcomes={LEADER: "alive"}, leader_moves=True, service_recovery_within_ms=15000,
                       must_show="the failed dir's leaders move; the operator's reassignment adds the targets, "

@@ -173,6 +173,8 @@ def _in_dirs(d: Any, dir_ids: tuple[str, ...]) -> bool:
 def fault_domain(f: InjectedFault, view: MetadataView, timelines: dict | None = None) -> set[tuple[str, int]]:
     if f.kind == "move-replica":
         return {(str(f.attrs.get("topic")), int(f.attrs.get("partition", -1)))}
+    if f.kind == "admin" and f.attrs.get("plan"):   # a reassignment: the partitions it moves
+        return {(str(k).rpartition("/")[0], int(str(k).rpartition("/")[2])) for k in f.attrs["plan"]}
     nodes = {n for n in (f.node_id, f.attrs.get("peer_id")) if n is not None}
     out = set()
     if f.kind == "disk" and f.mode == "delay" and f.node_id is not None:

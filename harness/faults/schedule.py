@@ -46,7 +46,8 @@ process         action (kill[signal], pause, restart[clean], power-cut), node   
                                                                                  pause: resume
 replace-disk    node, dir: swap in a freshly formatted disk (new directory.id)   —
 move-replica    node, topic, partition, to_dir: AlterReplicaLogDirs              —
-admin           action (reassign[node]: every replica of that broker in          —
+admin           action (reassign[node, dir]: every replica of that broker (in    —
+                that dir when given) in
                 ``topic`` (all topics of the workload when unset) moves to a
                 broker that holds none of the partition, through
                 AlterPartitionReassignments; elect[election preferred|unclean]:
@@ -238,6 +239,7 @@ class AdminAction:
     node: str | None = None
     topic: str | None = None
     election: str = "preferred"
+    dir: str | None = None      # reassign: only the replicas of ``node`` in this dir (a dir ref)
 
 
 Fault = Union[DiskFault, NetworkFault, ProcessFault, ReplaceDisk, MoveReplica, AdminAction]

@@ -178,6 +178,10 @@ def fault_from_dict(data: Any, path: str, problems: Problems, targets: TargetChe
             problems.add(join(path, "topic"), one_of(topic, sorted(targets.partitions)) + " (topics of the workload)")
         if action == "reassign" and election != "preferred":
             problems.add(join(path, "election"), "only for action 'elect'")
-        value = AdminAction(at_ms=at_ms, action=action, node=node, topic=topic, election=election)
+        dir_ = f.str("dir", None)
+        targets.dir(dir_, join(path, "dir"), problems, single=True)
+        if dir_ is not None and action != "reassign":
+            problems.add(join(path, "dir"), "only for action 'reassign'")
+        value = AdminAction(at_ms=at_ms, action=action, node=node, topic=topic, election=election, dir=dir_)
     f.finish()
     return value
