@@ -38,7 +38,7 @@ _NAMES = {ELECT_LEADERS: "ElectLeaders", ALTER_PARTITION_REASSIGNMENTS: "AlterPa
 async def _forward(api: ApiContext, req: Any) -> tuple[Any, str]:
     key = int(req.__api_key__)
     try:
-        return await asyncio.wait_for(api.view.controller.alter_configs(req), FORWARD_TIMEOUT_S), ""
+        return await asyncio.wait_for(api.view.controller.forward(req), FORWARD_TIMEOUT_S), ""
     except (ConnectionError, TimeoutError, asyncio.TimeoutError, OSError) as exc:
         reason = f"controller unreachable: {type(exc).__name__}: {exc}"
         log.warning("%s: %s", _NAMES[key], reason)

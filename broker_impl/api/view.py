@@ -144,6 +144,11 @@ class ControllerChannel(Protocol):
         """The same for an ``AlterConfigsRequest`` or ``IncrementalAlterConfigsRequest``."""
         ...
 
+    async def forward(self, request: Any) -> Any:
+        """The same for any other request the controller serves as it is (ElectLeaders,
+        Alter/ListPartitionReassignments)."""
+        ...
+
 
 class ReplicaMover(Protocol):
     async def alter_replica_log_dir(self, topic_id: uuid.UUID, partition: int, target_dir: uuid.UUID) -> int:

@@ -89,6 +89,12 @@ class PureControllerChannel:
             else self.state.handle_incremental_alter_configs
         return self._apply(handler(request, self.clock.monotonic_ms()))
 
+    async def forward(self, request: Any) -> Any:
+        self.requests.append(request)
+        handler = {43: self.state.handle_elect_leaders, 45: self.state.handle_alter_partition_reassignments,
+                   46: self.state.handle_list_partition_reassignments}[int(request.__api_key__)]
+        return self._apply(handler(request, self.clock.monotonic_ms()))
+
     def register_and_unfence(self, broker_id: int, port: int, dir_ids: list[uuid.UUID], rng: random.Random) -> None:
         reg_mod = wire.request_module(62, 3)
         resp = self._apply(self.state.handle_broker_registration(wire.request_class(62, 3)(
