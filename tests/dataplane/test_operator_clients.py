@@ -179,6 +179,21 @@ def test_auto_rebalance_returns_leadership(tmp_path):
         assert events and sum(e["moved"] for e in events) >= 2, events
 
 
+async def _reassign_raw(port: int, topic: str, replicas: tuple[int, ...]):
+    """AlterPartitionReassignments v1 over a plain connection to one broker (the admin clients
+    may pick the stopped broker as their "controller")."""
+    from datetime import timedelta
+    from kio.schema.alter_partition_reassignments.v1 import request as apr
+    conn = await RawConnection.open(port)
+    try:
+        resp = await conn.call(apr.AlterPartitionReassignmentsRequest(
+            timeout=timedelta(seconds=30), allow_replication_factor_change=True, topics=(apr.ReassignableTopic(
+                name=topic, partitions=(apr.ReassignablePartition(partition_index=0, replicas=replicas),)),)))
+        return resp.responses[0].partitions[0].error_code
+    finally:
+        await conn.close()
+
+
 async def _describe_log_dirs_v5(port: int):
     from kio.schema.describe_log_dirs.v5.request import DescribeLogDirsRequest
     from broker_impl.api.log_dirs import DescribeLogDirsResponseV5
@@ -211,7 +226,7 @@ def test_target_dir_fails_mid_move(tmp_path, request, loop_fs):
         wait_until(lambda: len(prod.acked) > 300, 30, "load running")
         os.kill(b4.proc.pid, signal.SIGSTOP)        # the move is accepted while broker 4 cannot act
         try:
-            admin.alter_partition_reassignments({TopicPartition("mid", 0): [4, 2, 3]})
+            assert asyncio.run(_reassign_raw(c.brokers[0].port, "mid", (4, 2, 3))).value == 0
             c.wait_image(lambda im: im.partition(im.topic_ids["mid"], 0).adding_replicas == (4,), 10,
                          "move accepted")
             loop_fs.shutdown()
