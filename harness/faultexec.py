@@ -141,8 +141,8 @@ class FaultExecutor:
 
     # ---- inject / heal ----------------------------------------------------------------
     def inject(self, index: int, fault: Any) -> ActiveFault:
-        if isinstance(fault, AdminAction):   # the operator's call (issue 37): harness.admin_actions
-            from harness.admin_actions import run_scheduled
+        if isinstance(fault, AdminAction):   # the operator's call (issue 37): harness.operator_actions
+            from harness.operator_actions import run_scheduled
             node_id = self.bindings.node(fault.node, self._node_lookup) if fault.node is not None else None
             act = ActiveFault(index, fault, node_id)
             act.answer = run_scheduled(self, index, fault, node_id)

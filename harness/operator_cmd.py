@@ -1,6 +1,6 @@
 """Chaos-session commands of the operator's tools (issue 37): ``jbodlab reassign`` and
 ``jbodlab elect``, run by the session server through a real admin client (kafka-python's
-KafkaAdminClient, :mod:`harness.admin_actions`) and recorded in the session's history as
+KafkaAdminClient, :mod:`harness.operator_actions`) and recorded in the session's history as
 ``admin`` actions, as the schedule's are.
 
     jbodlab reassign broker-1 [--topic t1] [--wait 120]   # every replica of broker 1 to the others

@@ -184,7 +184,7 @@ class _Session:
                 out.update(self.executor.active[len(self.applied) - 1].answer)
                 return out
             if cmd == "reassignments":
-                from harness.admin_actions import wait_reassignments
+                from harness.operator_actions import wait_reassignments
                 return {"ok": True, "in_progress": wait_reassignments(self.svc.bootstrap(), 0)}
             if cmd == "heal":
                 self.executor.heal_all()

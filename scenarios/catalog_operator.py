@@ -1,5 +1,5 @@
 """S17–S18: the operator's tools around a disk failure (issue 37), through a real admin client
-(kafka-python's KafkaAdminClient: the schedule's ``admin`` actions, :mod:`harness.admin_actions`).
+(kafka-python's KafkaAdminClient: the schedule's ``admin`` actions, :mod:`harness.operator_actions`).
 
 - S17 ``replace-disk-by-reassignment``: 4 brokers. The dir holding t1-0's leader replica
   fails 11 s in (it stays failed); 3 s later the operator moves every partition whose replica
