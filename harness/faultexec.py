@@ -20,8 +20,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.faults.schedule import (ACTIVE_CONTROLLER, DIR_LOSING_MODES, P_MODES, AdminAction, DiskFault, MoveReplica,
-                                     NetworkFault, ProcessFault, RefBindings, ReplaceDisk, fault_seed)
+from harness.faults.schedule import (ACTIVE_CONTROLLER, DIR_LOSING_MODES, P_MODES, AdminAction, DiskFault,
+                                     MoveReplica, NetworkFault, OPERATOR_ACTIONS, ProcessFault, RefBindings, ReplaceDisk,
+                                     fault_seed)
 from harness.history import fault_healed_event, fault_injected_event
 from harness.ledger import LedgerWriter
 from harness.node_configs import BROKER_PORT, META_DIR
@@ -55,6 +56,7 @@ class ActiveFault:
     healed: bool = False
     restart_after: bool = False                       # process kill: start again at heal
     answer: dict[str, Any] = field(default_factory=dict)   # admin actions: what was asked and answered
+    result: Any = None                                # admin actions: their AdminResult
 
 
 class FaultExecutor:
@@ -67,6 +69,8 @@ class FaultExecutor:
         self.bindings = RefBindings()
         self.active: dict[int, ActiveFault] = {}
         self.errors: list[str] = []
+        self.admin_topics: dict[str, int] = {}   # topics admin actions created (and did not delete)
+        self.repaired: set[tuple[int, str]] = set()   # (node, dir): repaired after its fault healed
 
     # ---- lookups of the live cluster --------------------------------------------------
     def dir_names(self, node_id: int) -> dict[str, str]:
@@ -141,14 +145,15 @@ class FaultExecutor:
 
     # ---- inject / heal ----------------------------------------------------------------
     def inject(self, index: int, fault: Any) -> ActiveFault:
-        if isinstance(fault, AdminAction):   # the operator's call (issue 37): harness.operator_actions
-            from harness.operator_actions import run_scheduled
-            node_id = self.bindings.node(fault.node, self._node_lookup) if fault.node is not None else None
-            act = ActiveFault(index, fault, node_id)
-            act.answer = run_scheduled(self, index, fault, node_id)
-            act.healed = True
-            self.active[index] = act
-            return act
+        if isinstance(fault, AdminAction):
+            if fault.action in OPERATOR_ACTIONS:   # reassign / elect (issue 37b): harness.operator_actions
+                from harness.operator_actions import run_scheduled
+                node_id = self.bindings.node(fault.node, self._node_lookup) if fault.node is not None else None
+                act = ActiveFault(index, fault, node_id, healed=True)
+                act.answer = run_scheduled(self, index, fault, node_id)
+                self.active[index] = act
+                return act
+            return self._admin(index, fault)
         node_id = self.bindings.node(fault.node, self._node_lookup)
         act = ActiveFault(index, fault, node_id)
         name = self.svc.nodes[node_id].name
@@ -182,7 +187,7 @@ class FaultExecutor:
             elif fault.action == "pause":
                 self.svc.pause(node_id)
             else:
-                self.svc.restart(node_id, clean=fault.clean, while_down=lambda: self._cold_disks(index, node_id))
+                self.svc.restart(node_id, clean=fault.clean, while_down=lambda: self._while_down(index, node_id))
                 act.healed = True
             self.say(f"f{index}: {fault.action} {name}")
         elif isinstance(fault, ReplaceDisk):
@@ -195,6 +200,48 @@ class FaultExecutor:
             raise ValueError(f"unknown fault {fault!r}")
         self.active[index] = act
         return act
+
+    def _admin(self, index: int, fault: AdminAction) -> ActiveFault:
+        from harness.admin_actions import run_admin_action
+        res = run_admin_action(index, fault, bootstrap=self.svc.bootstrap(), metadata=self.svc.metadata,
+                               ledger=self.ledger, say=self.say)
+        if res.result != "none":
+            self.errors.append(f"f{index}: {fault.action} {fault.topic} answered {res.result}")
+        elif fault.action == "create-topic":
+            self.admin_topics[fault.topic] = int(fault.partitions or 0)
+        else:
+            self.admin_topics.pop(fault.topic, None)
+        act = ActiveFault(index, fault, None, healed=True, result=res)
+        self.active[index] = act
+        return act
+
+    def _while_down(self, index: int, node_id: int) -> None:
+        self._cold_disks(index, node_id)
+        self._repair_healed_disks(index, node_id)
+
+    def _repair_healed_disks(self, index: int, node_id: int) -> None:
+        """A restart of a node whose disk a fault took away and then gave back (the fault
+        healed: the device serves I/O again) finds that disk repaired — unmounted, fsck'd,
+        mounted again, with its data — as an operator does before the restart: the dir
+        comes back to the broker with what it held (KIP-858: its strays are deleted then)."""
+        name = self.svc.nodes[node_id].name
+        for act in self.active.values():
+            if act.node_id != node_id or not act.healed or not isinstance(act.fault, DiskFault) \
+                    or act.fault.mode not in DIR_LOSING_MODES:
+                continue
+            for d in act.dirs:
+                if d == META_DIR or (node_id, d) in self.repaired:
+                    continue
+                self.repaired.add((node_id, d))
+                try:
+                    summary = self.lab.repair_disk(name, d)
+                except Exception as exc:  # noqa: BLE001 - the node starts with the disk as it is, said so
+                    self.errors.append(f"f{index}: repair {name}/{d}: {exc}")
+                    continue
+                self.ledger.action(time.time_ns(), "disk_repaired", node_id, fault_id=f"f{index}", dir=d,
+                                   dir_id=self.dir_names(node_id).get(d, ""), after=f"f{act.index}",
+                                   fsck=str(summary)[:200])
+                self.say(f"f{index}: {name}/{d} back (repaired after f{act.index} healed)")
 
     def _cold_disks(self, index: int, node_id: int) -> None:
         """A restart of a node whose disk a fault took away finds that disk cold (the page cache

@@ -178,13 +178,14 @@ def run_scheduled(fx, index: int, fault, node_id: int | None) -> dict:
             if result:
                 fx.errors.append(f"f{index}: AlterPartitionReassignments answered {result}")
         else:
-            result = elect(fx.svc.bootstrap(), fault.election, topics)
+            election = fault.election or "preferred"
+            result = elect(fx.svc.bootstrap(), election, topics)
             bad = {k: v for k, v in result.items() if v not in ("NONE", "ELECTION_NOT_NEEDED")}
             attrs = {"result": result}
-            fx.say(f"f{index}: ElectLeaders {fault.election.upper()}: "
+            fx.say(f"f{index}: ElectLeaders {election.upper()}: "
                    f"{sum(v == 'NONE' for v in result.values())} elected, "
                    f"{sum(v == 'ELECTION_NOT_NEEDED' for v in result.values())} not needed" + (f", {bad}" if bad else ""))
-            if bad and fault.election == "preferred":
+            if bad and election == "preferred":
                 attrs["unavailable"] = bad   # a preferred replica not back yet: recorded, not a run error
     except Exception as exc:  # noqa: BLE001 - a failed admin call is the run's error, with the reason
         attrs = {"result": f"{type(exc).__name__}: {exc}"}

@@ -371,6 +371,7 @@ def _run_in_lab(scenario: Scenario, svc: Services, ledger, sampler, outcome: Run
         time.sleep(settle_s)
     svc.record_unexpected_exits()
     partitions = {t.name: t.partitions for t in w.topics}
+    partitions.update(executor.admin_topics)   # topics the schedule's admin actions created
     if not serving and not client_listeners(svc):
         say("  drain skipped: no broker accepts client connections")
     else:

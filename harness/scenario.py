@@ -31,7 +31,7 @@ __all__ = ["CHECK_NAMES", "OPTIONAL_CHECK_NAMES", "Scenario"]
 CHECK_NAMES = ("durability", "failover", "liveness", "timeout_accuracy", "fencing", "metadata_invariants",
                "quorum_logs", "service")
 # named by scenarios that need them (not run by default)
-OPTIONAL_CHECK_NAMES = ("group_consumption", "no_corrupt_consumed", "reassignment_complete",
+OPTIONAL_CHECK_NAMES = ("group_consumption", "no_corrupt_consumed", "topic_admin", "reassignment_complete",
                         "preferred_leaders")
 
 
@@ -91,6 +91,11 @@ def _scenario(data: Any, problems: Problems) -> Scenario | None:
     if isinstance(workload.group_consumers, int) and workload.group_consumers > 0:
         # the group's offsets topic (created by its first FindCoordinator) may be a fault target
         known_topics[OFFSETS_TOPIC] = offsets_partitions(configs)
+    for item in data.get("faults", ()) if isinstance(data, dict) else ():
+        # a topic an admin action creates may be a later fault's target
+        if isinstance(item, dict) and item.get("kind") == "admin" and item.get("action") == "create-topic" \
+                and isinstance(item.get("topic"), str) and isinstance(item.get("partitions"), int):
+            known_topics.setdefault(item["topic"], item["partitions"])
     targets = TargetCheck(set(topology.broker_ids()), set(topology.controller_ids()),
                           topology.dirs_per_broker or 1, known_topics)
     faults = []

@@ -176,10 +176,12 @@ class _Session:
                 fault = ProcessFault(at_ms=self.at_ms(), action="power-cut" if req.get("power_cut") else "kill",
                                      node=node_ref(req["node"]), signal=req.get("signal", "SIGKILL"))
                 return self._inject(fault)
+            if cmd == "delete-topic":
+                return self._delete_topic(req)
             if cmd == "admin":   # jbodlab reassign / elect (harness.operator_cmd)
                 fault = AdminAction(at_ms=self.at_ms(), action=req["action"],
                                     node=node_ref(req["node"]) if req.get("node") else None,
-                                    topic=req.get("topic"), election=req.get("election", "preferred"))
+                                    topic=req.get("topic"), election=req.get("election"))
                 out = self._inject(fault)
                 out.update(self.executor.active[len(self.applied) - 1].answer)
                 return out
@@ -192,6 +194,29 @@ class _Session:
             if cmd == "down":
                 return self.down()
         raise SessionError(f"unknown command {cmd!r}")
+
+    def _delete_topic(self, req: dict[str, Any]) -> dict[str, Any]:
+        """DeleteTopics (and with ``recreate`` CreateTopics of the same name) through a real
+        admin client, recorded as the schedule's admin actions; a refusal is the error."""
+        from harness.faults.schedule import AdminAction
+        topic = req["topic"]
+        out: dict[str, Any] = {"ok": True}
+        steps = [AdminAction(at_ms=self.at_ms(), action="delete-topic", topic=topic)]
+        if req.get("recreate"):
+            steps.append(AdminAction(at_ms=self.at_ms(), action="create-topic", topic=topic,
+                                     partitions=int(req["recreate"]),
+                                     replication_factor=int(req.get("replication_factor", 3)),
+                                     records=int(req.get("records", 0))))
+        for step in steps:
+            self._inject(step)
+            res = self.executor.active[len(self.applied) - 1].result
+            if res.result != "none":
+                return {"ok": False, "error": f"{step.action} {topic}: {res.result}"
+                        + (" (no such topic)" if res.result == "UNKNOWN_TOPIC_OR_PART" else "")}
+            out["deleted" if step.action == "delete-topic" else "created"] = {
+                "topic": topic, "topic_id": res.topic_id,
+                **({"records_acked": res.acked} if step.action == "create-topic" else {})}
+        return out
 
     def _inject(self, fault) -> dict[str, Any]:
         from harness.faults.schedule import fault_label, fault_to_dict
@@ -212,7 +237,7 @@ class _Session:
         except Exception as exc:
             self.applied.pop()
             self.executor.active.pop(index, None)
-            raise SessionError(f"{fault_label(fault)} on {fault.node} not applied: {type(exc).__name__}: {exc}") from exc
+            raise SessionError(f"{fault_label(fault)} on {fault.node or fault.topic} not applied: {type(exc).__name__}: {exc}") from exc
         return {"ok": True, "fault": f"f{index}", "label": fault_label(fault), "node_id": self.executor.active[index].node_id}
 
     def status(self) -> dict[str, Any]:
@@ -238,7 +263,7 @@ class _Session:
                 dirs = [names.get(r, {}).get(ids.to_base64(d), _reserved(d)) for r, d in zip(p.replicas, p.directories)]
                 parts.append({"topic": topic.name, "partition": pid, "leader": p.leader, "isr": list(p.isr),
                               "replicas": list(p.replicas), "dirs": dirs})
-        faults = [{"index": i, "label": f"{fault_label(f)} {f.node}" + (f" {f.dir}" if hasattr(f, "dir") else "")
+        faults = [{"index": i, "label": f"{fault_label(f)} {f.node or f.topic}" + (f" {f.dir}" if hasattr(f, "dir") else "")
                    + (f" <-> {f.peer}" if getattr(f, "peer", None) else ""),
                    "healed": self.executor.active[i].healed if i in self.executor.active else False}
                   for i, f in enumerate(self.applied)]
@@ -258,7 +283,8 @@ class _Session:
             try:
                 if not client_listeners(self.svc):
                     raise RuntimeError("no broker accepts client connections")
-                drain(self.svc.bootstrap(), {t.name: t.partitions for t in self.scenario.workload.topics},
+                drain(self.svc.bootstrap(), {**{t.name: t.partitions for t in self.scenario.workload.topics},
+                                             **self.executor.admin_topics},
                       self.ledger, timeout_ms=self.scenario.workload.drain_timeout_ms, say=print)
             except Exception as exc:  # noqa: BLE001
                 print(f"drain failed: {exc}")

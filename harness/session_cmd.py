@@ -8,9 +8,10 @@
     jbodlab partition broker-1 controller-3001
     jbodlab kill broker-2 [--signal SIGKILL|SIGTERM] [--power-cut]
     jbodlab heal
+    jbodlab delete-topic t1 [--recreate 12 [--replication-factor 3] [--records 100]]
     jbodlab down          # records the session: results/<run_id>/ (then `jbodlab analyze` it)
 
-One module serves all seven commands (registered once each in ``harness.cli.COMMANDS``); the
+One module serves all eight commands (registered once each in ``harness.cli.COMMANDS``); the
 command is taken from the parser's ``prog``. See :mod:`harness.session` for the server.
 """
 
@@ -28,7 +29,7 @@ from pathlib import Path
 from harness.faults.schedule import DISK_MODES, P_MODES
 from harness.session import DEFAULT_DIR, SessionError, format_status, node_ref, request
 
-COMMANDS = ("up", "status", "fail-disk", "heal", "partition", "kill", "down")
+COMMANDS = ("up", "status", "fail-disk", "heal", "partition", "kill", "delete-topic", "down")
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -58,6 +59,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
     elif name == "partition":
         parser.add_argument("a")
         parser.add_argument("b")
+    elif name == "delete-topic":
+        parser.add_argument("topic", help="the topic to delete (DeleteTopics through confluent-kafka's AdminClient)")
+        parser.add_argument("--recreate", type=int, default=None, metavar="PARTITIONS",
+                            help="create it again right after, with this many partitions (a new topic id)")
+        parser.add_argument("--replication-factor", type=int, default=3, help="--recreate: replication factor")
+        parser.add_argument("--records", type=int, default=0,
+                            help="--recreate: acks=all records to produce to it (checked at `down`)")
     elif name == "kill":
         parser.add_argument("node")
         parser.add_argument("--signal", default="SIGKILL", choices=("SIGKILL", "SIGTERM"))
@@ -121,6 +129,25 @@ def _read(path: Path) -> str:
         return "(no reason recorded)"
 
 
+def _delete_topic_request(args: argparse.Namespace) -> dict:
+    """The ``delete-topic`` request, checked here first (a bad argument never reaches the lab)."""
+    from controller_impl.state.topics import topic_name_problem
+    if (why := topic_name_problem(args.topic)):
+        raise SessionError(f"TOPIC: {why}")
+    req: dict = {"cmd": "delete-topic", "topic": args.topic}
+    if args.recreate is None:
+        if args.records or args.replication_factor != 3:
+            raise SessionError("--replication-factor/--records: only with --recreate")
+        return req
+    if args.recreate < 1:
+        raise SessionError(f"--recreate: {args.recreate} partitions; needs at least 1")
+    if args.replication_factor < 1:
+        raise SessionError(f"--replication-factor: {args.replication_factor}; needs at least 1")
+    if args.records < 0:
+        raise SessionError(f"--records: {args.records}; cannot be negative")
+    return {**req, "recreate": args.recreate, "replication_factor": args.replication_factor, "records": args.records}
+
+
 def run(args: argparse.Namespace) -> int:
     name = args.session_command
     session_dir = Path(args.session_dir)
@@ -157,6 +184,8 @@ def run(args: argparse.Namespace) -> int:
                                            "power_cut": bool(args.power_cut)})
         elif name == "heal":
             answer = request(session_dir, {"cmd": "heal"})
+        elif name == "delete-topic":
+            answer = request(session_dir, _delete_topic_request(args))
         elif name == "down":
             answer = request(session_dir, {"cmd": "down"}, timeout_s=300)
         else:

@@ -54,6 +54,7 @@ class ProcessFaultHandle:
             self.docker.kill(self.container, self.signal)
         elif self.kind == "pause":
             self.docker.pause(self.container)
+            self._await_state(lambda st: st == "paused", "paused")
         else:
             self.docker.restart(self.container)
         rec.injected_ns, rec.healed_ns = time.time_ns(), None
@@ -66,8 +67,22 @@ class ProcessFaultHandle:
             return rec
         if self.kind == "pause" and self.docker.state(self.container) == "paused":
             self.docker.unpause(self.container)
+            self._await_state(lambda st: st != "paused", "not paused")
         rec.healed_ns = time.time_ns()
         return rec
+
+    def _await_state(self, ok, want: str, timeout_s: float = 10.0) -> None:
+        """Docker may report the old state for a moment after a (un)pause call returned on a
+        loaded host (seen: 'paused' right after unpause); the fault is in place only once
+        docker says so."""
+        deadline = time.monotonic() + timeout_s
+        state = self.docker.state(self.container)
+        while not ok(state):
+            if time.monotonic() > deadline:
+                raise FaultError(f"{self.kind} {self.container}: docker still reports {state!r} "
+                                 f"{timeout_s:.0f} s after the call (wanted {want})")
+            time.sleep(0.02)
+            state = self.docker.state(self.container)
 
     def describe(self) -> dict[str, object]:
         return {"fault": "process", **self.record.as_dict()}

@@ -163,6 +163,8 @@ _DEFS: dict[str, tuple[str, Callable[[str, str], Any], str | None]] = {
     "default.replication.factor": ("default_replication_factor", _int(1), "1"),
     "num.partitions": ("num_partitions", _int(1), "1"),
     "auto.create.topics.enable": ("auto_create_topics_enable", _bool, "true"),
+    # DeleteTopics: the controller refuses with TOPIC_DELETION_DISABLED when false
+    "delete.topic.enable": ("delete_topic_enable", _bool, "true"),
     "log.segment.bytes": ("log_segment_bytes", _int(1024), "1073741824"),
     "log.roll.ms": ("log_roll_ms", _int(1), "604800000"),
     "log.roll.jitter.ms": ("log_roll_jitter_ms", _int(0), "0"),
@@ -239,6 +241,7 @@ class ServerConfig:
     default_replication_factor: int
     num_partitions: int
     auto_create_topics_enable: bool
+    delete_topic_enable: bool
     log_segment_bytes: int
     log_roll_ms: int
     log_roll_jitter_ms: int

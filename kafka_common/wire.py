@@ -80,24 +80,49 @@ def _guard(data: Any, classes: tuple[type, ...], offset: int, max_items: int) ->
         raise DecodeError(str(exc)) from None
 
 
+# kio's index first, then the old versions kio lacks (``kafka_common.legacy_schemas``,
+# Kafka 3.9's floor); the kio error is raised when neither has the schema.
+def _legacy_or_raise(exc: Exception, api_key: int, version: int, kind: EntityType, top: bool) -> Any:
+    from kafka_common import legacy_schemas
+    if (api_key, version) not in legacy_schemas.VERSIONS:
+        raise exc
+    if not top:
+        return legacy_schemas.module(api_key, version, kind)
+    if kind == EntityType.request:
+        return legacy_schemas.request_class(api_key, version)
+    return legacy_schemas.response_class(api_key, version)
+
+
 @lru_cache(maxsize=None)
 def request_class(api_key: int, version: int) -> type:
-    return kio.index.load_request_schema(api_key, version)
+    try:
+        return kio.index.load_request_schema(api_key, version)
+    except kio.index.KioIndexError as exc:
+        return _legacy_or_raise(exc, api_key, version, EntityType.request, True)
 
 
 @lru_cache(maxsize=None)
 def response_class(api_key: int, version: int) -> type:
-    return kio.index.load_response_schema(api_key, version)
+    try:
+        return kio.index.load_response_schema(api_key, version)
+    except kio.index.KioIndexError as exc:
+        return _legacy_or_raise(exc, api_key, version, EntityType.response, True)
 
 
 @lru_cache(maxsize=None)
 def response_module(api_key: int, version: int) -> Any:
-    return kio.index.load_payload_module(api_key, version, EntityType.response)
+    try:
+        return kio.index.load_payload_module(api_key, version, EntityType.response)
+    except kio.index.KioIndexError as exc:
+        return _legacy_or_raise(exc, api_key, version, EntityType.response, False)
 
 
 @lru_cache(maxsize=None)
 def request_module(api_key: int, version: int) -> Any:
-    return kio.index.load_payload_module(api_key, version, EntityType.request)
+    try:
+        return kio.index.load_payload_module(api_key, version, EntityType.request)
+    except kio.index.KioIndexError as exc:
+        return _legacy_or_raise(exc, api_key, version, EntityType.request, False)
 
 
 # --------------------------------------------------------------------------------------

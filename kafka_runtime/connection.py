@@ -10,8 +10,9 @@ Per frame, in this order — so that nothing is decoded that the connection may 
    SaslAuthenticate) go further; anything else closes the connection, as Kafka does;
 3. refusal from the header alone: an API the listener does not serve, or a version outside
    its range, gets the API's standard UNSUPPORTED_VERSION reply (the connection stays
-   usable) when the protocol defines that response (kio has its schema), else the
-   connection is closed (an unknown api key). An unsupported ApiVersions version gets the
+   usable) when the protocol defines that response (kio has its schema, or
+   ``kafka_common.legacy_schemas`` for the old versions kio lacks), else the connection is
+   closed (an unknown api key, a version newer than any schema). An unsupported ApiVersions version gets the
    v0 fallback reply (an unknown ApiVersions version gets a v0 answer);
 4. decoding through ``wire.decode_request`` — the guard bounds every length by the bytes
    left before kio allocates, and cuts unknown tagged fields out; bytes that do not decode
@@ -171,7 +172,10 @@ class Connection(asyncio.Protocol):
     def close(self) -> None:
         self.closed = True
         if self.transport is not None:
-            self.transport.close()
+            try:
+                self.transport.close()
+            except RuntimeError:   # the loop is closed already (a worker finalized late): nothing to close
+                pass
 
     def _bad(self, reason: str) -> None:
         server = self.server

@@ -20,7 +20,7 @@ import pytest
 from scenarios.test_system import _capable
 
 pytestmark = pytest.mark.system
-SHORT = ["--set", "workload.duration_ms=10000", "--set", "workload.drain_timeout_ms=8000", "--quiet"]
+SHORT = ["--set", "workload.duration_ms=17000", "--set", "workload.drain_timeout_ms=8000", "--quiet"]
 
 
 def _jbodlab(*args: str) -> list[str]:

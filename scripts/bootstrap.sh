@@ -11,6 +11,7 @@ APT_PACKAGES=(
   docker.io debootstrap fuse3 libfuse3-3 xfsprogs e2fsprogs kcat iproute2 util-linux
   psmisc procps kmod openjdk-17-jre-headless
   gcc libc6-dev pkg-config libfuse3-dev   # the native FUSE daemon (infra/faultfs, built by jbodlab setup)
+  burrow zookeeper   # the consumer-lag monitor of the old-protocol test (Burrow needs a ZooKeeper of its own)
 )
 # node + npm for the client tests outside Python and librdkafka (KafkaJS, tools/node);
 # a node that is already installed (e.g. from another repository, with its own npm) is kept

@@ -6,7 +6,10 @@ Entry point: :class:`broker_impl.api.handlers.BrokerApi`, built on the narrow
 ``view.py`` for the contract the runtime implements. One module per API family:
 ``produce``, ``fetch``, ``metadata``, ``admin`` (ListOffsets, CreateTopics, InitProducerId,
 DescribeCluster, FindCoordinator), ``log_dirs`` (DescribeLogDirs with the directory-id tag,
-AlterReplicaLogDirs), ``legacy_produce`` (Produce v0–2 schemas kio lacks).
+AlterReplicaLogDirs), ``legacy_produce`` (Produce v0–2 schemas kio lacks),
+``legacy_versions`` (Kafka 3.9's semantics of the other old versions: ListOffsets v0,
+OffsetCommit/OffsetFetch v0, CreateTopics v0–1) and ``down_convert`` (Fetch v0–3's
+message formats v0/v1).
 
 Mounting it in the broker runtime::
 

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
+from broker_impl.api import legacy_versions
 from broker_impl.api.entities import NO_THROTTLE, build, replica_error, response_type
 from broker_impl.api.metadata import listener_of, live_brokers
 from kafka_common import batch_header as bh
@@ -97,6 +98,8 @@ def _scan_for_timestamp(replica: Any, timestamp: int) -> tuple[int, int] | None:
 
 async def handle_list_offsets(api: ApiContext, ctx: Any, req: Any) -> Any:
     version = req.__version__
+    if version == 0:  # the old-style offsets array (Kafka 3.9's semantics)
+        return await legacy_versions.handle_list_offsets_v0(api, ctx, req)
     part_cls = response_type(2, version, "ListOffsetsPartitionResponse")
     topic_cls = response_type(2, version, "ListOffsetsTopicResponse")
     resp_cls = response_type(2, version, "ListOffsetsResponse")
@@ -117,6 +120,9 @@ async def handle_list_offsets(api: ApiContext, ctx: Any, req: Any) -> Any:
 
 
 async def handle_create_topics(api: ApiContext, ctx: Any, req: Any) -> Any:
+    if req.__version__ < 2:  # v0-1: forwarded as the v2 request they are a subset of
+        return legacy_versions.create_topics_answer(
+            req.__version__, await handle_create_topics(api, ctx, legacy_versions.create_topics_as_v2(req)))
     try:
         return await asyncio.wait_for(api.view.controller.create_topics(req), CREATE_TOPICS_TIMEOUT_S)
     except (ConnectionError, TimeoutError, asyncio.TimeoutError, OSError) as exc:

@@ -39,6 +39,7 @@ def _entry(version: int, r: tc.Resolved, include_synonyms: bool, include_docs: b
     syn_cls = response_type(DESCRIBE_CONFIGS, version, "DescribeConfigsSynonym")
     synonyms = tuple(build(syn_cls, name=n, value=v, source=s) for n, v, s in r.synonyms) if include_synonyms else ()
     return build(entry_cls, name=r.name, value=r.value, read_only=False, config_source=r.source,
+                 is_default=r.source == tc.DEFAULT_CONFIG,  # v0 only
                  is_sensitive=False, synonyms=synonyms, config_type=r.config_type,
                  documentation=r.doc if include_docs else None)
 

@@ -1,6 +1,10 @@
 """Fetch (API 1): whole batches from ``fetch_offset``, long-poll, consumers and followers.
 
-- Topics by name (v4–v12) or by topic id (v13+, UNKNOWN_TOPIC_ID when unknown).
+- Topics by name (v0–v12) or by topic id (v13+, UNKNOWN_TOPIC_ID when unknown).
+- v0–3 (Kafka 3.9's floor): the records down-converted to message format v0 (v0–1) or v1
+  (v2–3), :mod:`broker_impl.api.down_convert`; a codec that cannot be converted →
+  UNSUPPORTED_COMPRESSION_TYPE. v0–5: KAFKA_STORAGE_ERROR answered as
+  NOT_LEADER_OR_FOLLOWER (Kafka's rule: those clients would not retry a storage error).
 - Consumers (replica_id < 0) read up to the high watermark (also the last stable offset:
   there are no transactions); followers (replica_id ≥ 0, in ``replica_state`` from v15)
   read up to the log end offset, and each follower fetch is reported to the runtime
@@ -42,12 +46,13 @@ nothing when another partition gets an append. The per-partition checks and read
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from broker_impl.api import fetch_session
+from broker_impl.api import down_convert, fetch_session
 from broker_impl.api.entities import NO_THROTTLE, build, ms, response_type
 from broker_impl.api.fetch_read import FetchTarget, PartitionRead, fetch_targets, read_some, replica_id_of
 
@@ -210,6 +215,18 @@ async def handle_fetch(api: ApiContext, ctx: Any, req: Any) -> Any:
     return _response(version, out_t, out_r, session.id)
 
 
+def legacy_fetch_read(version: int, t: FetchTarget, r: PartitionRead) -> PartitionRead:
+    """A read for Fetch v0-3: its records as the version's message format
+    (:mod:`broker_impl.api.down_convert`); a codec it cannot convert →
+    UNSUPPORTED_COMPRESSION_TYPE with no records."""
+    try:
+        records = down_convert.down_convert(r.records, down_convert.magic_for(version), t.fetch_offset)
+        error = r.error
+    except down_convert.Unconvertible:
+        records, error = b"", ErrorCode.unsupported_compression_type
+    return dataclasses.replace(r, records=records, error=error)
+
+
 def _response(version: int, targets: list[FetchTarget], reads: list[PartitionRead], session_id: int = 0) -> Any:
     part_cls = response_type(API_KEY, version, "PartitionData")
     topic_cls = response_type(API_KEY, version, "FetchableTopicResponse")
@@ -218,6 +235,12 @@ def _response(version: int, targets: list[FetchTarget], reads: list[PartitionRea
     epoch_cls = response_type(API_KEY, version, "EpochEndOffset") if version >= 12 else None
     for t, r in zip(targets, reads):
         extra = {}
+        if version < 4 and r.records:  # message format v0/v1: the records down-converted
+            r = legacy_fetch_read(version, t, r)
+        if version <= 5 and r.error is ErrorCode.kafka_storage_error:
+            # Kafka's rule: clients of Fetch ≤ 5 may not know KAFKA_STORAGE_ERROR (they would
+            # give up); NOT_LEADER_OR_FOLLOWER makes them refresh metadata and retry
+            r = dataclasses.replace(r, error=ErrorCode.not_leader_or_follower)
         if r.diverging is not None and epoch_cls is not None:
             extra["diverging_epoch"] = epoch_cls(epoch=r.diverging[0], end_offset=r.diverging[1])
         grouped.setdefault(t.topic_key, []).append(

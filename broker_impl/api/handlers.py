@@ -7,14 +7,18 @@ response entity of the request's version, or ``None`` when no response must be s
 (await ``handle`` before decoding the next), as Kafka does.
 
 Version choices: Produce 0–10 (v0–2 through our
-own schemas in :mod:`legacy_produce`, since kio has none), Fetch 4–16 (v13+ by topic id;
-Metadata returns real topic ids), Metadata 0–13, ListOffsets 1–7, CreateTopics 2–7,
-InitProducerId 0–4, DescribeCluster 0–1, DescribeLogDirs 1–4, AlterReplicaLogDirs 1–2,
-DeleteRecords 0–2, DescribeConfigs 1–4 (kio has no v0), AlterConfigs 0–2,
-IncrementalAlterConfigs 0–1 (the last two forwarded to the controller), and the classic
+own schemas in :mod:`legacy_produce`, since kio has none), Fetch 0–16 (v13+ by topic id;
+Metadata returns real topic ids), Metadata 0–13, ListOffsets 0–7, CreateTopics 0–7,
+InitProducerId 0–4, DescribeCluster 0–1, DescribeLogDirs 0–4, AlterReplicaLogDirs 0–2,
+DeleteRecords 0–2, DescribeConfigs 0–4, AlterConfigs 0–2,
+IncrementalAlterConfigs 0–1 (the last two forwarded to the controller), DeleteTopics 0–6
+and CreatePartitions 0–3 (forwarded, :mod:`topic_admin`), and the classic
 group APIs of :mod:`broker_impl.groups.handlers` (FindCoordinator 0–6, JoinGroup,
 SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, ListGroups, DescribeGroups,
-DeleteGroups, OffsetDelete). ApiVersions advertises exactly this table.
+DeleteGroups, OffsetDelete). ApiVersions advertises exactly this table. Every version
+Kafka 3.9 serves for these APIs is served (Fetch v0–3 with the records down-converted to
+message formats v0/v1, :mod:`down_convert`); the old versions kio 0.6.5 lacks are
+:mod:`kafka_common.legacy_schemas`, their Kafka 3.9 semantics :mod:`legacy_versions`.
 
 Why Produce from v0: librdkafka enables codecs from the advertised ranges; librdkafka 2.0.2
 (Debian's kcat) compresses with gzip/snappy only when Produce v0 is in range (and every
@@ -31,6 +35,7 @@ import uuid
 from typing import Any, Awaitable, Callable
 
 from broker_impl.api import admin, configs, delete_records, fetch, legacy_produce, log_dirs, metadata, produce
+from broker_impl.api import topic_admin
 from broker_impl.api.fetch_session import FetchSessionCache
 from broker_impl.api import operator_calls
 from broker_impl.groups import handlers as group_handlers
@@ -49,18 +54,20 @@ ALTER_REPLICA_LOG_DIRS, DESCRIBE_LOG_DIRS, DESCRIBE_CLUSTER = 34, 35, 60
 
 SUPPORTED_APIS: dict[int, tuple[int, int]] = {
     PRODUCE: (0, 10),
-    FETCH: (4, 16),
-    LIST_OFFSETS: (1, 7),
+    FETCH: (0, 16),                  # v0-3: message formats v0/v1, down-converted
+    LIST_OFFSETS: (0, 7),            # v0 and the other old versions kio lacks:
     METADATA: (0, 13),
-    CREATE_TOPICS: (2, 7),
+    CREATE_TOPICS: (0, 7),           # kafka_common.legacy_schemas (Kafka 3.9's floor)
     INIT_PRODUCER_ID: (0, 4),
-    ALTER_REPLICA_LOG_DIRS: (1, 2),
-    DESCRIBE_LOG_DIRS: (1, 5),  # v5: IsCordoned (KIP-1066)
+    ALTER_REPLICA_LOG_DIRS: (0, 2),
+    DESCRIBE_LOG_DIRS: (0, 5),  # v5: IsCordoned (KIP-1066)
     DESCRIBE_CLUSTER: (0, 1),
     DELETE_RECORDS: (0, 2),
-    DESCRIBE_CONFIGS: (1, 4),
+    DESCRIBE_CONFIGS: (0, 4),
     ALTER_CONFIGS: (0, 2),
     INCREMENTAL_ALTER_CONFIGS: (0, 1),
+    topic_admin.DELETE_TOPICS: (0, 6),           # v0: kafka_common.legacy_schemas
+    topic_admin.CREATE_PARTITIONS: (0, 3),
     **group_handlers.SUPPORTED_APIS,
     **operator_calls.SUPPORTED_APIS,
 }
@@ -80,6 +87,8 @@ _HANDLERS: dict[int, Handler] = {
     DESCRIBE_CONFIGS: configs.handle_describe_configs,
     ALTER_CONFIGS: configs.handle_alter_configs,
     INCREMENTAL_ALTER_CONFIGS: configs.handle_incremental_alter_configs,
+    topic_admin.DELETE_TOPICS: topic_admin.handle_delete_topics,
+    topic_admin.CREATE_PARTITIONS: topic_admin.handle_create_partitions,
     **group_handlers.HANDLERS,
     **operator_calls.HANDLERS,
 }

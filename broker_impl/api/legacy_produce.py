@@ -5,8 +5,9 @@ need Produce v0 in the range (librdkafka 2.0.2, i.e. Debian's kcat), so a broker
 starts Produce at v3 silently gets uncompressed batches from it. With these classes the
 broker decodes and answers v0–v2 truthfully: the layout is Kafka's (ProduceRequest.json:
 v0 acks/timeout/topics; v1 adds throttle time to the response; v2 log append time), and
-the handler rejects the legacy message formats (magic 0/1) those versions normally carry
-with UNSUPPORTED_FOR_MESSAGE_FORMAT; magic-2 batches are accepted as in v3.
+the legacy message formats (magic 0/1) those versions normally carry are up-converted to a
+v2 batch as Kafka 3.9 does (:mod:`broker_impl.api.up_convert`); magic-2 batches are accepted
+as in v3.
 
 The listener looks request classes up in ``BrokerApi.request_classes`` before kio's index
 (see :mod:`broker_impl.api.handlers`); responses are built from :func:`response_module`.

@@ -4,7 +4,8 @@ Per partition, in this order (first failing rule answers): topic/partition known
 (UNKNOWN_TOPIC_OR_PARTITION) → partition's dir offline (KAFKA_STORAGE_ERROR) → this broker
 leads it and hosts the log (NOT_LEADER_OR_FOLLOWER) → for acks=all, |ISR| ≥
 min.insync.replicas of the topic (NOT_ENOUGH_REPLICAS) → batches are magic-2
-(UNSUPPORTED_FOR_MESSAGE_FORMAT) with whole headers (CORRUPT_MESSAGE; the log checks the CRCs
+(UNSUPPORTED_FOR_MESSAGE_FORMAT; Produce v0–2's message formats v0/v1 are first up-converted
+to one v2 batch, :mod:`up_convert`) with whole headers (CORRUPT_MESSAGE; the log checks the CRCs
 as it appends) → no batch over the topic's max.message.bytes (MESSAGE_TOO_LARGE) → append, where
 the log checks producer sequences (OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH;
 duplicates answer NONE with their original offsets; see ``PartitionLog.append_as_leader``)
@@ -34,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
+from broker_impl.api import up_convert
 from broker_impl.api.configs import batch_too_large
 from broker_impl.api.entities import NO_THROTTLE, build, ms, replica_error, response_type
 from kafka_common import batch_header as bh
@@ -155,6 +157,13 @@ async def handle_produce(api: ApiContext, ctx: Any, req: Any) -> Any | None:
             elif req.transactional_id is not None:
                 results.append(_done(_PartitionResult(pd.index, ErrorCode.transactional_id_authorization_failed,
                                                       message="transactions are not supported")))
+            elif version < 3 and up_convert.is_legacy(pd.records):   # message format v0/v1
+                try:
+                    batch = up_convert.up_convert(pd.records)
+                except up_convert.Invalid as exc:
+                    results.append(_done(_PartitionResult(pd.index, ErrorCode[exc.error], message=str(exc))))
+                else:
+                    results.append(_append_partition(api, topic_id, pd.index, batch, acks))
             else:  # each partition appends on its own dir's worker, concurrently
                 results.append(_append_partition(api, topic_id, pd.index, pd.records, acks))
         per_topic.append((topic_key, results))

@@ -145,8 +145,9 @@ class ControllerChannel(Protocol):
         ...
 
     async def forward(self, request: Any) -> Any:
-        """The same for any other request the controller serves as it is (ElectLeaders,
-        Alter/ListPartitionReassignments)."""
+        """The same for any other request the controller serves for clients (DeleteTopics,
+        CreatePartitions, ElectLeaders, Alter/ListPartitionReassignments): sent as it is, the
+        controller's answer returned."""
         ...
 
 

@@ -2,7 +2,7 @@
 
 Versions (Kafka 4.0's ranges for the classic protocol, all in kio 0.6.5):
 FindCoordinator 0–6 (v4+ batched ``coordinator_keys``), JoinGroup 0–9, SyncGroup 0–5,
-Heartbeat 0–4, LeaveGroup 0–5, OffsetCommit 2–9, OffsetFetch 1–9 (v8+ several groups per
+Heartbeat 0–4, LeaveGroup 0–5, OffsetCommit 0–9, OffsetFetch 0–9 (v8+ several groups per
 request), ListGroups 0–5, DescribeGroups 0–6, DeleteGroups 0–2, OffsetDelete 0.
 (OffsetCommit/OffsetFetch v10 address topics by id, KIP-848's consumer protocol: not served.)
 
@@ -34,8 +34,8 @@ FIND_COORDINATOR, JOIN_GROUP, HEARTBEAT = 10, 11, 12
 LEAVE_GROUP, SYNC_GROUP, DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS = 13, 14, 15, 16, 42
 
 SUPPORTED_APIS: dict[int, tuple[int, int]] = {
-    OFFSET_COMMIT: (2, 9),
-    OFFSET_FETCH: (1, 9),
+    OFFSET_COMMIT: (0, 9),   # v0-1 schemas: kafka_common.legacy_schemas
+    OFFSET_FETCH: (0, 9),
     FIND_COORDINATOR: (0, 6),
     JOIN_GROUP: (0, 9),
     HEARTBEAT: (0, 4),

@@ -1,5 +1,6 @@
-"""The committed-offset group APIs: OffsetCommit 2–9, OffsetFetch 1–9 (v8+ several groups per
-request) and OffsetDelete 0, kio requests → the coordinator → kio responses. Registered in
+"""The committed-offset group APIs: OffsetCommit 0–9, OffsetFetch 0–9 (v8+ several groups per
+request; both v0 answered UNSUPPORTED_VERSION per partition as Kafka 3.9 in KRaft does, see
+:mod:`broker_impl.api.legacy_versions`) and OffsetDelete 0, kio requests → the coordinator → kio responses. Registered in
 :data:`broker_impl.groups.handlers.HANDLERS`; each request is first checked against
 :meth:`GroupCoordinator.status` like every group request.
 """
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from broker_impl.api import legacy_versions
 from broker_impl.api.entities import NO_THROTTLE, build, error, response_type
 from broker_impl.groups.state import codes as E
 from broker_impl.groups.state import records as R
@@ -22,6 +24,8 @@ OFFSET_COMMIT, OFFSET_FETCH, OFFSET_DELETE = 8, 9, 47
 # ---------------------------------------------------------------------- OffsetCommit
 async def handle_offset_commit(api: ApiContext, ctx: Any, req: Any) -> Any:
     version = req.__version__
+    if version == 0:
+        return legacy_versions.offset_commit_v0(req)
     coord = api.groups
     part_cls = response_type(OFFSET_COMMIT, version, "OffsetCommitResponsePartition")
     topic_cls = response_type(OFFSET_COMMIT, version, "OffsetCommitResponseTopic")
@@ -49,8 +53,10 @@ async def handle_offset_commit(api: ApiContext, ctx: Any, req: Any) -> Any:
             elif len(metadata.encode()) > max_meta:
                 results[key] = E.OFFSET_METADATA_TOO_LARGE
             else:
+                commit_ms = getattr(p, "commit_timestamp", -1)  # v1 only; -1 = now
                 entries.append((t.name, p.partition_index, OffsetEntry(
-                    p.committed_offset, getattr(p, "committed_leader_epoch", -1), metadata, now_wall)))
+                    p.committed_offset, getattr(p, "committed_leader_epoch", -1), metadata,
+                    now_wall if commit_ms == -1 else commit_ms)))
     if entries:
         recs = [(R.encode_key(R.OffsetKey(group_id, topic, partition)), R.encode_offset(entry))
                 for topic, partition, entry in entries]
@@ -95,6 +101,8 @@ def _fetch_group(api: ApiContext, version: int, group_id: str, topics: Any) -> t
 
 async def handle_offset_fetch(api: ApiContext, ctx: Any, req: Any) -> Any:
     version = req.__version__
+    if version == 0:
+        return legacy_versions.offset_fetch_v0(req)
     resp_cls = response_type(OFFSET_FETCH, version, "OffsetFetchResponse")
     if version >= 8:
         group_cls = response_type(OFFSET_FETCH, version, "OffsetFetchResponseGroup")

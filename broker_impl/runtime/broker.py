@@ -163,8 +163,10 @@ class BrokerRuntime:
         existing = []
         for topic, partition, topic_id, path, future in self.lm.existing_logs():
             dir_id = dir_set.id_of(path)
-            if topic_id is None or dir_id is None:
-                continue  # no topic id: a stray, never attached (KAFKA-16814)
+            if dir_id is None or (topic_id is None and future):
+                continue
+            # no topic id (partition.metadata gone): a stray, deleted at the first publish,
+            # never attached (KAFKA-16814)
             existing.append(ExistingLog(fx.TopicPartition(topic, partition), topic_id, dir_id, future))
         dirs = [CoreDirInfo(d.directory_id, d.path) for d in dir_set.data_dirs
                 if d.online and d.directory_id is not None]

@@ -121,7 +121,7 @@ class ControllerRequests:
             raise ConnectionError(f"controller: {exc}") from None
 
     alter_configs = create_topics
-    forward = create_topics   # ElectLeaders, Alter/ListPartitionReassignments (broker_impl.api.operator_calls)
+    forward = create_topics       # DeleteTopics, CreatePartitions, ElectLeaders, Alter/ListPartitionReassignments
 
     async def alter_partition(self, topic_id: uuid.UUID, partition: int, leader_epoch: int, partition_epoch: int,
                               new_isr: tuple[int, ...]) -> tuple[int, PartitionRegistration | None]:

@@ -34,7 +34,7 @@ from broker_impl.storage import DirFailure
 from kafka_common import ids
 from kafka_runtime.events import EventLog
 
-STORAGE_EFFECTS = (fx.CreateLog, fx.DeleteLog, fx.MarkDirOffline, fx.RenameStray, fx.CreateFutureLog,
+STORAGE_EFFECTS = (fx.CreateLog, fx.DeleteLog, fx.MarkDirOffline, fx.CreateFutureLog,
                    fx.DeleteFutureLog)
 ROLE_EFFECTS = (fx.BecomeLeader, fx.BecomeFollower, fx.UpdateLeaderState, fx.StartFetcher, fx.StopFetcher,
                 fx.StartDirMover, fx.StopDirMover, fx.SwapFutureLog, fx.MarkPartitionsOffline)

@@ -1,4 +1,4 @@
-"""The core's storage effects (:class:`StorageEffects`): create/delete/rename logs, future
+"""The core's storage effects (:class:`StorageEffects`): create/delete logs, future
 logs, and closing a failed dir — off the event loop, so a hung disk stalls these but never
 the heartbeats or the failure report.
 
@@ -25,6 +25,7 @@ from typing import Any
 from broker_impl.runtime.dir_io import DirExecutor, dir_label
 from broker_impl.state import effects as fx
 from broker_impl.storage import KafkaStorageError, LogManager, StorageError
+from kafka_common import ids
 from kafka_runtime.events import EventLog
 
 log = logging.getLogger(__name__)
@@ -100,12 +101,9 @@ class StorageEffects:
             if isinstance(e, fx.CreateLog):
                 lm.get_or_create_log(e.topic_id, e.tp.topic, e.tp.partition, dir_id=e.dir_id)
             elif isinstance(e, fx.DeleteLog):
-                lm.delete_log(e.tp.topic, e.tp.partition)
+                self._delete(e)
             elif isinstance(e, fx.MarkDirOffline):
                 self._mark_offline(e)
-            elif isinstance(e, fx.RenameStray):
-                new = lm.rename_stray(e.tp.topic, e.tp.partition)
-                self.events.emit("stray_renamed", topic=e.tp.topic, partition=e.tp.partition, path=new)
             elif isinstance(e, fx.CreateFutureLog):
                 lm.create_future_log(e.topic_id, e.tp.topic, e.tp.partition, dir_id=e.dir_id)
             elif isinstance(e, fx.DeleteFutureLog):
@@ -117,6 +115,27 @@ class StorageEffects:
                                  partition=tp.partition if tp else None, error=str(exc))
         except Exception:  # a bug must not kill the worker silently
             log.exception("%s failed", type(e).__name__)
+
+    def _delete(self, e: fx.DeleteLog) -> None:
+        """Kafka's asyncDelete: renamed ``-delete`` now (the partition's next effect, e.g. the
+        log of a re-created topic, may follow at once), removed by a later job of the dir's
+        worker that no effect of the partition waits for."""
+        new = self.lm.delete_log(e.tp.topic, e.tp.partition, dir_id=e.dir_id)
+        fields = dict(topic=e.tp.topic, partition=e.tp.partition, dir_id=ids.to_base64(e.dir_id),
+                      topic_id=ids.to_base64(e.topic_id) if e.topic_id is not None else None, stray=e.stray)
+        self.events.emit("log_deleted", path=new, **fields)
+        self._worker(self._dir_of(e)).submit(self._remove, new, fields)
+
+    def _remove(self, path: str, fields: dict) -> None:
+        try:
+            self.lm.remove_deleted(path)
+        except StorageError as exc:
+            log.error("removing %s failed: %s", path, exc)
+            return
+        except Exception:  # a bug must not kill the worker silently
+            log.exception("removing %s failed", path)
+            return
+        self.events.emit("log_removed", path=path, **fields)
 
     def _mark_offline(self, e: fx.MarkDirOffline) -> None:
         path = self.lm.path_of(e.dir_id)

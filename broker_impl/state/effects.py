@@ -99,18 +99,15 @@ class CreateLog:
 
 @dataclass(frozen=True, slots=True)
 class DeleteLog:
+    """Delete the log of ``tp`` in ``dir_id`` Kafka's way: renamed ``<topic>-<p>.<uuid>-delete``
+    at once (the name is free for a new incarnation), removed afterwards on the dir's worker.
+    ``stray``: found at start-up with no replica of the metadata claiming it (its topic id is
+    not in the image, or differs from the image's topic of that name, it has no
+    ``partition.metadata``, or this broker is no longer a replica: KAFKA-14616, 16157, 16814)."""
     tp: TopicPartition
-    topic_id: TopicId
+    topic_id: TopicId | None
     dir_id: uuid.UUID
-
-
-@dataclass(frozen=True, slots=True)
-class RenameStray:
-    """A log no replica of the current metadata claims (topic gone, other topic id, not a
-    replica): rename it ``<topic>-<p>.<uuid>-stray``, never delete (KAFKA-14616/16234)."""
-    tp: TopicPartition
-    topic_id: TopicId
-    dir_id: uuid.UUID
+    stray: bool = False
 
 
 @dataclass(frozen=True, slots=True)

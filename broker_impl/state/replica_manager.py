@@ -33,7 +33,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from broker_impl.state.effects import (BecomeFollower, BecomeLeader, CreateLog, DeleteLog, MarkPartitionsOffline,
-                                       QueueAssignment, RenameStray, StartDirMover, StartFetcher, StopFetcher, SwapFutureLog,
+                                       QueueAssignment, StartDirMover, StartFetcher, StopFetcher, SwapFutureLog,
                                        TopicPartition, UpdateLeaderState, event)
 from broker_impl.state.log_dirs import LogDirs
 from kafka_common.ids import UNASSIGNED, TopicId, to_base64
@@ -59,7 +59,7 @@ class PartitionChange:
 class ExistingLog:
     """A log found on disk at start (storage's scan of the online dirs)."""
     tp: TopicPartition
-    topic_id: TopicId
+    topic_id: TopicId | None     # None: no partition.metadata (a stray, KAFKA-16814)
     dir_id: uuid.UUID
     future: bool = False
 
@@ -89,9 +89,16 @@ class ReplicaManager:
         self.log_dirs = log_dirs
         self.logs: dict[TopicPartition, tuple[TopicId, uuid.UUID]] = {}
         self.futures: dict[TopicPartition, tuple[TopicId, uuid.UUID]] = {}
+        # current logs found at start-up beside the one in ``logs`` for the same partition with
+        # another topic id (a topic deleted and re-created while a dir was away): at most one of
+        # them is the metadata's; ``strays`` sorts them out
+        self.doubles: list[tuple[TopicPartition, TopicId | None, uuid.UUID]] = []
         for log in existing_logs:
             target = self.futures if log.future else self.logs
             if log.tp in target:
+                if not log.future and target[log.tp][0] != log.topic_id:
+                    self.doubles.append((log.tp, log.topic_id, log.dir_id))
+                    continue
                 raise ValueError(f"duplicate {'future ' if log.future else ''}log for {log.tp} in "
                                  f"{target[log.tp][1]} and {log.dir_id}")
             target[log.tp] = (log.topic_id, log.dir_id)
@@ -169,17 +176,29 @@ class ReplicaManager:
     # ------------------------------------------------------------------ metadata
     def strays(self, changes: Iterable[PartitionChange]) -> list:
         """First publish after start-up: every log on disk that no registration of this
-        (complete) batch gives to this broker with the same topic id is a stray; it is
-        renamed, never attached (KAFKA-14616: before the partitions are created)."""
+        (complete) batch gives to this broker with the same topic id is a stray — its topic
+        is gone (deleted while its dir was offline or the broker down), it has another id
+        than the image's topic of that name (re-created: KAFKA-16157), it has no topic id
+        (no ``partition.metadata``: KAFKA-16814), or this broker is no longer a replica. It
+        is deleted, never attached (KAFKA-14616: before the partitions are created); of two
+        logs of one partition with different ids, the image's is kept."""
         claimed = {(ch.topic, ch.new.partition_id): ch.new.topic_id for ch in changes
                    if ch.new is not None and self.broker_id in ch.new.replicas}
         out: list = []
+        doubles, self.doubles = self.doubles, []
+        for tp, topic_id, dir_id in sorted(doubles, key=lambda d: (d[0], str(d[2]))):
+            if topic_id is not None and claimed.get((tp.topic, tp.partition)) == topic_id:
+                stray = self.logs[tp]
+                self.logs[tp] = (topic_id, dir_id)
+                out.append(DeleteLog(tp, stray[0], stray[1], stray=True))
+            else:
+                out.append(DeleteLog(tp, topic_id, dir_id, stray=True))
         for table in (self.logs, self.futures):
             for tp, (topic_id, dir_id) in sorted(table.items()):
-                if claimed.get((tp.topic, tp.partition)) != topic_id:
+                if topic_id is None or claimed.get((tp.topic, tp.partition)) != topic_id:
                     del table[tp]
                     if table is self.logs:
-                        out.append(RenameStray(tp, topic_id, dir_id))
+                        out.append(DeleteLog(tp, topic_id, dir_id, stray=True))
         return out
 
     def apply(self, changes: Iterable[PartitionChange], *, promotions_in_flight: frozenset = frozenset()) -> list:

@@ -15,6 +15,8 @@
     ├── OffsetOutOfRange              fetch offset outside [log_start_offset, log_end_offset]
     │                                 (OFFSET_OUT_OF_RANGE = 1)
     ├── LogNotFound                   no log for that partition / a path not in log.dirs
+    │   └── LogClosed                 the log was closed while an operation waited for it
+    │                                 (deleted, moved away): NOT_LEADER_OR_FOLLOWER = 6
     └── InconsistentTopicId           the log on disk has another topic id than metadata
                                       (INCONSISTENT_TOPIC_ID = 103)
 
@@ -87,6 +89,12 @@ class OffsetOutOfRange(StorageError):
 
 class LogNotFound(StorageError):
     """No such partition log in this log manager."""
+
+
+class LogClosed(LogNotFound):
+    """The log was closed (deleted, or moved away) while an append, read or trim waited for
+    it: the replica is gone, the client asks the metadata again. Never a disk failure."""
+    error_code = 6   # NOT_LEADER_OR_FOLLOWER
 
 
 class InconsistentTopicId(StorageError):

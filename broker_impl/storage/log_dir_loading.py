@@ -104,6 +104,12 @@ class LogDirLoading:
             target = self._futures if kind == "future" else self._logs
             if key in target:
                 other = target[key]
+                if target is self._logs and (other.topic_id != plog.topic_id or other.topic_id is None):
+                    # another incarnation of the partition (its topic deleted and re-created
+                    # while this dir was away), or a log without partition.metadata: both are
+                    # kept until the first metadata publish names the stray (KAFKA-16157/16814)
+                    self._doubles.setdefault(key, []).append(plog)
+                    continue
                 plog.close()
                 raise KafkaStorageError(path, None, "load", f"duplicate log for {topic}-{partition}: "
                                                             f"{other.path} and {plog.path}")

@@ -28,10 +28,10 @@ Calls::
                                            configured order
     lm.mark_offline(dir_path) -> [(topic, partition, topic_id)]   close and forget its logs
     lm.mark_dir_offline(dir_id)            the same by directory id (the core's MarkDirOffline)
-    lm.delete_log(topic, partition)
+    lm.delete_log(topic, partition, dir_id=None) -> renamed path   ``…-delete`` (then
+    lm.remove_deleted(path))               removed by the caller, on the dir's worker)
     lm.create_future_log(topic_id, topic, partition, dir_path), lm.future_log(topic, partition),
     lm.replace_current_with_future(topic, partition), lm.delete_future_log(topic, partition)
-    lm.rename_stray(topic, partition)      KRaft strays are renamed ``…-stray``, never deleted
     lm.flush_all(), lm.maybe_flush_all(now_ms, only_dir=None)
     lm.checkpoint_high_watermarks(only_dir=None), lm.checkpoint_recovery_points(only_dir=None)
                                            -> failed dir paths (only_dir: one dir's round)
@@ -61,6 +61,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import threading
 import uuid
 from dataclasses import dataclass
@@ -114,6 +115,10 @@ class LogManager(LogDirLoading, LogMaintenance):
         self._data_dirs = [d.path for d in dir_set.data_dirs]
         self._logs: dict[Key, PartitionLog] = {}
         self._futures: dict[Key, PartitionLog] = {}
+        # a partition's other current logs found at start-up, with another topic id than the
+        # one in ``_logs`` (a deleted and re-created topic): strays-to-be, until the replica
+        # manager names which one the metadata claims (``delete_log`` with its dir)
+        self._doubles: dict[Key, list[PartitionLog]] = {}
         self._offline_partitions: dict[Key, tuple[str, uuid.UUID | None]] = {}
         self._lock_fds: dict[str, int] = {}
         for info in dir_set.dirs:
@@ -198,6 +203,15 @@ class LogManager(LogDirLoading, LogMaintenance):
                         if table is self._logs:
                             self._offline_partitions[key] = (dir_path, plog.topic_id)
                             gone.append((key[0], key[1], plog.topic_id))
+                            doubles = self._doubles.get(key)
+                            if doubles:
+                                self._logs[key] = doubles.pop(0)
+            for key, doubles in list(self._doubles.items()):
+                for plog in [d for d in doubles if d.log_dir == dir_path]:
+                    doubles.remove(plog)
+                    dropped.append(plog)
+                if not doubles:
+                    del self._doubles[key]
         return gone, dropped
 
     def _key_lock(self, key: Key) -> threading.Lock:
@@ -243,8 +257,10 @@ class LogManager(LogDirLoading, LogMaintenance):
     def existing_logs(self) -> list[tuple[str, int, uuid.UUID | None, str, bool]]:
         """Every loaded log as (topic, partition, topic_id, dir path, is_future) — what the
         replica manager needs at start (map the path with ``dir_id_of``)."""
+        doubles = [d for ds in list(self._doubles.values()) for d in ds]
         return [(l.topic, l.partition, l.topic_id, l.log_dir, fut)
-                for fut, table in ((False, self._logs), (True, self._futures)) for l in list(table.values())]
+                for fut, logs in ((False, [*self._logs.values(), *doubles]), (True, list(self._futures.values())))
+                for l in logs]
 
     def offline_partition(self, topic: str, partition: int) -> tuple[str, uuid.UUID | None] | None:
         """(dir path, topic id) if the partition's log was in a dir that went offline."""
@@ -319,27 +335,45 @@ class LogManager(LogDirLoading, LogMaintenance):
             raise InconsistentTopicId(f"{plog.path} has topic id {ids.to_base64(plog.topic_id)}, "
                                       f"metadata says {ids.to_base64(topic_id)}")
 
-    def delete_log(self, topic: str, partition: int) -> None:
-        with self._key_lock((topic, partition)):
+    def delete_log(self, topic: str, partition: int, *, dir_id: uuid.UUID | None = None) -> str:
+        """Kafka's ``asyncDelete``, its first half: close the log of ``topic``-``partition`` (the
+        one in ``dir_id`` when given: a stray beside a re-created topic's log) and rename its
+        dir ``<topic>-<p>.<uuid hex>-delete`` (the parent synced); returns the new path, for
+        :meth:`remove_deleted`. The name is free at once for a new incarnation; a ``-delete``
+        dir left by a crash is removed at the next start-up."""
+        key = (topic, partition)
+        path = self.path_of(dir_id) if dir_id is not None else None
+        with self._key_lock(key):
             with self._lock:
-                plog = self._logs.pop((topic, partition), None)
+                plog = self._logs.get(key)
+                if plog is not None and (path is None or plog.log_dir == os.path.abspath(path)):
+                    del self._logs[key]
+                    doubles = self._doubles.get(key)
+                    if doubles:   # the other incarnation's log takes the partition's place
+                        self._logs[key] = doubles.pop(0)
+                else:
+                    doubles = self._doubles.get(key, [])
+                    plog = next((d for d in doubles if path is not None and d.log_dir == os.path.abspath(path)), None)
+                    if plog is not None:
+                        doubles.remove(plog)
+                if not self._doubles.get(key):
+                    self._doubles.pop(key, None)
             if plog is None:
-                raise LogNotFound(f"no log for {topic}-{partition}")
-            plog.delete()
-
-    def rename_stray(self, topic: str, partition: int) -> str:
-        """Close the log and rename its dir ``<topic>-<p>.<uuid hex>-stray``; returns the new path."""
-        with self._key_lock((topic, partition)):
-            with self._lock:
-                plog = self._logs.pop((topic, partition), None)
-            if plog is None:
-                raise LogNotFound(f"no log for {topic}-{partition}")
+                raise LogNotFound(f"no log for {topic}-{partition}" + (f" in {path}" if path else ""))
             plog.close()
-            new = os.path.join(plog.log_dir, f"{partition_dir_name(topic, partition)}.{uuid.uuid4().hex}-stray")
+            new = os.path.join(plog.log_dir, f"{partition_dir_name(topic, partition)}.{uuid.uuid4().hex}-delete")
             with self.channel.io(plog.log_dir, "delete_log"):
                 os.rename(plog.path, new)
                 fsutil.fsync_dir(plog.log_dir)
             return new
+
+    def remove_deleted(self, path: str) -> None:
+        """The second half: remove a ``-delete`` dir and everything in it (an OSError there is
+        a failure of its log dir, as any other)."""
+        log_dir = os.path.dirname(os.path.abspath(path))
+        with self.channel.io(log_dir, "delete_log"):
+            if os.path.lexists(path):
+                shutil.rmtree(path)
 
     # ---- future replicas (AlterReplicaLogDirs) -------------------------------------------
     def create_future_log(self, topic_id: uuid.UUID | None, topic: str, partition: int, dir_path: str | None = None,
@@ -418,6 +452,6 @@ class LogManager(LogDirLoading, LogMaintenance):
                         fsutil.atomic_write(os.path.join(path, CLEAN_SHUTDOWN_FILE), b'{"version":0}\n')
                 except KafkaStorageError:
                     pass
-            for plog in [*self._logs.values(), *self._futures.values()]:
+            for plog in [*self._logs.values(), *self._futures.values(), *(d for ds in self._doubles.values() for d in ds)]:
                 plog.close()
             self.release_locks()

@@ -23,7 +23,7 @@ class LogTrimming:
         """Move the log start up to ``offset`` (never down; at most the log end) and delete
         the segments wholly below it; returns the log start offset."""
         with self._lock:
-            self._channel.check(self.log_dir, "delete_records")
+            self._check_open("delete_records")
             offset = min(offset, self.log_end_offset)
             if offset <= self._log_start:
                 return self._log_start
@@ -43,7 +43,7 @@ class LogTrimming:
         with self._lock:
             if self.closed:
                 return 0
-            self._channel.check(self.log_dir, "retention")
+            self._check_open("retention")
             hw = self._hw
             total = self.size_bytes
             doomed = 0

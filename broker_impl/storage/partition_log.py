@@ -69,7 +69,7 @@ from broker_impl.storage import checkpoint as ckpt
 from broker_impl.storage.epoch_cache import LeaderEpochCache, end_offset_for
 from broker_impl.storage.errors import (INVALID_PRODUCER_EPOCH, MESSAGE_TOO_LARGE, OUT_OF_ORDER_SEQUENCE_NUMBER,
                                         InvalidRecordBatch, KafkaStorageError, OffsetOutOfRange,
-                                        ProducerSequenceError)
+                                        LogClosed, ProducerSequenceError)
 from broker_impl.storage.failure import DirFailureChannel
 from broker_impl.storage.log_config import LogConfig, parse_partition_dir_name, partition_dir_name
 from broker_impl.storage.log_flush import LogFlushing
@@ -275,7 +275,7 @@ class PartitionLog(TailCache, LogTrimming, LogFlushing):
 
     def assign_epoch_start_offset(self, epoch: int, offset: int) -> None:
         with self._lock:
-            self._channel.check(self.log_dir, "epoch_checkpoint")
+            self._check_open("epoch_checkpoint")
             self.epoch_cache.assign(epoch, offset)
 
     # ---- append --------------------------------------------------------------------------
@@ -301,7 +301,7 @@ class PartitionLog(TailCache, LogTrimming, LogFlushing):
         headers = self._validate(records)
         buf = bytearray(records)
         with self._lock:
-            self._channel.check(self.log_dir, "append")
+            self._check_open("append")
             verdict = self.producer_state.check_batches([SequencedBatch.of(h) for _, h in headers])
             if verdict.outcome is Outcome.DUPLICATE:
                 return verdict.first_offset, verdict.last_offset  # a retry: already in the log
@@ -327,7 +327,7 @@ class PartitionLog(TailCache, LogTrimming, LogFlushing):
             return None
         headers = self._validate(records)
         with self._lock:
-            self._channel.check(self.log_dir, "append")
+            self._check_open("append")
             expected = self.log_end_offset
             for pos, header in headers:
                 if header.base_offset < expected:
@@ -385,7 +385,7 @@ class PartitionLog(TailCache, LogTrimming, LogFlushing):
     # ---- read ----------------------------------------------------------------------------
     def read(self, offset: int, max_bytes: int, upper_offset: int | None = None, min_one: bool = True) -> bytes:
         with self._lock:
-            self._channel.check(self.log_dir, "read")
+            self._check_open("read")
             leo = self.log_end_offset
             if offset < self._log_start or offset > leo:
                 raise OffsetOutOfRange(offset, self._log_start, leo)
@@ -413,7 +413,24 @@ class PartitionLog(TailCache, LogTrimming, LogFlushing):
             return None
 
 
+    def segment_marks(self) -> list[tuple[int, int, int]]:
+        """(base offset, size in bytes, file modification time in ms) of every segment, oldest
+        first — what ListOffsets v0 answers from (Kafka's ``legacyFetchOffsetsBefore``)."""
+        with self._lock:
+            with self._channel.io(self.log_dir, "read"):
+                return [(seg.base_offset, seg.size, int(os.stat(seg.log_path).st_mtime * 1000))
+                        for seg in self._segments]
+
     # ---- life cycle ----------------------------------------------------------------------
+    def _check_open(self, op: str) -> None:
+        """Before an operation under the log's lock: its dir is not offline, and the log was
+        not closed meanwhile (deleted — topic deleted, replica moved away — or its dir taken
+        offline): an append or read that was queued before the close must not meet the
+        closed files and report its healthy dir as failed (Kafka's KAFKA-15391)."""
+        self._channel.check(self.log_dir, op)
+        if self.closed:
+            raise LogClosed(f"{self.topic}-{self.partition} in {self.log_dir} was closed ({op})")
+
     def close(self) -> None:
         """Close file handles without flushing (used for offline dirs and at shutdown after flush)."""
         with self._lock:

@@ -77,13 +77,15 @@ HANDLERS: dict[int, tuple[str, str]] = {
     33: ("handle_alter_configs", "alter_configs"),
     44: ("handle_incremental_alter_configs", "incremental_alter_configs"),
     64: ("handle_unregister_broker", "unregister_broker"),
+    20: ("handle_delete_topics", "delete_topics"),
+    37: ("handle_create_partitions", "create_partitions"),
     43: ("handle_elect_leaders", "elect_leaders"),
     45: ("handle_alter_partition_reassignments", "alter_partition_reassignments"),
     46: ("handle_list_partition_reassignments", "list_partition_reassignments"),
 }
 DEFAULT_VERSIONS: dict[int, tuple[int, int]] = {
     FETCH: (4, 17), 62: (2, 4), 63: (1, 2), 73: (0, 0), 56: (2, 3), 19: (2, 7), 64: (0, 0),
-    33: (0, 2), 44: (0, 1), 43: (0, 2), 45: (0, 1), 46: (0, 0),
+    33: (0, 2), 44: (0, 1), 20: (0, 6), 37: (0, 3), 43: (0, 2), 45: (0, 1), 46: (0, 0),
     **rw.RAFT_VERSIONS,
 }
 ZERO = datetime.timedelta(0)

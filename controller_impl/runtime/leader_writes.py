@@ -22,7 +22,7 @@ TICK_INTERVAL_MS = 100
 INLINE_HANDLERS = frozenset({"handle_broker_heartbeat", "handle_broker_registration"})
 # results written as one batch whatever their size (all or nothing); the others are split
 # into batches of MAX_RECORDS_PER_BATCH as Kafka's controller does
-ATOMIC_HANDLERS = frozenset({"handle_create_topics", "handle_broker_registration"})
+ATOMIC_HANDLERS = frozenset({"handle_create_topics", "handle_broker_registration", "handle_create_partitions"})
 
 
 class NotActive(Exception):

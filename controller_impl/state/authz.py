@@ -8,6 +8,7 @@ which only ``super.users`` principals hold, as in Kafka:
   AlterPartition 56, UnregisterBroker 64;
 * Fetch 1 of the metadata log (``__cluster_metadata``): the whole cluster's metadata;
 * AlterConfigs 33, IncrementalAlterConfigs 44: forwarded by brokers the same way;
+* DeleteTopics 20, CreatePartitions 37: forwarded by brokers as CreateTopics is;
 * CreateTopics 19: brokers forward their clients' CreateTopics as their own (super-user)
   principal, so clients keep creating topics through any broker;
 * the Raft RPCs between voters: Vote 52, BeginQuorumEpoch 53, EndQuorumEpoch 54,
@@ -23,6 +24,8 @@ from __future__ import annotations
 from kafka_common.authz import CLUSTER_ACTION, ApiRule, deny_alter_configs, deny_create_topics, deny_fetch
 from kafka_common.wire import ApiKey
 
+from controller_impl.state.topic_admin import deny_create_partitions, deny_delete_topics
+
 API_RULES: dict[int, ApiRule] = {
     ApiKey.BROKER_REGISTRATION: ApiRule(CLUSTER_ACTION),
     ApiKey.BROKER_HEARTBEAT: ApiRule(CLUSTER_ACTION),
@@ -33,6 +36,8 @@ API_RULES: dict[int, ApiRule] = {
     ApiKey.CREATE_TOPICS: ApiRule(CLUSTER_ACTION, deny=deny_create_topics),
     ApiKey.ALTER_CONFIGS: ApiRule(CLUSTER_ACTION, deny=deny_alter_configs),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: ApiRule(CLUSTER_ACTION, deny=deny_alter_configs),
+    ApiKey.DELETE_TOPICS: ApiRule(CLUSTER_ACTION, deny=deny_delete_topics),
+    ApiKey.CREATE_PARTITIONS: ApiRule(CLUSTER_ACTION, deny=deny_create_partitions),
     # the operator's calls, forwarded by brokers as their own principal (issue 37)
     ApiKey.ELECT_LEADERS: ApiRule(CLUSTER_ACTION),
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: ApiRule(CLUSTER_ACTION),

@@ -24,7 +24,8 @@ from kafka_common.ids import UNASSIGNED, from_wire
 from kafka_common.metadata.image import MetadataImage
 from kafka_common.wire import ApiKey, ErrorCode
 
-from controller_impl.state import cluster_control, configs, dir_assignment, operator_ops, replication_control, topics
+from controller_impl.state import (cluster_control, configs, dir_assignment, operator_ops, replication_control,
+                                   topic_admin, topics)
 from controller_impl.state.authz import is_authorized
 from controller_impl.state.heartbeats import BrokerSessions, HeartbeatFacts, Transition, next_transition
 from controller_impl.state.result import ZERO_THROTTLE, ControllerResult
@@ -41,6 +42,8 @@ class ControllerState(operator_ops.OperatorOps):
         ApiKey.ALTER_CONFIGS: (0, 2),  # forwarded by brokers
         ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),  # forwarded by brokers
         ApiKey.UNREGISTER_BROKER: (0, 0),
+        ApiKey.DELETE_TOPICS: (0, 6),  # forwarded by brokers; v0: kafka_common.legacy_schemas
+        ApiKey.CREATE_PARTITIONS: (0, 3),  # forwarded by brokers
         **operator_ops.SUPPORTED_APIS,  # ElectLeaders, Alter/ListPartitionReassignments
     }
 
@@ -156,6 +159,17 @@ class ControllerState(operator_ops.OperatorOps):
             default_partitions=int(getattr(self.config, "num_partitions", 1)),
             default_replication_factor=int(getattr(self.config, "default_replication_factor", 1)),
             static=topics.static_config_of(self.config), unplaceable=self.fully_cordoned())
+        return ControllerResult(tuple(view.records), response)
+
+    def handle_delete_topics(self, request: Any, now_ms: int) -> ControllerResult:
+        view = WorkingView(self.image)
+        response = topic_admin.delete_topics(view, request,
+                                             deletion_enabled=bool(getattr(self.config, "delete_topic_enable", True)))
+        return ControllerResult(tuple(view.records), response)
+
+    def handle_create_partitions(self, request: Any, now_ms: int) -> ControllerResult:
+        view = WorkingView(self.image)
+        response = topic_admin.create_partitions(view, request)
         return ControllerResult(tuple(view.records), response)
 
     def handle_incremental_alter_configs(self, request: Any, now_ms: int) -> ControllerResult:

@@ -24,7 +24,8 @@ import numpy as np
 import pandas as pd
 
 from harness import results_schema as rs
-from harness.checkers.service_windows import INSTANT_FAULT_KINDS, WARMUP_MS  # noqa: F401 - the shared definitions
+from harness.checkers.service_windows import (ADMIN_PROCESS_PREFIX, INSTANT_FAULT_KINDS,  # noqa: F401 - shared
+                                             WARMUP_MS)
 
 PERCENTILES = (0.5, 0.9, 0.99)
 STATS = ("count", "min", "p50", "p90", "p99", "max")

@@ -233,7 +233,9 @@ def service_windows(ops, ev, info):
     """Before / during / after per run (definitions in ``model``), with op counts and per_s."""
     from pyspark.sql import functions as F
 
-    prod = ops.where(F.col("op") == "produce")
+    # the workload's produces (an admin action's own records are not a service: the checker's rule)
+    prod = ops.where((F.col("op") == "produce")
+                     & ~F.coalesce(F.col("client_id"), F.lit("")).startswith(m.ADMIN_PROCESS_PREFIX))
     runs = prod.groupBy("run_id").agg(F.first("scenario").alias("scenario"), F.min("ts_invoke_ns").alias("first_ns"),
                                       (F.max("ts_invoke_ns") + F.lit(1)).alias("end_ns"))
     starts = ev.where(F.col("event") == m.FAULT_START).groupBy("run_id", "fid").agg(

@@ -21,6 +21,7 @@ from harness.checkers.operator import check_preferred_leaders, check_reassignmen
 from harness.checkers.quorum_logs import check_quorum_logs
 from harness.checkers.service import analyse_service, check_service
 from harness.checkers.timeout import check_timeout_accuracy
+from harness.checkers.topic_admin import check_topic_admin
 
 __all__ = ["CHECKERS", "CheckReport", "CheckResult", "UNKNOWN", "Valid", "run_checks", "merge_valid",
            "check_safe", "valid_text", "analyse_durability", "analyse_service"]
@@ -38,6 +39,7 @@ CHECKERS: dict[str, Callable[..., CheckResult]] = {
     "no_corrupt_consumed": check_no_corrupt_consumed,
     "reassignment_complete": check_reassignment_complete,   # optional: scenarios with a reassign action
     "preferred_leaders": check_preferred_leaders,           # optional: leadership back at the end
+    "topic_admin": check_topic_admin,                 # optional: scenarios with admin actions
 }
 
 

@@ -12,7 +12,9 @@ Judged from the client ops alone:
   but offset(A) > offset(B).
 - **phantom** — a consumed value no producer ever sent.
 Records whose produce failed or timed out (fail/info) may or may not be present: never an
-error (their presence is reported as ``indeterminate_present``).
+error (their presence is reported as ``indeterminate_present``). Records sent to a topic that
+an admin action deleted afterwards (a ``delete-topic`` after their invoke) went with it:
+not checked (``deleted_with_topic``); a re-created topic's records are checked as any.
 
 An ack **without an offset** is librdkafka's implicit ack (idempotent producer): a batch of
 the partition failed with an uncertain outcome (e.g. REQUEST_TIMED_OUT, NOT_LEADER) while a
@@ -32,7 +34,7 @@ from dataclasses import dataclass, field
 from harness.checkers.base import UNKNOWN, CheckResult
 from harness.history import History
 
-__all__ = ["DurabilityReport", "analyse_durability", "check_durability"]
+__all__ = ["DurabilityReport", "analyse_durability", "check_durability", "topic_deletions"]
 
 EXAMPLES = 20
 
@@ -51,6 +53,7 @@ class DurabilityReport:
     phantom: list[str] = field(default_factory=list)
     indeterminate_present: int = 0
     ack_without_offset: int = 0
+    deleted_with_topic: int = 0
 
     @property
     def errors(self) -> dict[str, int]:
@@ -76,8 +79,12 @@ def analyse_durability(history: History) -> DurabilityReport:
         drained[key] = max(drained.get(key, -1), int(e.get("offset", -1)))
     acked_by_process: dict[tuple[str, str, int], list] = defaultdict(list)
     unplaced: list[tuple[str, str, int, int, str]] = []   # acks without offset not consumed
+    deletions = topic_deletions(history)
     for p in pairs:
         vid = p.invoke.value_id
+        if any(ts > p.invoke.ts_ns for ts in deletions.get(p.invoke.topic, ())):
+            r.deleted_with_topic += 1
+            continue
         if p.outcome != "ok":
             r.indeterminate += 1
             if vid in reads:
@@ -139,10 +146,20 @@ def analyse_durability(history: History) -> DurabilityReport:
     return r
 
 
+def topic_deletions(history: History) -> dict[str, list[int]]:
+    """When each topic was deleted by an admin action of the schedule (topic → times)."""
+    out: dict[str, list[int]] = defaultdict(list)
+    for e in history.faults():
+        if e.get("kind") == "admin" and e.get("action") == "delete-topic" and e.get("result") == "none":
+            out[str(e.get("topic"))].append(e.ts_ns)
+    return out
+
+
 def check_durability(scenario, history: History) -> CheckResult:
     r = analyse_durability(history)
     details = {"acked": r.acked, "indeterminate": r.indeterminate, "consumed": r.consumed,
                "indeterminate_present": r.indeterminate_present, "ack_without_offset": r.ack_without_offset,
+               "deleted_with_topic": r.deleted_with_topic,
                "not_reached": len(r.not_reached), **{f"{k}_count": v for k, v in r.errors.items()},
                "examples": {k: getattr(r, k)[:EXAMPLES] for k in list(r.errors) + ["not_reached"] if getattr(r, k)}}
     if scenario is not None and scenario.workload.acks != "all":

@@ -25,8 +25,9 @@ WINDOW_OPS = 10             # … and wide enough for this many ops at the basel
 MIN_WINDOW_OPS = 5          # a rolling window with fewer ops never counts as recovered
 DEGRADATION_WINDOW_MS = 5000  # an outside partition degrades when its p50 over this long is beyond the bound
 PEER_MIN_OPS = 100          # a leader's pooled baseline p99 counts only with this many ops (a real p99)
-INSTANT_FAULT_KINDS = ("restart", "replace-disk", "move-replica", "reassign", "elect(preferred)",
-                       "elect(unclean)")   # fault_kind labels without a heal
+ADMIN_PROCESS_PREFIX = "admin-"   # client ops of the schedule's admin actions (harness.admin_actions)
+INSTANT_FAULT_KINDS = ("restart", "replace-disk", "move-replica", "delete-topic", "create-topic", "reassign",
+                       "elect(preferred)", "elect(unclean)")   # labels without a heal
 MS = 1_000_000
 WINDOW_NAMES = ("before", "during", "after")
 SERVICE_METRICS = tuple(f"produce_{w}_{q}_ms" for w in WINDOW_NAMES for q in ("p50", "p99")) + \
@@ -88,9 +89,13 @@ class ProduceOp:
 
 
 def produce_ops(history: History) -> dict[tuple[str, int], list[ProduceOp]]:
+    """The workload's produce ops per partition (an admin action's own records, process
+    ``admin-f<i>``, are an operator's burst, not a service to judge)."""
     out: dict[tuple[str, int], list[ProduceOp]] = {}
     for pair in history.produce_pairs():
         inv, done = pair.invoke, pair.completion
+        if inv.process.startswith(ADMIN_PROCESS_PREFIX):
+            continue
         topic = done.topic if done is not None and done.topic is not None else inv.topic
         part = done.partition if done is not None and done.partition is not None else inv.partition
         if topic is None or part is None:

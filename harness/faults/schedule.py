@@ -46,13 +46,15 @@ process         action (kill[signal], pause, restart[clean], power-cut), node   
                                                                                  pause: resume
 replace-disk    node, dir: swap in a freshly formatted disk (new directory.id)   —
 move-replica    node, topic, partition, to_dir: AlterReplicaLogDirs              —
-admin           action (reassign[node, dir]: every replica of that broker (in    —
-                that dir when given) in
-                ``topic`` (all topics of the workload when unset) moves to a
-                broker that holds none of the partition, through
-                AlterPartitionReassignments; elect[election preferred|unclean]:
-                ElectLeaders for ``topic``'s partitions, all when unset), with a
-                real admin client (kafka-python's KafkaAdminClient)
+admin           action (delete-topic, create-topic[partitions,                   —
+                replication_factor, records]), topic: an operator's call
+                through a real admin client (``AdminAction``); reassign[node,
+                dir]: every replica of that broker (in that dir when given) in
+                ``topic`` (all topics when unset) moves to a broker that holds
+                none of the partition (AlterPartitionReassignments);
+                elect[election preferred|unclean]: ElectLeaders for ``topic``'s
+                partitions, all when unset (kafka-python's KafkaAdminClient,
+                ``harness.operator_actions``)
 ==============  ===============================================================  ==========
 
 ``duration_ms`` ``None`` means the fault stays until the final heal (which always runs).
@@ -71,7 +73,7 @@ from typing import Any, ClassVar, Union
 __all__ = [
     "DISK_MODES", "DIR_LOSING_MODES", "NETWORK_ACTIONS", "PROCESS_ACTIONS", "FAULT_KINDS",
     "DiskFault", "NetworkFault", "ProcessFault", "ReplaceDisk", "MoveReplica", "AdminAction", "ADMIN_ACTIONS",
-    "ELECTIONS", "Fault",
+    "OPERATOR_ACTIONS", "ELECTIONS", "Fault",
     "NodeRef", "ACTIVE_CONTROLLER", "parse_node_ref", "parse_dir_ref", "fault_to_dict", "FAULT_CLASSES", "SIGNALS",
     "soak_schedule", "end_ms", "fault_label", "RefBindings", "fault_seed", "FileTarget", "parse_file_target",
     "FILE_MODES", "P_MODES", "READ_MODES", "FILE_TARGET_KINDS",
@@ -91,7 +93,8 @@ NETWORK_ACTIONS = ("partition", "isolate", "delay", "loss")
 PROCESS_ACTIONS = ("kill", "pause", "restart", "power-cut")
 SIGNALS = ("SIGKILL", "SIGTERM")
 FAULT_KINDS = ("disk", "network", "process", "replace-disk", "move-replica", "admin")
-ADMIN_ACTIONS = ("reassign", "elect")
+ADMIN_ACTIONS = ("delete-topic", "create-topic", "reassign", "elect")
+OPERATOR_ACTIONS = ("reassign", "elect")      # harness.operator_actions (issue 37b); the others harness.admin_actions
 ELECTIONS = ("preferred", "unclean")
 
 _NODE_RE = re.compile(r"^(broker|controller):(\d+)$|^(leader|follower):([A-Za-z0-9._-]+)/(\d+)$|^controller:(active)$")
@@ -228,23 +231,31 @@ class MoveReplica:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AdminAction:
-    """The operator's admin call (issue 37): ``reassign`` moves every replica ``node`` holds
-    (of ``topic``, or of every workload topic) to brokers that hold none of the partition;
-    ``elect`` runs a PREFERRED or UNCLEAN ElectLeaders (``node``, optional, only names the
-    broker the election is for in the results)."""
+    """An operator's admin call at ``at_ms``, through a real admin client on the brokers'
+    bootstrap: ``delete-topic`` (DeleteTopics) or ``create-topic`` (CreateTopics,
+    ``partitions`` × ``replication_factor``; then ``records`` acks=all values produced to it
+    round-robin, recorded as client ops like the workload's, and drained at the end) through
+    confluent-kafka's AdminClient — they name no node: the active controller does the work;
+    ``reassign`` moves every replica ``node`` holds (in ``dir`` when given; of ``topic``, or of
+    every topic) to brokers that hold none of the partition; ``elect`` runs a PREFERRED or
+    UNCLEAN ElectLeaders (``topic``'s partitions, all when unset) — both through kafka-python's
+    KafkaAdminClient (``harness.operator_actions``)."""
 
     kind: ClassVar[str] = "admin"
     at_ms: int
     action: str
-    node: str | None = None
     topic: str | None = None
-    election: str = "preferred"
+    partitions: int | None = None
+    replication_factor: int | None = None
+    records: int | None = None
+    node: str | None = None     # reassign: the broker whose replicas move off
+    election: str | None = None   # elect: preferred (None) or unclean
     dir: str | None = None      # reassign: only the replicas of ``node`` in this dir (a dir ref)
 
 
 Fault = Union[DiskFault, NetworkFault, ProcessFault, ReplaceDisk, MoveReplica, AdminAction]
 FAULT_CLASSES: dict[str, type] = {c.kind: c for c in (DiskFault, NetworkFault, ProcessFault, ReplaceDisk, MoveReplica,
-                                                      AdminAction)}
+                                                     AdminAction)}
 
 
 def fault_to_dict(fault: Fault) -> dict[str, Any]:
@@ -268,7 +279,8 @@ def fault_seed(scenario_seed: int, fault_index: int) -> int:
 
 def fault_label(fault: Fault) -> str:
     """The ``fault_kind`` label of results tables: ``error``, ``flaky(0.05)``, ``delay(50ms)``,
-    ``partition``, ``kill(SIGKILL)``, ``restart``, ``replace-disk``, ``move-replica``."""
+    ``partition``, ``kill(SIGKILL)``, ``restart``, ``replace-disk``, ``move-replica``,
+    ``delete-topic``, ``create-topic``."""
     if isinstance(fault, DiskFault):
         if fault.mode in P_MODES:
             label = f"{fault.mode}({fault.p})"
@@ -286,7 +298,7 @@ def fault_label(fault: Fault) -> str:
     if isinstance(fault, ProcessFault):
         return f"kill({fault.signal})" if fault.action == "kill" else fault.action
     if isinstance(fault, AdminAction):
-        return f"elect({fault.election})" if fault.action == "elect" else fault.action
+        return f"elect({fault.election or 'preferred'})" if fault.action == "elect" else fault.action
     return fault.kind
 
 
@@ -327,7 +339,9 @@ def soak_schedule(seed: int, *, duration_ms: int, broker_ids: list[int], dirs_pe
     """A seeded random mix of faults (S11): one fault window at a time, each healed after
     ``fault_ms``, gaps drawn around ``mean_gap_ms`` (the first at ``first_at_ms``, default half a
     gap); never fails a broker's last data dir, so every window is survivable and every check
-    must hold across all of them."""
+    must hold across all of them. The first window is always a dir failure (then a replaced
+    disk): every soak, however short, exercises KIP-858's own path, and the checks that judge
+    a dir failure (failover, timeout accuracy) have one to judge."""
     rng = random.Random(seed)
     faults: list[Fault] = []
     t = mean_gap_ms // 2 if first_at_ms is None else first_at_ms
@@ -335,6 +349,8 @@ def soak_schedule(seed: int, *, duration_ms: int, broker_ids: list[int], dirs_pe
         broker = rng.choice(broker_ids)
         node = f"broker:{broker}"
         choice = rng.choice(("disk-error", "disk-flaky", "disk-delay", "isolate", "pause", "kill"))
+        if not faults:
+            choice = "disk-error"
         if choice == "disk-error":
             faults.append(DiskFault(at_ms=t, node=node, dir=f"d{rng.randint(1, dirs_per_broker)}", mode="error"))
         elif choice == "disk-flaky":

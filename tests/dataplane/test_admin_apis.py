@@ -245,13 +245,20 @@ def test_alter_replica_log_dirs_validates_and_hands_to_mover(broker2dirs):
 
 def test_legacy_produce_v2_decodes_and_answers(broker):
     """Produce v0–2 (advertised for librdkafka's codec gates): kio has no schema, ours decode
-    the wire bytes; a v2 batch is accepted, a magic-1 message set is refused."""
+    the wire bytes; a v2 batch is accepted, and so is a real magic-1 message set (up-converted,
+    Kafka 3.9's rule); a v2 batch whose magic byte says 1 is not a valid message set."""
+    from kafka.record.memory_records import MemoryRecordsBuilder
+    builder = MemoryRecordsBuilder(magic=1, compression_type=0, batch_size=1 << 16)
+    builder.append(timestamp=1_700_000_000_000, key=None, value=b"old")
+    builder.close()
+    message_set = bytes(builder.buffer())
+
     async def go():
         await broker.create_topic("old", 1)
         for version in legacy_produce.VERSIONS:
             mod = legacy_produce.request_module(version)
-            for batch, expected in ((make_batch([b"new"]), ErrorCode.none),
-                                    (make_batch([b"old"], magic=1), ErrorCode.unsupported_for_message_format)):
+            for batch, expected in ((make_batch([b"new"]), ErrorCode.none), (message_set, ErrorCode.none),
+                                    (make_batch([b"old"], magic=1), ErrorCode.corrupt_message)):
                 req = mod.ProduceRequest(acks=1, timeout=timedelta(seconds=5), topic_data=(mod.TopicProduceData(
                     name="old", partition_data=(mod.PartitionProduceData(index=0, records=batch),)),))
                 frame = wire.encode_request(req, 7, "legacy")
@@ -265,7 +272,7 @@ def test_legacy_produce_v2_decodes_and_answers(broker):
                 _hdr, k = wire.decode(resp_cls.__header_schema__, body)
                 again, _ = wire.decode(resp_cls, body, k)
                 assert again.responses[0].partition_responses[0].error_code is expected
-        assert broker.lm.get_log("old", 0).log_end_offset == 3
+        assert broker.lm.get_log("old", 0).log_end_offset == 6
     broker.loop.run(go())
 
 

@@ -89,6 +89,14 @@ def test_offline_dir_gives_storage_error_on_produce_fetch_list_offsets(broker):
             assert _perr(await c.call(produce_request(9, "off", 0, make_batch([b"2"]))))[0] is ErrorCode.kafka_storage_error
             f = await c.call(fetch_request(12, "off", 0, 0))
             assert f.responses[0].partitions[0].error_code is ErrorCode.kafka_storage_error
+            for old in (2, 5):   # Kafka 3.9: Fetch ≤ 5 gets NOT_LEADER_OR_FOLLOWER (old clients retry it)
+                f = await c.call(fetch_request(old, "off", 0, 0))
+                assert f.responses[0].partitions[0].error_code is ErrorCode.not_leader_or_follower
+            lo0 = wire.request_module(2, 0)
+            lo = await c.call(wire.request_class(2, 0)(replica_id=-1, topics=(lo0.ListOffsetsTopic(
+                name="off", partitions=(lo0.ListOffsetsPartition(partition_index=0, timestamp=-1,
+                                                                 max_num_offsets=1),)),)))
+            assert lo.topics[0].partitions[0].error_code is ErrorCode.kafka_storage_error
             lo_mod = wire.request_module(2, 7)
             lo = await c.call(wire.request_class(2, 7)(replica_id=-1, isolation_level=0, topics=(
                 lo_mod.ListOffsetsTopic(name="off", partitions=(lo_mod.ListOffsetsPartition(

@@ -33,9 +33,9 @@ def test_every_catalog_scenario_round_trips_through_its_run_json_form(scenario):
     assert scenario.checks and scenario.expect.must_show
 
 
-def test_catalog_matrix_has_s1_to_s18_s20_to_s23_and_bounce_variants():
+def test_catalog_matrix_has_s1_to_s23_and_bounce_variants():
     every = catalog.all_scenarios()
-    assert {s.id for s in every} == {f"S{i}" for i in (*range(1, 19), *range(20, 24))}   # S17-S18: catalog_operator
+    assert {s.id for s in every} == {f"S{i}" for i in range(1, 24)}   # S17-S18: catalog_operator, S19: catalog_admin
     # a baseline of at least 10 s of service before the first fault (after the 1 s warm-up)
     for s in every:
         assert min(f.at_ms for f in s.faults) >= 11000, (s.variant, min(f.at_ms for f in s.faults))
@@ -204,6 +204,10 @@ def test_soak_schedule_is_deterministic_per_seed_and_survivable():
     assert fault_seed(5, 0) != fault_seed(5, 1) and fault_seed(5, 1) == fault_seed(5, 1)
     assert all(f.at_ms < 180_000 for f in a)
     assert not any(isinstance(f, DiskFault) and f.dir in ("all", "metadata") for f in a)
+    for seed in range(20):   # however short, a soak fails a dir first (its checks judge a dir failure)
+        short = soak_schedule(seed, duration_ms=40_000, broker_ids=[1, 2, 3], dirs_per_broker=2, controller_id=3001,
+                              first_at_ms=11_000)
+        assert isinstance(short[0], DiskFault) and short[0].mode == "error" and short[0].at_ms == 11_000
     Scenario.from_dict(catalog.soak(seed=5).to_dict())
 
 

@@ -145,3 +145,16 @@ def test_summary_lines_show_verdicts_and_metrics() -> None:
     assert "failover: false — leader stayed" in text
     assert "failover" in text and " 0/1" in text and " 1/1" in text      # pass counts per check
     assert "detect_ms" in text and "2        20.0        29.8        30.0 ms" in text
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["bad/name"], "TOPIC: topic name 'bad/name' has characters"),
+    (["t1", "--records", "5"], "--replication-factor/--records: only with --recreate"),
+    (["t1", "--recreate", "0"], "--recreate: 0 partitions; needs at least 1"),
+    (["t1", "--recreate", "3", "--replication-factor", "0"], "--replication-factor: 0; needs at least 1"),
+    (["t1"], "no chaos session at"),
+])
+def test_cli_delete_topic_refuses_bad_arguments_before_the_lab(tmp_path, argv, message) -> None:
+    proc = subprocess.run([sys.executable, "-m", "harness.cli", "delete-topic", *argv, "--session-dir",
+                           str(tmp_path / "none")], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and message in proc.stderr, proc.stderr

@@ -59,7 +59,7 @@ def test_replicas_get_real_directory_ids(cluster):
     assert run2[0]["event_loop"] == "uvloop"  # kraft-broker's default loop (kafka_runtime.event_loop)
     started = [e for e in ctrl.events() if e["event"] == "controller_started"]
     assert started and started[-1]["event_loop"] == "uvloop"
-    assert not [e for e in run2 if e["event"].startswith("assignment_") or e["event"] == "stray_renamed"]
+    assert not [e for e in run2 if e["event"].startswith("assignment_") or e["event"] == "log_deleted"]
     assert b1.stop() == 0, b1.stderr()
 
 

@@ -38,8 +38,12 @@ class RecordingLm:
             self.release.wait(10)
         self.calls.append(("create", topic, partition))
 
-    def delete_log(self, topic, partition):
+    def delete_log(self, topic, partition, *, dir_id=None):
         self.calls.append(("delete", topic, partition))
+        return f"/d/{topic}-{partition}.abc-delete"
+
+    def remove_deleted(self, path):
+        self.calls.append(("removed", path, 0))
 
     def create_future_log(self, topic_id, topic, partition, *, dir_id):
         self.calls.append(("future", topic, partition))
@@ -99,7 +103,9 @@ def test_one_partitions_effects_keep_their_order_across_dirs():
         lm.release.set()
         third.result(5)
         assert first.done() and second.done()
-        assert lm.calls == [("create", "t", 7), ("future", "t", 7), ("delete", "t", 7)]
+        _wait(lambda: len(lm.calls) == 4)        # the removal: a later job of the dir's worker
+        assert lm.calls == [("create", "t", 7), ("future", "t", 7), ("delete", "t", 7),
+                            ("removed", "/d/t-7.abc-delete", 0)]
         _wait(lambda: not se._tails)             # finished partitions are not remembered
     finally:
         lm.release.set()

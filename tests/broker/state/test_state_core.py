@@ -179,6 +179,27 @@ def test_assignment_dropped_when_topic_deleted_KAFKA_17190():
     assert events(out, "assignment_dropped")
 
 
+def test_create_then_delete_in_flight_stops_retries_and_recreation_sends_only_the_new_id_KAFKA_17190():
+    """The topic is deleted while its assignment is in flight: the controller answers
+    UNKNOWN_TOPIC_ID (100) for it, and it is dropped at the next send instead of being retried
+    forever; the topic re-created under the same name queues an assignment of its new id only."""
+    from broker_state_helpers import T2
+    clock = ManualClock()
+    c = core()
+    up(c, clock)
+    p = reg(dir_for_me=UNASSIGNED)
+    c.apply_metadata(change(p), 0)
+    [req] = of(c.tick(100), SendAssignments)
+    c.apply_metadata(change(None, old=p), 105)                         # deleted meanwhile
+    c.on_assignments_response(NONE, {req.assignments[0].key: 100}, 110)
+    for now in (210, 420, 5000):
+        assert not of(c.tick(now), SendAssignments)
+    assert c.queued_replica_to_dir_assignments == 0
+    c.apply_metadata(change(reg(topic_id=T2, dir_for_me=UNASSIGNED)), 5100)   # re-created: new id
+    [again] = of(c.tick(5300), SendAssignments)
+    assert [a.topic_id for a in again.assignments] == [T2]
+
+
 def test_assignment_retry_stops_when_no_longer_replica_KAFKA_16886():
     clock = ManualClock()
     c = core()
@@ -224,15 +245,15 @@ def test_log_creation_failure_marks_partition_offline_KAFKA_16234():
     assert c.replicas.offline_partitions() == [tp()]
 
 
-def test_initial_publish_renames_strays_first():
-    from broker_impl.state.effects import RenameStray
+def test_initial_publish_deletes_strays_first():
+    from broker_impl.state.effects import DeleteLog
     from broker_impl.state.replica_manager import ExistingLog
     c = BrokerCore(CoreConfig(broker_id=ME), [LogDirInfo(d, f"/d{i}") for i, d in enumerate((D1, D2))], META,
                    FixedRng(), [ExistingLog(tp("old"), T1, D1)])
     c.start(0)
     out = c.apply_metadata(change(reg(topic_id=uuid_of(3, 300), dir_for_me=UNASSIGNED), topic="new"), 1,
                            initial=True)
-    assert out[0] == RenameStray(tp("old"), T1, D1)
+    assert out[0] == DeleteLog(tp("old"), T1, D1, stray=True)
     # the stray no longer counts for placement: D1 is empty again
     assert of(out, CreateLog)[0].dir_id == D1
 

@@ -251,8 +251,8 @@ def test_dir_offline_stops_fetchers_and_marks_partitions_offline():
 
 
 # ------------------------------------------------------------------ strays (first publish)
-def test_strays_renamed_before_partitions_are_created_KAFKA_14616():
-    from broker_impl.state.effects import RenameStray
+def test_strays_deleted_before_partitions_are_created_KAFKA_14616():
+    from broker_impl.state.effects import DeleteLog
     r = rm(logs=[(tp("gone"), T1, D1),          # topic deleted while the broker was down
                  (tp("t"), T1, D2),             # topic re-created under T2 while down
                  (tp("kept"), T1, D3),
@@ -261,11 +261,52 @@ def test_strays_renamed_before_partitions_are_created_KAFKA_14616():
                PartitionChange("kept", None, reg(dir_for_me=D3)),
                PartitionChange("moved", None, reg(replicas=(2, 3), leader=2))]
     strays = r.strays(changes)
-    assert strays == [RenameStray(tp("gone"), T1, D1), RenameStray(tp("moved"), T1, D1), RenameStray(tp("t"), T1, D2)]
+    assert strays == [DeleteLog(tp("gone"), T1, D1, stray=True), DeleteLog(tp("moved"), T1, D1, stray=True),
+                      DeleteLog(tp("t"), T1, D2, stray=True)]
     out = no_events(r.apply(changes))
     [c] = of(out, CreateLog)
     assert c.tp == tp("t") and c.topic_id == T2   # the new incarnation is created, not shadowed
     assert not any(isinstance(e, CreateLog) and e.tp == tp("kept") for e in out)
+
+
+def test_log_without_topic_id_is_a_stray_claimed_or_not_KAFKA_16814():
+    r = rm(logs=[(tp("orphan"), None, D1), (tp("t"), None, D2)])
+    strays = r.strays([PartitionChange("t", None, reg(dir_for_me=D2))])
+    assert strays == [DeleteLog(tp("orphan"), None, D1, stray=True), DeleteLog(tp("t"), None, D2, stray=True)]
+    [c] = of(no_events(r.apply([PartitionChange("t", None, reg(dir_for_me=D2))])), CreateLog)
+    assert (c.tp, c.topic_id, c.dir_id) == (tp("t"), T1, D2)   # created again where the metadata says
+
+
+@pytest.mark.parametrize("claimed_first", [True, False])
+def test_two_incarnations_on_disk_the_images_is_kept_the_other_deleted_KAFKA_16157(claimed_first):
+    """A topic deleted and re-created (T1 → T2) while the dir holding T1's log was away: at
+    the start-up with it back both logs are on disk; whichever the storage loaded first, the
+    image's (T2) is attached, the stray (T1) deleted by its dir, nothing created."""
+    old, new = (tp(), T1, D1), (tp(), T2, D3)
+    r = rm(logs=[new, old] if claimed_first else [old, new])
+    changes = [PartitionChange("t", None, reg(topic_id=T2, dir_for_me=D3))]
+    assert r.strays(changes) == [DeleteLog(tp(), T1, D1, stray=True)]
+    out = no_events(r.apply(changes))
+    assert not of(out, CreateLog) and not of(out, QueueAssignment) and of(out, BecomeLeader)
+    assert r.logs[tp()] == (T2, D3) and r.partitions[tp()].dir_id == D3
+
+
+def test_delete_while_dir_offline_then_recreate_places_the_new_incarnation_online_KAFKA_16157_16234():
+    """The topic is deleted while its replica's dir is offline: nothing is deleted now (the
+    dir is unreachable), the replica stays offline. Re-created (new id): created in an online
+    dir, while the old incarnation never was (KAFKA-16234)."""
+    r = rm(logs=[(tp(), T1, D1)])
+    p = reg(dir_for_me=D1)
+    apply(r, p)
+    r.log_dirs.on_storage_error(D1, 5, "append")
+    r.on_dir_offline(D1)
+    moved = reg(dir_for_me=D1, leader=2, leader_epoch=1)       # the same incarnation, its leader moved
+    assert not of(apply(r, moved, old=p), CreateLog)            # KAFKA-16234: not re-created elsewhere
+    assert not of(r.apply([PartitionChange("t", moved, None)]), DeleteLog)
+    out = apply(r, reg(topic_id=T2, dir_for_me=UNASSIGNED))
+    [c] = of(out, CreateLog)
+    assert c.topic_id == T2 and c.dir_id in (D2, D3)
+    assert not r.is_offline(T2, 0) and r.logs[tp()] == (T2, c.dir_id)
 
 
 def test_unchanged_metadata_dir_is_not_replaced_or_resent():

@@ -176,14 +176,67 @@ def test_a_swap_whose_source_went_offline_is_refused(log_dirs, failures):
     lm.close()
 
 
-def test_stray_renamed_not_deleted_and_ignored_at_start(log_dirs, failures):
+def test_delete_renames_then_removes_and_a_crash_between_is_finished_at_start(log_dirs, failures):
+    """Kafka's asyncDelete: the dir is renamed ``-delete`` (the name is free at once for a
+    new incarnation), removed later; a ``-delete`` dir found at start-up is removed."""
     lm = _open(log_dirs, failures)
-    lm.get_or_create_log(T1, "s", 0).append_as_leader(make_batch(1), 0)
-    new_path = lm.rename_stray("s", 0)
-    assert new_path.endswith("-stray") and os.path.isdir(new_path)
+    lm.get_or_create_log(T1, "s", 0, log_dirs[0]).append_as_leader(make_batch(1), 0)
+    lm.get_or_create_log(T1, "s", 1, log_dirs[0]).append_as_leader(make_batch(1), 0)
+    new_path = lm.delete_log("s", 0)
+    assert new_path.endswith("-delete") and os.path.isdir(new_path) and lm.get_log("s", 0) is None
+    assert not os.path.exists(os.path.join(log_dirs[0], "s-0"))
+    fresh = lm.get_or_create_log(T2, "s", 0, log_dirs[0])      # re-created at once, beside it
+    assert fresh.topic_id == T2 and fresh.log_end_offset == 0
+    lm.remove_deleted(new_path)
+    assert not os.path.exists(new_path)
+    crashed = lm.delete_log("s", 1)                              # renamed, never removed
     lm.close()
-    assert _open(log_dirs, failures).get_log("s", 0) is None
-    assert os.path.isdir(new_path)
+    again = _open(log_dirs, failures)
+    assert not os.path.exists(crashed) and again.get_log("s", 1) is None
+    assert again.get_log("s", 0).topic_id == T2 and failures.calls == []
+    again.close()
+
+
+def test_an_append_or_read_after_the_delete_closed_the_log_is_refused_not_a_dir_failure(log_dirs, failures):
+    """An append or read queued before a DeleteLog closed the log (a topic deleted while a
+    request was on its way) meets a closed log: NOT_LEADER_OR_FOLLOWER, never the dir's
+    failure (KAFKA-15391's kind: a deletion racing I/O took the whole dir offline)."""
+    from broker_impl.storage.errors import LogClosed
+    lm = _open(log_dirs, failures)
+    plog = lm.get_or_create_log(T1, "race", 0, log_dirs[0])
+    plog.append_as_leader(make_batch(1), 0)
+    lm.delete_log("race", 0)
+    for op in (lambda: plog.append_as_leader(make_batch(1), 0), lambda: plog.read(0, 1024)):
+        with pytest.raises(LogClosed) as err:
+            op()
+        assert err.value.error_code == 6
+    assert failures.calls == [] and lm.offline_dirs() == []
+    lm.close()
+
+
+def test_two_incarnations_of_a_partition_both_load_and_the_stray_is_deleted_by_dir(log_dirs, failures):
+    """KAFKA-16157: a topic deleted and re-created while a dir was away leaves the old
+    incarnation's log in that dir and the new one in another: start-up loads both (no
+    duplicate-log failure, no dir offline) and deleting the stray by its dir keeps the other."""
+    lm = _open(log_dirs, failures)
+    lm.get_or_create_log(T1, "r", 0, log_dirs[0]).append_as_leader(make_batch(3), 0)
+    lm.close()
+    os.rename(os.path.join(log_dirs[0], "r-0"), os.path.join(log_dirs[1], "parked"))   # the dir "away"
+    lm = _open(log_dirs, failures)
+    lm.get_or_create_log(T2, "r", 0, log_dirs[2]).append_as_leader(make_batch(5), 0)
+    lm.close()
+    os.rename(os.path.join(log_dirs[1], "parked"), os.path.join(log_dirs[0], "r-0"))   # back
+    lm = _open(log_dirs, failures)
+    assert sorted(lm.existing_logs()) == sorted([("r", 0, T1, log_dirs[0], False), ("r", 0, T2, log_dirs[2], False)])
+    assert failures.calls == [] and lm.offline_dirs() == []
+    stray_dir = lm.dir_id_of(log_dirs[0])
+    path = lm.delete_log("r", 0, dir_id=stray_dir)
+    lm.remove_deleted(path)
+    kept = lm.get_log("r", 0)
+    assert (kept.topic_id, kept.log_dir, kept.log_end_offset) == (T2, log_dirs[2], 5)
+    assert lm.existing_logs() == [("r", 0, T2, log_dirs[2], False)]
+    assert not os.path.exists(os.path.join(log_dirs[0], "r-0"))
+    lm.close()
 
 
 def test_probe_writes_and_fsyncs_a_block(log_dirs, failures):
