@@ -33,7 +33,8 @@ __all__ = ["Record", "Progress", "CampaignSummary", "summarize", "summary_lines"
 DEFAULT_OVERHEAD_S = 30.0     # lab up, topics, drain, tear down: a first guess until a run finished
 # metrics printed in the summary (all of them go to the campaign's summary.md)
 SHOWN_METRICS = ("detect_ms", "report_ms", "isr_shrink_ms", "leader_failover_ms", "client_unavailable_ms",
-                 "failure_timeout_shutdown_ms", "fencing_ms", "produce_before_p99_ms", "produce_during_p99_ms",
+                 "failure_timeout_shutdown_ms", "fencing_ms", "leader_rebalance_ms", "produce_before_p99_ms",
+                 "produce_during_p99_ms",
                  "broker_produce_during_p99_ms",
                  "service_recovery_ms", "latency_degradation_ratio", "acked_lost", "duplicates",
                  "host_cpu_busy_ratio", "host_cpu_other_ratio")

@@ -25,6 +25,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "kill": ("harness.session_cmd", "chaos session: kill a node's process"),
     "heal": ("harness.session_cmd", "chaos session: heal every open fault"),
     "delete-topic": ("harness.session_cmd", "chaos session: delete a topic through an admin client (TOPIC [--recreate N])"),
+    "reassign": ("harness.operator_cmd", "chaos session: move every replica of a broker to the others (NODE [--topic T])"),
+    "elect": ("harness.operator_cmd", "chaos session: ElectLeaders PREFERRED (or --unclean) [--topic T]"),
     "down": ("harness.session_cmd", "chaos session: heal, drain, record the session as a run, tear down"),
     "bench": ("harness.bench_cmd", "run the benchmarks under bench/ (figures printed and written to results/bench/)"),
     "analyze": ("harness.analysis.cli", "Spark (or pandas) analysis of any number of result runs"),

@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.faults.schedule import (ACTIVE_CONTROLLER, DIR_LOSING_MODES, P_MODES, AdminAction, DiskFault,
-                                     MoveReplica, NetworkFault, ProcessFault, RefBindings, ReplaceDisk, fault_seed)
+                                     MoveReplica, NetworkFault, OPERATOR_ACTIONS, ProcessFault, RefBindings, ReplaceDisk,
+                                     fault_seed)
 from harness.history import fault_healed_event, fault_injected_event
 from harness.ledger import LedgerWriter
 from harness.node_configs import BROKER_PORT, META_DIR
@@ -54,6 +55,7 @@ class ActiveFault:
     dirs: list[str] = field(default_factory=list)      # disk faults: the dir of each handle
     healed: bool = False
     restart_after: bool = False                       # process kill: start again at heal
+    answer: dict[str, Any] = field(default_factory=dict)   # admin actions: what was asked and answered
     result: Any = None                                # admin actions: their AdminResult
 
 
@@ -144,6 +146,13 @@ class FaultExecutor:
     # ---- inject / heal ----------------------------------------------------------------
     def inject(self, index: int, fault: Any) -> ActiveFault:
         if isinstance(fault, AdminAction):
+            if fault.action in OPERATOR_ACTIONS:   # reassign / elect (issue 37b): harness.operator_actions
+                from harness.operator_actions import run_scheduled
+                node_id = self.bindings.node(fault.node, self._node_lookup) if fault.node is not None else None
+                act = ActiveFault(index, fault, node_id, healed=True)
+                act.answer = run_scheduled(self, index, fault, node_id)
+                self.active[index] = act
+                return act
             return self._admin(index, fault)
         node_id = self.bindings.node(fault.node, self._node_lookup)
         act = ActiveFault(index, fault, node_id)

@@ -29,6 +29,9 @@ corruption_detect_ms        per corrupt-reads/-writes fault: the first flipped b
 failover_report_ms          ``report_ms`` of a broker's disk fault whose report crossed a
                             controller failover (a ``controller_active`` between *T* and the
                             commit): dir failure → commit across a failover
+leader_rebalance_ms         per ``restart`` of broker *b* that left partitions *b* prefers (first
+                            replica) led elsewhere: *T* → all of them led by *b* again
+                            (:mod:`harness.checkers.operator`)
 acked_lost, duplicates      counts from :func:`harness.checkers.durability.analyse_durability`
 produce_<w>_p50_ms / _p99_ms acks=all produce latency in window *w* ∈ before, during, after
                             (per partition, and pooled for the run: topic/partition null)
@@ -60,6 +63,7 @@ from typing import Any
 from harness.checkers.common import NOT_A_FAILURE_MODES, WHOLE_NODE_DIRS, InjectedFault, first_after, injected_faults, partition_timelines
 from harness.checkers.corruption import corruption_detect_rows
 from harness.checkers.durability import analyse_durability
+from harness.checkers.operator import leader_rebalance_rows
 from harness.checkers.replay import REGISTRATION_CHANGES, controller_events, is_offline_reason, view_at
 from harness.checkers.service import analyse_service, service_metric_rows
 from harness.checkers.service_windows import SERVICE_METRICS
@@ -69,7 +73,7 @@ __all__ = ["compute_metrics", "METRIC_NAMES"]
 
 METRIC_NAMES = ("detect_ms", "report_ms", "isr_shrink_ms", "leader_failover_ms", "client_unavailable_ms",
                 "failure_timeout_shutdown_ms", "fencing_ms", "controller_failover_ms", "failover_report_ms",
-                "corruption_detect_ms", "acked_lost", "duplicates") + SERVICE_METRICS
+                "corruption_detect_ms", "leader_rebalance_ms", "acked_lost", "duplicates") + SERVICE_METRICS
 MS = 1_000_000
 
 
@@ -203,11 +207,12 @@ def compute_metrics(history: History, scenario: Any = None) -> list[dict]:
         elif f.kind == "disk" and f.node_id is not None:
             disk_rows = _disk_metrics(f, history, timelines, controller)
             rows += disk_rows + _across_failover(disk_rows, f, history)
-        if f.kind in ("disk", "network", "process", "replace-disk", "move-replica"):
+        if f.kind in ("disk", "network", "process", "replace-disk", "move-replica", "admin"):
             rows += _unavailability(f, oks)
     rows += _fencing(history, controller)
     rows += corruption_detect_rows(history, faults, _row)
     rows += _group_metrics(history, faults)
+    rows += leader_rebalance_rows(history, _row)
     if history.ops("produce"):
         report = analyse_durability(history)
         rows.append(_row("acked_lost", len(report.lost), unit="count"))

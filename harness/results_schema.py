@@ -65,6 +65,7 @@ DURATION_METRICS = (
     "coordinator_failover_ms",  # fault -> a group's coordinator loaded on another broker
     "rebalance_ms",  # a group member starts or is revoked -> its (new) assignment
     "corruption_detect_ms",  # the first flipped bit served -> dir offline (EBADMSG) / log truncated at recovery
+    "leader_rebalance_ms",  # a broker's restart -> every partition it prefers led by it again
 )
 COUNT_METRICS = ("acked_lost", "duplicates", "service_unrecovered")
 # service (harness.checkers.service): acks=all produce latency per window (before the first

@@ -31,7 +31,8 @@ __all__ = ["CHECK_NAMES", "OPTIONAL_CHECK_NAMES", "Scenario"]
 CHECK_NAMES = ("durability", "failover", "liveness", "timeout_accuracy", "fencing", "metadata_invariants",
                "quorum_logs", "service")
 # named by scenarios that need them (not run by default)
-OPTIONAL_CHECK_NAMES = ("group_consumption", "no_corrupt_consumed", "topic_admin")
+OPTIONAL_CHECK_NAMES = ("group_consumption", "no_corrupt_consumed", "topic_admin", "reassignment_complete",
+                        "preferred_leaders")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

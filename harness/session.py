@@ -33,7 +33,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from harness.faults.schedule import P_MODES, DiskFault, NetworkFault, ProcessFault, parse_dir_ref, parse_node_ref
+from harness.faults.schedule import (P_MODES, AdminAction, DiskFault, NetworkFault, ProcessFault, parse_dir_ref,
+                                     parse_node_ref)
 from infra import jsonline
 
 DEFAULT_DIR = Path(os.environ.get("JBODLAB_SESSION_DIR", "/var/lib/jbodlab/session"))
@@ -177,6 +178,16 @@ class _Session:
                 return self._inject(fault)
             if cmd == "delete-topic":
                 return self._delete_topic(req)
+            if cmd == "admin":   # jbodlab reassign / elect (harness.operator_cmd)
+                fault = AdminAction(at_ms=self.at_ms(), action=req["action"],
+                                    node=node_ref(req["node"]) if req.get("node") else None,
+                                    topic=req.get("topic"), election=req.get("election"))
+                out = self._inject(fault)
+                out.update(self.executor.active[len(self.applied) - 1].answer)
+                return out
+            if cmd == "reassignments":
+                from harness.operator_actions import wait_reassignments
+                return {"ok": True, "in_progress": wait_reassignments(self.svc.bootstrap(), 0)}
             if cmd == "heal":
                 self.executor.heal_all()
                 return {"ok": True, "healed": sorted(self.executor.active)}

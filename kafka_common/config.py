@@ -149,6 +149,12 @@ _DEFS: dict[str, tuple[str, Callable[[str, str], Any], str | None]] = {
     "broker.heartbeat.interval.ms": ("broker_heartbeat_interval_ms", _int(1), "2000"),
     "broker.session.timeout.ms": ("broker_session_timeout_ms", _int(1), "9000"),
     "log.dir.failure.timeout.ms": ("log_dir_failure_timeout_ms", _int(1), "30000"),
+    # issue 37: leader balance (controller), unclean election (topic default), KIP-1066
+    "auto.leader.rebalance.enable": ("auto_leader_rebalance_enable", _bool, "true"),
+    "leader.imbalance.check.interval.seconds": ("leader_imbalance_check_interval_seconds", _int(1), "300"),
+    "leader.imbalance.per.broker.percentage": ("leader_imbalance_per_broker_percentage", _int(0, 100), "10"),
+    "unclean.leader.election.enable": ("unclean_leader_election_enable", _bool, "false"),
+    "cordoned.log.dirs": ("cordoned_log_dirs", _list, ""),
     "log.dir.probe.interval.ms": ("log_dir_probe_interval_ms", _int(0), "1000"),
     "replica.high.watermark.checkpoint.interval.ms": ("hw_checkpoint_interval_ms", _int(1), "5000"),
     "log.flush.offset.checkpoint.interval.ms": ("recovery_checkpoint_interval_ms", _int(1), "60000"),
@@ -222,6 +228,11 @@ class ServerConfig:
     broker_heartbeat_interval_ms: int
     broker_session_timeout_ms: int
     log_dir_failure_timeout_ms: int
+    auto_leader_rebalance_enable: bool
+    leader_imbalance_check_interval_seconds: int
+    leader_imbalance_per_broker_percentage: int
+    unclean_leader_election_enable: bool
+    cordoned_log_dirs: tuple[str, ...]
     log_dir_probe_interval_ms: int
     hw_checkpoint_interval_ms: int
     recovery_checkpoint_interval_ms: int

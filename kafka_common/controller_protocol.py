@@ -38,7 +38,7 @@ __all__ = [
 
 # The version ranges this project writes (min, max), for ``pick_version``.
 REGISTRATION = (2, 3)
-HEARTBEAT = (1, 1)
+HEARTBEAT = (1, 2)  # v2: CordonedLogDirs (KIP-1066)
 ASSIGN = (0, 0)
 METADATA_FETCH = (12, 16)
 CREATE_TOPICS = (7, 7)
@@ -69,11 +69,13 @@ def broker_registration(version: int, *, broker_id: int, cluster_id: str, incarn
 
 def broker_heartbeat(version: int, *, broker_id: int, broker_epoch: int, current_metadata_offset: int,
                      want_fence: bool = False, want_shut_down: bool = False,
-                     offline_log_dirs: Iterable[uuid.UUID] = ()) -> Any:
+                     offline_log_dirs: Iterable[uuid.UUID] = (),
+                     cordoned_log_dirs: Iterable[uuid.UUID] | None = None) -> Any:
     return wire.make(wire.request_class(ApiKey.BROKER_HEARTBEAT, version), broker_id=broker_id,
                      broker_epoch=broker_epoch, current_metadata_offset=current_metadata_offset,
                      want_fence=want_fence, want_shut_down=want_shut_down,
-                     offline_log_dirs=tuple(offline_log_dirs))
+                     offline_log_dirs=tuple(offline_log_dirs),
+                     cordoned_log_dirs=None if cordoned_log_dirs is None else tuple(cordoned_log_dirs))
 
 
 def group_by_dir(assignments: Mapping[uuid.UUID, Iterable[tuple[uuid.UUID, int]]]

@@ -68,6 +68,11 @@ class ConfigDef:
                 raise ConfigProblem(f"Invalid value {value} for configuration {self.name}: "
                                     f"must be in [{self.lo}, {hi}]")
             return n
+        if self.config_type == BOOLEAN:
+            if value.strip().lower() not in ("true", "false"):
+                raise ConfigProblem(f"Invalid value {value!r} for configuration {self.name}: "
+                                    f"expected true or false")
+            return value.strip().lower() == "true"
         if self.config_type == LIST:
             items = [p.strip() for p in value.split(",") if p.strip()]
             if self.name in ("cleanup.policy", "log.cleanup.policy"):
@@ -109,6 +114,9 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in (
            "partitions of a topic created at once do not all roll together.", lo=0),
     _topic("max.message.bytes", INT, "1048588", "message.max.bytes",
            "The largest record batch size this topic accepts (MESSAGE_TOO_LARGE above).", lo=0),
+    _topic("unclean.leader.election.enable", BOOLEAN, "false", "unclean.leader.election.enable",
+           "Whether a replica outside the ISR may be elected leader when no ISR member can "
+           "lead (data loss for availability); the controller checks every second."),
 )}
 
 # broker keys that may be set dynamically: the synonyms of the topic configs

@@ -24,6 +24,7 @@ from harness.scenario import CHECK_NAMES, Scenario
 from harness.scenario_sections import Expect, ServerConfigs, Topology, TopicSpec, Workload
 from scenarios.catalog_disks import DISK_SCENARIOS, FAULT_AT_MS as _DISK_FAULT_AT_MS
 from scenarios.catalog_admin import ADMIN_SCENARIOS, FAULT_AT_MS as _ADMIN_FAULT_AT_MS
+from scenarios.catalog_operator import OPERATOR_SCENARIOS, FAULT_AT_MS as _OPERATOR_FAULT_AT_MS
 
 __all__ = [
     "leader_dir_fails", "follower_dir_fails", "bounce_after_failure", "failure_timeout_shutdown",
@@ -37,7 +38,7 @@ __all__ = [
 # "before" window): 10 s of each partition's own latency before anything fails
 BASELINE_MS = 10000
 FAULT_AT_MS = 1000 + BASELINE_MS
-assert FAULT_AT_MS == _DISK_FAULT_AT_MS == _ADMIN_FAULT_AT_MS
+assert FAULT_AT_MS == _DISK_FAULT_AT_MS == _ADMIN_FAULT_AT_MS == _OPERATOR_FAULT_AT_MS
 MANY_PARTITIONS = 300
 MANY_RATE_PER_S = 300          # 1 record/s per partition (S15's docstring: the lab's capacity)
 MANY_FAULT_AT_MS = 23000       # 1 s warm-up + 22 baseline ops per partition (the check needs 20)
@@ -381,6 +382,7 @@ def all_scenarios(*, seed: int = 0) -> list[Scenario]:
             active_controller_partitioned_during_report(seed=seed), many_partitions(seed=seed),
             offsets_dir_fails(seed=seed)]
     out += [make(seed=seed) for make in DISK_SCENARIOS.values()]
+    out += [make(seed=seed) for make in OPERATOR_SCENARIOS.values()]
     out += [make(seed=seed) for make in ADMIN_SCENARIOS.values()]
     return out
 
@@ -407,5 +409,5 @@ SCENARIO_FUNCTIONS: dict[str, Callable[..., Scenario]] = {
     "S7": restart_fenced_until_assigned, "S8": replace_disk, "S9": move_replica, "S10": flaky_and_slow,
     "S11": soak, "S12": active_controller_killed_during_report, "S13": active_controller_metadata_disk_fails,
     "S14": active_controller_partitioned_during_report, "S15": many_partitions,
-    "S16": offsets_dir_fails, **DISK_SCENARIOS, **ADMIN_SCENARIOS,
+    "S16": offsets_dir_fails, **DISK_SCENARIOS, **OPERATOR_SCENARIOS, **ADMIN_SCENARIOS,
 }

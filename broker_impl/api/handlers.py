@@ -37,6 +37,7 @@ from typing import Any, Awaitable, Callable
 from broker_impl.api import admin, configs, delete_records, fetch, legacy_produce, log_dirs, metadata, produce
 from broker_impl.api import topic_admin
 from broker_impl.api.fetch_session import FetchSessionCache
+from broker_impl.api import operator_calls
 from broker_impl.groups import handlers as group_handlers
 from broker_impl.groups.coordinator import GroupCoordinator
 from broker_impl.groups.coordinator_config import CoordinatorConfig
@@ -59,7 +60,7 @@ SUPPORTED_APIS: dict[int, tuple[int, int]] = {
     CREATE_TOPICS: (0, 7),           # kafka_common.legacy_schemas (Kafka 3.9's floor)
     INIT_PRODUCER_ID: (0, 4),
     ALTER_REPLICA_LOG_DIRS: (0, 2),
-    DESCRIBE_LOG_DIRS: (0, 4),
+    DESCRIBE_LOG_DIRS: (0, 5),  # v5: IsCordoned (KIP-1066)
     DESCRIBE_CLUSTER: (0, 1),
     DELETE_RECORDS: (0, 2),
     DESCRIBE_CONFIGS: (0, 4),
@@ -68,6 +69,7 @@ SUPPORTED_APIS: dict[int, tuple[int, int]] = {
     topic_admin.DELETE_TOPICS: (0, 6),           # v0: kafka_common.legacy_schemas
     topic_admin.CREATE_PARTITIONS: (0, 3),
     **group_handlers.SUPPORTED_APIS,
+    **operator_calls.SUPPORTED_APIS,
 }
 
 Handler = Callable[["BrokerApi", Any, Any], Awaitable[Any]]
@@ -88,6 +90,7 @@ _HANDLERS: dict[int, Handler] = {
     topic_admin.DELETE_TOPICS: topic_admin.handle_delete_topics,
     topic_admin.CREATE_PARTITIONS: topic_admin.handle_create_partitions,
     **group_handlers.HANDLERS,
+    **operator_calls.HANDLERS,
 }
 
 

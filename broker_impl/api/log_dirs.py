@@ -1,4 +1,4 @@
-"""DescribeLogDirs (35, v1–v4) and AlterReplicaLogDirs (34, v1–v2).
+"""DescribeLogDirs (35, v1–v5) and AlterReplicaLogDirs (34, v1–v2).
 
 DescribeLogDirs lists every configured log dir: path, error code (KAFKA_STORAGE_ERROR and
 no topics when offline), per-partition size / offset lag / is-future (future replicas of
@@ -7,10 +7,12 @@ partition in a dir are left out (KAFKA-16807). In v4 each result also carries th
 ``directory.id`` as **tagged field 0 (uuid)** — the KIP's future work. kio's v4 classes do
 not know that tag, so :class:`DescribeLogDirsResultV4` / :class:`DescribeLogDirsResponseV4`
 extend them (same wire layout plus the tag); clients that do not know the tag skip it.
-(Readers built on stock kio raise on unknown tags: decode with these classes.)
+(Readers built on stock kio raise on unknown tags: decode with these classes.) v5 adds
+``IsCordoned`` (KIP-1066: the dir is in ``cordoned.log.dirs``), the tag kept the same way.
 
 AlterReplicaLogDirs, per partition: unknown destination path → LOG_DIR_NOT_FOUND (57);
-destination offline → KAFKA_STORAGE_ERROR; topic or partition unknown →
+destination offline → KAFKA_STORAGE_ERROR; destination cordoned (KIP-1066) →
+INVALID_REPLICA_ASSIGNMENT (Kafka's choice, KAFKA-19774); topic or partition unknown →
 UNKNOWN_TOPIC_OR_PARTITION; partition offline here → KAFKA_STORAGE_ERROR; else the move is
 handed to ``BrokerView.mover`` whose error code is returned (REPLICA_NOT_AVAILABLE when not
 hosted here, KAFKA_STORAGE_ERROR while any dir is offline, …).
@@ -23,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.describe_log_dirs.v4 import response as _v4
+from kio.schema.describe_log_dirs.v5 import response as _v5
 from kio.schema.errors import ErrorCode
 
 from broker_impl.api.entities import NO_THROTTLE, build, error, response_type
@@ -47,6 +50,19 @@ class DescribeLogDirsResponseV4(_v4.DescribeLogDirsResponse):
     results: tuple[DescribeLogDirsResultV4, ...]
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DescribeLogDirsResultV5(_v5.DescribeLogDirsResult):
+    directory_id: uuid.UUID | None = field(metadata={"kafka_type": "uuid", "tag": DIRECTORY_ID_TAG}, default=None)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DescribeLogDirsResponseV5(_v5.DescribeLogDirsResponse):
+    results: tuple[DescribeLogDirsResultV5, ...]
+
+
+_TAGGED = {4: (DescribeLogDirsResultV4, DescribeLogDirsResponseV4), 5: (DescribeLogDirsResultV5, DescribeLogDirsResponseV5)}
+
+
 def _norm(path: str) -> str:
     return os.path.normpath(path)
 
@@ -64,8 +80,13 @@ async def handle_describe_log_dirs(api: "ApiContext", ctx: Any, req: Any) -> Any
     version = req.__version__
     part_cls = response_type(DESCRIBE_KEY, version, "DescribeLogDirsPartition")
     topic_cls = response_type(DESCRIBE_KEY, version, "DescribeLogDirsTopic")
-    result_cls: type = DescribeLogDirsResultV4 if version == 4 else response_type(DESCRIBE_KEY, version, "DescribeLogDirsResult")
-    resp_cls: type = DescribeLogDirsResponseV4 if version == 4 else response_type(DESCRIBE_KEY, version, "DescribeLogDirsResponse")
+    result_cls: type
+    resp_cls: type
+    if version in _TAGGED:
+        result_cls, resp_cls = _TAGGED[version]
+    else:
+        result_cls = response_type(DESCRIBE_KEY, version, "DescribeLogDirsResult")
+        resp_cls = response_type(DESCRIBE_KEY, version, "DescribeLogDirsResponse")
     wanted = _wanted(req)
     results = []
     for d in api.view.log_dirs():
@@ -80,6 +101,7 @@ async def handle_describe_log_dirs(api: "ApiContext", ctx: Any, req: Any) -> Any
         results.append(build(
             result_cls, error_code=ErrorCode.none if d.online else ErrorCode.kafka_storage_error,
             log_dir=d.path, total_bytes=d.total_bytes, usable_bytes=d.usable_bytes, directory_id=d.directory_id,
+            is_cordoned=d.is_cordoned,
             topics=tuple(build(topic_cls, name=name, partitions=tuple(sorted(ps, key=lambda p: (p.partition_index, p.is_future_key))))
                          for name, ps in sorted(topics.items()))))
     return build(resp_cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.none, results=tuple(results))
@@ -91,6 +113,8 @@ async def _alter_one(api: "ApiContext", target: LogDirInfo | None, name: str, pa
         return ErrorCode.log_dir_not_found
     if not target.online:
         return ErrorCode.kafka_storage_error
+    if target.is_cordoned:
+        return ErrorCode.invalid_replica_assignment
     topic_id = view.image.topic_ids.get(name)
     if topic_id is None or view.image.partition(topic_id, partition) is None:
         return ErrorCode.unknown_topic_or_partition

@@ -142,6 +142,10 @@ class LogManagerView:
         """Dir status (here the log manager's; the broker runtime asks its core)."""
         return self.lm.is_online(path)
 
+    def dir_cordoned(self, dir_id: uuid.UUID | None) -> bool:
+        """KIP-1066 (the runtime's view knows ``cordoned.log.dirs``)."""
+        return False
+
     def log_dirs(self) -> list[LogDirInfo]:
         out = []
         for d in self.lm.dir_set.data_dirs:
@@ -163,7 +167,8 @@ class LogManagerView:
                     total, usable = usage.total, usage.free
                 except OSError:
                     pass
-            out.append(LogDirInfo(d.path, d.directory_id or ids.ZERO_UUID, online, tuple(entries), total, usable))
+            out.append(LogDirInfo(d.path, d.directory_id or ids.ZERO_UUID, online, tuple(entries), total, usable,
+                                  self.dir_cordoned(d.directory_id)))
         return out
 
     # --- progress ------------------------------------------------------------------------

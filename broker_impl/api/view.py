@@ -83,6 +83,7 @@ class LogDirInfo:
     replicas: tuple[ReplicaDirEntry, ...] = ()
     total_bytes: int = -1
     usable_bytes: int = -1
+    is_cordoned: bool = False  # KIP-1066 (DescribeLogDirs v5)
 
 
 class MetadataImageLike(Protocol):
@@ -145,7 +146,8 @@ class ControllerChannel(Protocol):
 
     async def forward(self, request: Any) -> Any:
         """The same for any other request the controller serves for clients (DeleteTopics,
-        CreatePartitions): sent as it is, the controller's answer returned."""
+        CreatePartitions, ElectLeaders, Alter/ListPartitionReassignments): sent as it is, the
+        controller's answer returned."""
         ...
 
 

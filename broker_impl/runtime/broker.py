@@ -187,6 +187,9 @@ class BrokerRuntime:
             controlled_shutdown_timeout_ms=extra_ms(cfg, "controlled.shutdown.timeout.ms", 30000)),
             dirs, dir_set.metadata_dir.directory_id, self.rng, existing, metadata_dir_path=dir_set.metadata_dir.path,
             unidentified_offline_dirs=tuple(d.path for d in dir_set.data_dirs if not d.online))
+        unknown = self.core.log_dirs.cordon_paths(getattr(cfg, "cordoned_log_dirs", ()), os.path.normpath)
+        if unknown:
+            raise StartupError(f"cordoned.log.dirs: {', '.join(unknown)} is not one of the usable log.dirs")
         self.links = links = ControllerLinks(cfg)
         requests = ControllerRequests(self, links, dir_set.cluster_id, self.incarnation_id)
         self.dataplane = dataplane = DataPlane(self, requests, dir_set.cluster_id)

@@ -213,11 +213,11 @@ def registration_request(client: KafkaClient, e: SendRegistration, cfg: ServerCo
                    for l in listeners])
 
 
-def heartbeat_request(client: KafkaClient, e: SendHeartbeat, broker_id: int) -> Any:
+def heartbeat_request(client: KafkaClient, e: SendHeartbeat, broker_id: int, cordoned: Any = ()) -> Any:
     return cp.broker_heartbeat(client.pick_version(ApiKey.BROKER_HEARTBEAT, *cp.HEARTBEAT), broker_id=broker_id,
                                broker_epoch=e.broker_epoch, current_metadata_offset=e.current_metadata_offset,
                                want_fence=e.want_fence, want_shut_down=e.want_shut_down,
-                               offline_log_dirs=e.offline_log_dirs)
+                               offline_log_dirs=e.offline_log_dirs, cordoned_log_dirs=sorted(cordoned, key=str))
 
 
 def assignments_request(client: KafkaClient, e: SendAssignments, broker_id: int) -> Any:

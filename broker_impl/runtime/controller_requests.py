@@ -89,7 +89,8 @@ class ControllerRequests:
     async def _heartbeat(self, e: fx.SendHeartbeat) -> None:
         host, core = self.host, self.host.core
         try:
-            resp = await self.links.lifecycle.request(lambda c: heartbeat_request(c, e, host.cfg.node_id),
+            cordoned = host.core.log_dirs.cordoned
+            resp = await self.links.lifecycle.request(lambda c: heartbeat_request(c, e, host.cfg.node_id, cordoned),
                                                       self._lifecycle_timeout_s)
         except (ClientError, OSError) as exc:
             log.warning("heartbeat failed: %s", exc)
@@ -120,7 +121,7 @@ class ControllerRequests:
             raise ConnectionError(f"controller: {exc}") from None
 
     alter_configs = create_topics
-    forward = create_topics       # DeleteTopics, CreatePartitions
+    forward = create_topics       # DeleteTopics, CreatePartitions, ElectLeaders, Alter/ListPartitionReassignments
 
     async def alter_partition(self, topic_id: uuid.UUID, partition: int, leader_epoch: int, partition_epoch: int,
                               new_isr: tuple[int, ...]) -> tuple[int, PartitionRegistration | None]:

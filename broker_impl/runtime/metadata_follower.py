@@ -62,10 +62,17 @@ class MetadataFollower:
             failures = 0
             self.high_watermark = part.high_watermark
             snap = getattr(part, "snapshot_id", None)
-            if snap is not None and snap.end_offset > self.next_offset:
-                await self._load_snapshot((snap.end_offset, snap.epoch))
-            elif part.records:
-                self._replay(bytes(part.records))
+            try:
+                if snap is not None and snap.end_offset > self.next_offset:
+                    await self._load_snapshot((snap.end_offset, snap.epoch))
+                elif part.records:
+                    self._replay(bytes(part.records))
+            except Exception as exc:  # noqa: BLE001 - a bug applying metadata: stop, never freeze silently
+                # (issue 37: a KeyError in the leader's ISR state ended this task, and the broker
+                # lived on with metadata that never moved again)
+                self.host.halt(f"cannot apply the metadata at offset {self.next_offset}: "
+                               f"{type(exc).__name__}: {exc}")
+                return
             self._maybe_ready()
 
     async def _load_snapshot(self, snapshot_id: tuple[int, int]) -> None:

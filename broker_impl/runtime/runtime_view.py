@@ -79,6 +79,9 @@ class RuntimeView(LogManagerView):
     def is_partition_offline(self, topic_id: uuid.UUID, partition: int) -> bool:
         return self.host.core.replicas.is_offline(topic_id, partition)
 
+    def dir_cordoned(self, dir_id: uuid.UUID | None) -> bool:
+        return dir_id is not None and dir_id in self.host.core.log_dirs.cordoned
+
     def dir_online(self, dir_id: uuid.UUID | None, path: str) -> bool:
         dirs = self.host.core.log_dirs
         return dir_id is not None and dirs.is_known(dir_id) and dirs.is_online(dir_id)

@@ -109,7 +109,9 @@ class LeaderIsr:
 
     # ------------------------------------------------------------------ inputs
     def _advance_hw(self) -> bool:
-        leos = [self.leader_leo] + [self._followers[r].leo for r in self.maximal_isr if r != self.broker_id]
+        # a member that is no replica any more (reassigned away, its removal replayed) is not waited for
+        leos = [self.leader_leo] + [self._followers[r].leo for r in self.maximal_isr
+                                    if r != self.broker_id and r in self._followers]
         new = min(leos)
         if new > self.high_watermark:
             self.high_watermark = new
@@ -143,7 +145,7 @@ class LeaderIsr:
         return out, self._advance_hw()
 
     def out_of_sync(self, now_ms: int) -> tuple[int, ...]:
-        return tuple(r for r in self.isr if r != self.broker_id
+        return tuple(r for r in self.isr if r != self.broker_id and r in self._followers
                      and now_ms - self._followers[r].last_caught_up_ms > self.lag_time_max_ms)
 
     def tick(self, now_ms: int) -> list:
@@ -191,6 +193,8 @@ class LeaderIsr:
             for r in [r for r in self._followers if r not in reg.replicas]:
                 del self._followers[r]
             self.replicas = reg.replicas
+            if self.pending is not None and not set(self.pending) <= set(reg.replicas):
+                self.pending = None   # a proposal naming a removed replica: the controller refuses it anyway
         if self.pending is not None and set(self.pending) == set(reg.isr):
             self.pending = None
         self._advance_hw()

@@ -64,6 +64,22 @@ class LogDirs:
         # process. Dirs already offline at start are in it and reported offline by the
         # first heartbeat (an id the controller never saw would fail the heartbeat).
         self.registration_dirs: tuple[uuid.UUID, ...] = sort_dir_ids(self._order)
+        # KIP-1066: dirs that take no new replica (``cordoned.log.dirs``), sent in heartbeats
+        self.cordoned: frozenset[uuid.UUID] = frozenset()
+
+    def cordon_paths(self, paths, norm=lambda p: p.rstrip("/") or "/") -> list[str]:
+        """Set :attr:`cordoned` from ``cordoned.log.dirs`` paths (``*``: every dir), each
+        compared after ``norm`` (the runtime passes ``os.path.normpath``); returns the paths
+        that are not data dirs of this broker (nothing is set then)."""
+        by_path = {norm(p): d for d, p in self._paths.items()}
+        paths = [p for p in paths if p]
+        if paths == ["*"]:
+            self.cordoned = frozenset(self._order)
+            return []
+        unknown = [p for p in paths if norm(p) not in by_path]
+        if not unknown:
+            self.cordoned = frozenset(by_path[norm(p)] for p in paths)
+        return unknown
 
     # ------------------------------------------------------------------ queries
     @property

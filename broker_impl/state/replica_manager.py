@@ -163,11 +163,14 @@ class ReplicaManager:
         return counts
 
     def least_loaded_dir(self) -> uuid.UUID:
-        """Online dirs by ascending log count (current + future); ties: configured order."""
+        """Online dirs by ascending log count (current + future); ties: configured order.
+        Cordoned dirs (KIP-1066) only when every online dir is cordoned."""
         counts = self.log_counts()
         online = self.log_dirs.online
         if not online:
             raise RuntimeError("no online log dir to place a replica in")
+        open_dirs = tuple(d for d in online if d not in self.log_dirs.cordoned)
+        online = open_dirs or online
         return min(online, key=lambda d: (counts[d], self.log_dirs.configured.index(d)))
 
     # ------------------------------------------------------------------ metadata

@@ -59,6 +59,7 @@ from controller_impl.runtime import raft_wire as rw
 from controller_impl.runtime import state_api
 from controller_impl.runtime.image_io import FatalError, load_image
 from controller_impl.runtime.image_upkeep import ImageUpkeep
+from controller_impl.runtime.leader_balance import balance_loop
 from controller_impl.runtime.leader_writes import LeaderWrites, NotActive
 from controller_impl.runtime.metadata_fetch import serve_fetch
 from controller_impl.runtime.raft_node import RaftNode
@@ -78,10 +79,13 @@ HANDLERS: dict[int, tuple[str, str]] = {
     64: ("handle_unregister_broker", "unregister_broker"),
     20: ("handle_delete_topics", "delete_topics"),
     37: ("handle_create_partitions", "create_partitions"),
+    43: ("handle_elect_leaders", "elect_leaders"),
+    45: ("handle_alter_partition_reassignments", "alter_partition_reassignments"),
+    46: ("handle_list_partition_reassignments", "list_partition_reassignments"),
 }
 DEFAULT_VERSIONS: dict[int, tuple[int, int]] = {
     FETCH: (4, 17), 62: (2, 4), 63: (1, 2), 73: (0, 0), 56: (2, 3), 19: (2, 7), 64: (0, 0),
-    33: (0, 2), 44: (0, 1), 20: (0, 6), 37: (0, 3),
+    33: (0, 2), 44: (0, 1), 20: (0, 6), 37: (0, 3), 43: (0, 2), 45: (0, 1), 46: (0, 0),
     **rw.RAFT_VERSIONS,
 }
 ZERO = datetime.timedelta(0)
@@ -128,6 +132,7 @@ class ControllerRuntime(LeaderWrites, ImageUpkeep):
         self.server: KafkaServer | None = None
         self._commit_event = asyncio.Event()
         self._tick_task: asyncio.Task | None = None
+        self._balance_task: asyncio.Task | None = None
         self._snapshot_task: asyncio.Task | None = None
         self.fatal: asyncio.Future | None = None
         self.supported_apis: dict[int, tuple[int, int]] = dict(DEFAULT_VERSIONS)
@@ -209,6 +214,7 @@ class ControllerRuntime(LeaderWrites, ImageUpkeep):
                        f"voters {sorted(self.raft.voters)}")
         await self.raft.start()
         self._tick_task = asyncio.get_running_loop().create_task(self._ticker())
+        self._balance_task = asyncio.get_running_loop().create_task(balance_loop(self))
 
     async def stop(self) -> None:
         if self._emit_task is not None and not self._emit_task.done():
@@ -216,7 +222,7 @@ class ControllerRuntime(LeaderWrites, ImageUpkeep):
                 await asyncio.wait_for(asyncio.shield(self._emit_task), 10)
             except (asyncio.TimeoutError, Exception):
                 pass
-        for task in (self._tick_task, self._snapshot_task, self._apply_task):
+        for task in (self._tick_task, self._balance_task, self._snapshot_task, self._apply_task):
             if task is not None:
                 task.cancel()
                 try:

@@ -24,17 +24,18 @@ from kafka_common.ids import UNASSIGNED, from_wire
 from kafka_common.metadata.image import MetadataImage
 from kafka_common.wire import ApiKey, ErrorCode
 
-from controller_impl.state import cluster_control, configs, dir_assignment, replication_control, topic_admin, topics
+from controller_impl.state import (cluster_control, configs, dir_assignment, operator_ops, replication_control,
+                                   topic_admin, topics)
 from controller_impl.state.authz import is_authorized
 from controller_impl.state.heartbeats import BrokerSessions, HeartbeatFacts, Transition, next_transition
 from controller_impl.state.result import ZERO_THROTTLE, ControllerResult
 from controller_impl.state.view import WorkingView
 
 
-class ControllerState:
+class ControllerState(operator_ops.OperatorOps):
     SUPPORTED_APIS: dict[int, tuple[int, int]] = {
         ApiKey.BROKER_REGISTRATION: (2, 4),  # v2+ carries LogDirs
-        ApiKey.BROKER_HEARTBEAT: (1, 2),  # v1+ carries OfflineLogDirs (v2's cordoned dirs ignored)
+        ApiKey.BROKER_HEARTBEAT: (1, 2),  # v1+ carries OfflineLogDirs, v2 CordonedLogDirs (KIP-1066)
         ApiKey.ASSIGN_REPLICAS_TO_DIRS: (0, 0),
         ApiKey.ALTER_PARTITION: (2, 3),  # topic ids
         ApiKey.CREATE_TOPICS: (2, 7),
@@ -43,6 +44,7 @@ class ControllerState:
         ApiKey.UNREGISTER_BROKER: (0, 0),
         ApiKey.DELETE_TOPICS: (0, 6),  # forwarded by brokers; v0: kafka_common.legacy_schemas
         ApiKey.CREATE_PARTITIONS: (0, 3),  # forwarded by brokers
+        **operator_ops.SUPPORTED_APIS,  # ElectLeaders, Alter/ListPartitionReassignments
     }
 
     def __init__(self, image: MetadataImage, config: Any, clock_ms: int | Callable[[], int] = 0, *,
@@ -56,6 +58,7 @@ class ControllerState:
         self.on_problem = on_problem
         self.problems: list[str] = []  # last refusals, for logs and tests (bounded)
         self._committed_next_offset = 0
+        self.cordoned: dict[int, frozenset] = {}  # KIP-1066, soft state: from each heartbeat
         start_ms = clock_ms() if callable(clock_ms) else int(clock_ms)
         for broker_id, reg in image.brokers.items():  # sessions start fresh after a restart
             if not reg.fenced:
@@ -113,6 +116,9 @@ class ControllerState:
         unknown = [d for d in reported - newly if not self._known_offline(broker_id, d)]
         if unknown:  # D3: the whole heartbeat fails and changes nothing
             return fail(ErrorCode.log_dir_not_found, f"unknown directory {sorted(unknown, key=lambda d: d.int)[0]}")
+        cordon_problem = self._note_cordoned(broker_id, request)
+        if cordon_problem:
+            return fail(ErrorCode.invalid_request, cordon_problem)
         self.sessions.touch(broker_id, now_ms)
         view = WorkingView(self.image)
         if newly:
@@ -152,7 +158,7 @@ class ControllerState:
             view, request, rng=self.rng,
             default_partitions=int(getattr(self.config, "num_partitions", 1)),
             default_replication_factor=int(getattr(self.config, "default_replication_factor", 1)),
-            static=topics.static_config_of(self.config))
+            static=topics.static_config_of(self.config), unplaceable=self.fully_cordoned())
         return ControllerResult(tuple(view.records), response)
 
     def handle_delete_topics(self, request: Any, now_ms: int) -> ControllerResult:

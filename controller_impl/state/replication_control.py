@@ -20,6 +20,7 @@ from kafka_common.metadata.model import NO_LEADER, PartitionRegistration
 from kafka_common.wire import ApiKey, ErrorCode
 
 from controller_impl.state.partition_change import Eligibility, build_change, remove_replica
+from controller_impl.state.reassignment import maybe_complete
 from controller_impl.state.result import ZERO_THROTTLE
 from controller_impl.state.view import WorkingView
 
@@ -260,4 +261,6 @@ def _alter_one(view: WorkingView, broker_id: int, part: Any, pd: Any) -> ErrorCo
     rec = build_change(view, part, new_isr=new_isr, elect=False, leader_recovery_state=lrs)
     if rec is not None:
         view.emit(rec)
+    if part.adding_replicas or part.removing_replicas:  # the targets joined the ISR: finish the move
+        maybe_complete(view, part.topic_id, part.partition_id)
     return ErrorCode.none

@@ -64,7 +64,8 @@ def topic_name_problem(name: str) -> str | None:
 
 
 def create_topics(view: WorkingView, req: Any, *, rng: random.Random, default_partitions: int,
-                  default_replication_factor: int, static: topic_config.StaticBrokerConfig | None = None) -> Any:
+                  default_replication_factor: int, static: topic_config.StaticBrokerConfig | None = None,
+                  unplaceable: frozenset[int] = frozenset()) -> Any:
     version = req.__version__
     mod = wire.response_module(ApiKey.CREATE_TOPICS, version)
     cls = wire.response_class(ApiKey.CREATE_TOPICS, version)
@@ -82,7 +83,7 @@ def create_topics(view: WorkingView, req: Any, *, rng: random.Random, default_pa
                                  f"excessively large number of partitions per request: {wanted} more "
                                  f"would exceed {MAX_PARTITIONS_PER_REQUEST}")
             tid, n, rf = _create_one(view, topic, rng, default_partitions, default_replication_factor,
-                                     validate_only=req.validate_only)
+                                     validate_only=req.validate_only, unplaceable=unplaceable)
             budget -= n
             configs = _resulting_configs(mod, view, topic, static) if version >= 5 else ()
             results.append(wire.make(mod.CreatableTopicResult, name=topic.name, topic_id=tid,
@@ -117,7 +118,8 @@ def _resulting_configs(mod: Any, view: WorkingView, topic: Any, static: topic_co
 
 
 def _create_one(view: WorkingView, topic: Any, rng: random.Random, default_partitions: int,
-                default_rf: int, *, validate_only: bool) -> tuple[Any, int, int]:
+                default_rf: int, *, validate_only: bool,
+                unplaceable: frozenset[int] = frozenset()) -> tuple[Any, int, int]:
     problem = topic_name_problem(topic.name)
     if problem:
         raise TopicError(ErrorCode.invalid_topic_exception, problem)
@@ -137,7 +139,9 @@ def _create_one(view: WorkingView, topic: Any, rng: random.Random, default_parti
         rf = default_rf if topic.replication_factor == -1 else topic.replication_factor
         if n < 1:
             raise TopicError(ErrorCode.invalid_partitions, f"number of partitions must be >= 1, got {n}")
-        usable = [reg for reg in _brokers(view) if not reg.in_controlled_shutdown]
+        # KIP-1066: a broker whose every dir is cordoned takes no new replica
+        usable = [reg for reg in _brokers(view) if not reg.in_controlled_shutdown
+                  and reg.broker_id not in unplaceable]
         try:
             assignment = place(n, rf, [b.broker_id for b in usable if not b.fenced],
                                [b.broker_id for b in usable if b.fenced], start=view.image.partition_count())

@@ -17,6 +17,7 @@ from harness.checkers.fencing import check_fencing
 from harness.checkers.group_consumption import check_group_consumption
 from harness.checkers.liveness import check_liveness
 from harness.checkers.metadata import check_metadata_invariants
+from harness.checkers.operator import check_preferred_leaders, check_reassignment_complete
 from harness.checkers.quorum_logs import check_quorum_logs
 from harness.checkers.service import analyse_service, check_service
 from harness.checkers.timeout import check_timeout_accuracy
@@ -36,6 +37,8 @@ CHECKERS: dict[str, Callable[..., CheckResult]] = {
     "quorum_logs": check_quorum_logs,
     "group_consumption": check_group_consumption,     # optional: scenarios with group consumers
     "no_corrupt_consumed": check_no_corrupt_consumed,
+    "reassignment_complete": check_reassignment_complete,   # optional: scenarios with a reassign action
+    "preferred_leaders": check_preferred_leaders,           # optional: leadership back at the end
     "topic_admin": check_topic_admin,                 # optional: scenarios with admin actions
 }
 

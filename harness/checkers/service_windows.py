@@ -26,7 +26,8 @@ MIN_WINDOW_OPS = 5          # a rolling window with fewer ops never counts as re
 DEGRADATION_WINDOW_MS = 5000  # an outside partition degrades when its p50 over this long is beyond the bound
 PEER_MIN_OPS = 100          # a leader's pooled baseline p99 counts only with this many ops (a real p99)
 ADMIN_PROCESS_PREFIX = "admin-"   # client ops of the schedule's admin actions (harness.admin_actions)
-INSTANT_FAULT_KINDS = ("restart", "replace-disk", "move-replica", "delete-topic", "create-topic")   # labels without a heal
+INSTANT_FAULT_KINDS = ("restart", "replace-disk", "move-replica", "delete-topic", "create-topic", "reassign",
+                       "elect(preferred)", "elect(unclean)")   # labels without a heal
 MS = 1_000_000
 WINDOW_NAMES = ("before", "during", "after")
 SERVICE_METRICS = tuple(f"produce_{w}_{q}_ms" for w in WINDOW_NAMES for q in ("p50", "p99")) + \
@@ -177,6 +178,8 @@ def _in_dirs(d: Any, dir_ids: tuple[str, ...]) -> bool:
 def fault_domain(f: InjectedFault, view: MetadataView, timelines: dict | None = None) -> set[tuple[str, int]]:
     if f.kind == "move-replica":
         return {(str(f.attrs.get("topic")), int(f.attrs.get("partition", -1)))}
+    if f.kind == "admin" and f.attrs.get("plan"):   # a reassignment: the partitions it moves
+        return {(str(k).rpartition("/")[0], int(str(k).rpartition("/")[2])) for k in f.attrs["plan"]}
     nodes = {n for n in (f.node_id, f.attrs.get("peer_id")) if n is not None}
     out = set()
     if f.kind == "disk" and f.mode == "delay" and f.node_id is not None:

@@ -48,7 +48,13 @@ replace-disk    node, dir: swap in a freshly formatted disk (new directory.id)  
 move-replica    node, topic, partition, to_dir: AlterReplicaLogDirs              —
 admin           action (delete-topic, create-topic[partitions,                   —
                 replication_factor, records]), topic: an operator's call
-                through a real admin client (``AdminAction``)
+                through a real admin client (``AdminAction``); reassign[node,
+                dir]: every replica of that broker (in that dir when given) in
+                ``topic`` (all topics when unset) moves to a broker that holds
+                none of the partition (AlterPartitionReassignments);
+                elect[election preferred|unclean]: ElectLeaders for ``topic``'s
+                partitions, all when unset (kafka-python's KafkaAdminClient,
+                ``harness.operator_actions``)
 ==============  ===============================================================  ==========
 
 ``duration_ms`` ``None`` means the fault stays until the final heal (which always runs).
@@ -66,7 +72,8 @@ from typing import Any, ClassVar, Union
 
 __all__ = [
     "DISK_MODES", "DIR_LOSING_MODES", "NETWORK_ACTIONS", "PROCESS_ACTIONS", "FAULT_KINDS",
-    "DiskFault", "NetworkFault", "ProcessFault", "ReplaceDisk", "MoveReplica", "AdminAction", "ADMIN_ACTIONS", "Fault",
+    "DiskFault", "NetworkFault", "ProcessFault", "ReplaceDisk", "MoveReplica", "AdminAction", "ADMIN_ACTIONS",
+    "OPERATOR_ACTIONS", "ELECTIONS", "Fault",
     "NodeRef", "ACTIVE_CONTROLLER", "parse_node_ref", "parse_dir_ref", "fault_to_dict", "FAULT_CLASSES", "SIGNALS",
     "soak_schedule", "end_ms", "fault_label", "RefBindings", "fault_seed", "FileTarget", "parse_file_target",
     "FILE_MODES", "P_MODES", "READ_MODES", "FILE_TARGET_KINDS",
@@ -86,7 +93,9 @@ NETWORK_ACTIONS = ("partition", "isolate", "delay", "loss")
 PROCESS_ACTIONS = ("kill", "pause", "restart", "power-cut")
 SIGNALS = ("SIGKILL", "SIGTERM")
 FAULT_KINDS = ("disk", "network", "process", "replace-disk", "move-replica", "admin")
-ADMIN_ACTIONS = ("delete-topic", "create-topic")
+ADMIN_ACTIONS = ("delete-topic", "create-topic", "reassign", "elect")
+OPERATOR_ACTIONS = ("reassign", "elect")      # harness.operator_actions (issue 37b); the others harness.admin_actions
+ELECTIONS = ("preferred", "unclean")
 
 _NODE_RE = re.compile(r"^(broker|controller):(\d+)$|^(leader|follower):([A-Za-z0-9._-]+)/(\d+)$|^controller:(active)$")
 _DIR_RE = re.compile(r"^d([1-9]\d*)$|^(metadata|all|all\+metadata)$|^(replica|spare):([A-Za-z0-9._-]+)/(\d+)$")
@@ -223,22 +232,25 @@ class MoveReplica:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AdminAction:
     """An operator's admin call at ``at_ms``, through a real admin client on the brokers'
-    bootstrap (confluent-kafka's AdminClient): ``delete-topic`` (DeleteTopics) or
-    ``create-topic`` (CreateTopics, ``partitions`` × ``replication_factor``; then ``records``
-    acks=all values produced to it round-robin, recorded as client ops like the workload's,
-    and drained at the end). Names no node: the active controller does the work."""
+    bootstrap: ``delete-topic`` (DeleteTopics) or ``create-topic`` (CreateTopics,
+    ``partitions`` × ``replication_factor``; then ``records`` acks=all values produced to it
+    round-robin, recorded as client ops like the workload's, and drained at the end) through
+    confluent-kafka's AdminClient — they name no node: the active controller does the work;
+    ``reassign`` moves every replica ``node`` holds (in ``dir`` when given; of ``topic``, or of
+    every topic) to brokers that hold none of the partition; ``elect`` runs a PREFERRED or
+    UNCLEAN ElectLeaders (``topic``'s partitions, all when unset) — both through kafka-python's
+    KafkaAdminClient (``harness.operator_actions``)."""
 
     kind: ClassVar[str] = "admin"
     at_ms: int
     action: str
-    topic: str
+    topic: str | None = None
     partitions: int | None = None
     replication_factor: int | None = None
     records: int | None = None
-
-    @property
-    def node(self) -> None:
-        return None
+    node: str | None = None     # reassign: the broker whose replicas move off
+    election: str | None = None   # elect: preferred (None) or unclean
+    dir: str | None = None      # reassign: only the replicas of ``node`` in this dir (a dir ref)
 
 
 Fault = Union[DiskFault, NetworkFault, ProcessFault, ReplaceDisk, MoveReplica, AdminAction]
@@ -286,7 +298,7 @@ def fault_label(fault: Fault) -> str:
     if isinstance(fault, ProcessFault):
         return f"kill({fault.signal})" if fault.action == "kill" else fault.action
     if isinstance(fault, AdminAction):
-        return fault.action
+        return f"elect({fault.election or 'preferred'})" if fault.action == "elect" else fault.action
     return fault.kind
 
 

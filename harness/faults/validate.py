@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.faults.schedule import (ACTIVE_CONTROLLER, ADMIN_ACTIONS, DISK_MODES, FAULT_CLASSES, FAULT_KINDS, FILE_MODES,
+from harness.faults.schedule import (ACTIVE_CONTROLLER, ADMIN_ACTIONS, ELECTIONS, OPERATOR_ACTIONS, DISK_MODES, FAULT_CLASSES, FAULT_KINDS, FILE_MODES,
                                      FILE_TARGET_KINDS, NETWORK_ACTIONS, P_MODES, PROCESS_ACTIONS, SIGNALS, DiskFault,
                                      AdminAction, Fault, MoveReplica, NetworkFault, ProcessFault, ReplaceDisk, parse_dir_ref,
                                      parse_file_target, parse_node_ref)
@@ -91,7 +91,7 @@ def fault_from_dict(data: Any, path: str, problems: Problems, targets: TargetChe
         return None
     at_ms = f.int("at_ms", lo=0)
     if kind == "admin":
-        value = _admin_action(f, at_ms, path, problems)
+        value = _admin_action(f, at_ms, path, problems, targets)
         f.finish()
         return value
     node = f.str("node")
@@ -175,11 +175,14 @@ def fault_from_dict(data: Any, path: str, problems: Problems, targets: TargetChe
     return value
 
 
-def _admin_action(f: Fields, at_ms: Any, path: str, problems: Problems) -> AdminAction | None:
+def _admin_action(f: Fields, at_ms: Any, path: str, problems: Problems, targets: TargetCheck) -> AdminAction | None:
     """An ``admin`` table: its topic may be any valid name (a topic it creates is not one
-    of the workload's); create-topic needs partitions and replication_factor."""
+    of the workload's); create-topic needs partitions and replication_factor. reassign/elect:
+    :func:`_operator_action`."""
     from controller_impl.state.topics import topic_name_problem
     action = f.str("action", choices=ADMIN_ACTIONS)
+    if action in OPERATOR_ACTIONS:
+        return _operator_action(f, action, at_ms, path, problems, targets)
     topic = f.str("topic")
     partitions = f.int("partitions", None, lo=1)
     rf = f.int("replication_factor", None, lo=1)
@@ -196,3 +199,23 @@ def _admin_action(f: Fields, at_ms: Any, path: str, problems: Problems) -> Admin
                 problems.add(join(path, name), "only for action 'create-topic'")
     return AdminAction(at_ms=at_ms, action=action, topic=topic, partitions=partitions, replication_factor=rf,
                        records=records)
+
+
+def _operator_action(f: Fields, action: str, at_ms: Any, path: str, problems: Problems,
+                     targets: TargetCheck) -> AdminAction:
+    """reassign [node, dir, topic] / elect [election, topic]: the topic one of the workload's."""
+    node = f.str("node", None)
+    topic = f.str("topic", None)
+    election = f.str("election", None, choices=ELECTIONS)
+    dir_ = f.str("dir", None)
+    targets.node(node, join(path, "node"), problems, broker_only=True)
+    if action == "reassign" and node is None:
+        problems.add(join(path, "node"), "action 'reassign' needs node (the broker whose replicas move off)")
+    if topic is not None and topic not in targets.partitions:
+        problems.add(join(path, "topic"), one_of(topic, sorted(targets.partitions)) + " (topics of the workload)")
+    if action == "reassign" and election is not None:
+        problems.add(join(path, "election"), "only for action 'elect'")
+    targets.dir(dir_, join(path, "dir"), problems, single=True)
+    if dir_ is not None and action != "reassign":
+        problems.add(join(path, "dir"), "only for action 'reassign'")
+    return AdminAction(at_ms=at_ms, action=action, node=node, topic=topic, election=election, dir=dir_)

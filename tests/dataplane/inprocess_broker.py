@@ -91,7 +91,9 @@ class PureControllerChannel:
 
     async def forward(self, request: Any) -> Any:
         self.requests.append(request)
-        handler = {20: self.state.handle_delete_topics, 37: self.state.handle_create_partitions}[int(request.__api_key__)]
+        handler = {20: self.state.handle_delete_topics, 37: self.state.handle_create_partitions,
+                   43: self.state.handle_elect_leaders, 45: self.state.handle_alter_partition_reassignments,
+                   46: self.state.handle_list_partition_reassignments}[int(request.__api_key__)]
         return self._apply(handler(request, self.clock.monotonic_ms()))
 
     def register_and_unfence(self, broker_id: int, port: int, dir_ids: list[uuid.UUID], rng: random.Random) -> None:

@@ -11,7 +11,7 @@ import pytest
 from kio.schema.errors import ErrorCode
 
 from broker_impl.api.handlers import SUPPORTED_APIS
-from broker_impl.api.log_dirs import DescribeLogDirsResponseV4
+from broker_impl.api.log_dirs import DescribeLogDirsResponseV4, DescribeLogDirsResponseV5
 from kafka_common import wire
 from kafka_common.metadata import records as r
 from testkit.protocol import RawConnection, fetch_request, make_batch, produce_request
@@ -70,6 +70,15 @@ def _request(api_key: int, version: int, topic: str, topic_id, log_dir: str):
     if api_key == 37:   # one more partition of the topic per version
         return m(cls, topics=(m(mod.CreatePartitionsTopic, name=topic, count=version + 2, assignments=None),),
                  timeout=timedelta(seconds=5), validate_only=False)
+    if api_key == 43:   # the partition's only replica already leads: ELECTION_NOT_NEEDED (EXPECTED)
+        return m(cls, election_type=0, topic_partitions=(m(mod.TopicPartitions, topic=topic, partitions=(0,)),),
+                 timeout=timedelta(seconds=5))
+    if api_key == 45:   # the current replica set again: nothing to move, NONE
+        return m(cls, timeout=timedelta(seconds=5), allow_replication_factor_change=True, topics=(
+            m(mod.ReassignableTopic, name=topic, partitions=(m(mod.ReassignablePartition, partition_index=0,
+                                                               replicas=(1,)),)),))
+    if api_key == 46:
+        return m(cls, timeout=timedelta(seconds=5), topics=None)
     raise AssertionError(f"no request builder for api {api_key}")
 
 
@@ -129,6 +138,7 @@ EXPECTED = {
     13: {ErrorCode.none, ErrorCode.unknown_member_id},        # v3+: per member, top-level NONE
     42: {ErrorCode.group_id_not_found},
     20: {ErrorCode.unknown_topic_or_partition},
+    43: {ErrorCode.none, ErrorCode.election_not_needed},      # v0 has no top-level error code
 }
 # Kafka 3.9 in KRaft: v0 offsets are ZooKeeper's, every partition UNSUPPORTED_VERSION
 EXPECTED_AT = {(8, 0): {ErrorCode.unsupported_version}, (9, 0): {ErrorCode.unsupported_version}}
@@ -149,7 +159,8 @@ def test_every_advertised_version_answers(broker):
             for api_key, (lo, hi) in sorted(SUPPORTED_APIS.items()):
                 for version in range(max(lo, 3) if api_key == 0 else lo, hi + 1):
                     req = _request(api_key, version, "vv", tid, log_dir)
-                    resp_cls = DescribeLogDirsResponseV4 if (api_key, version) == (35, 4) else None
+                    resp_cls = {(35, 4): DescribeLogDirsResponseV4, (35, 5): DescribeLogDirsResponseV5}.get(
+                        (api_key, version))
                     resp = await c.call(req, resp_cls)
                     codes = set(_error_codes(resp))
                     want = EXPECTED_AT.get((api_key, version), EXPECTED.get(api_key, {ErrorCode.none}))

@@ -75,7 +75,8 @@ def test_run_checks_composes_scenario_checks():
     assert bad.valid is False
     assert set(CHECKERS) == {"durability", "failover", "liveness", "timeout_accuracy", "fencing",
                              "metadata_invariants", "quorum_logs", "service",
-                             "group_consumption", "no_corrupt_consumed", "topic_admin"}
+                             "group_consumption", "no_corrupt_consumed", "topic_admin", "reassignment_complete",
+                             "preferred_leaders"}
 
 
 # ---------------------------------------------------------------- durability

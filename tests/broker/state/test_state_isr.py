@@ -121,3 +121,22 @@ def test_stale_metadata_ignored_and_replica_changes_tracked():
     assert l.replicas == (ME, 2, 4) and l.follower_leo(4) == -1
     with pytest.raises(KeyError):
         l.follower_leo(3)
+
+
+def test_a_reassignment_completing_under_an_in_flight_expansion_drops_the_removed_replica():
+    """Issue 37 (found by S17): the leader proposes ISR + the new target while the replica
+    being removed is still in it; the controller completes the move (replicas without it)
+    before the answer arrives. The removed replica is no follower any more: a fetch from it,
+    the HW and the lag check never look it up, and the stale proposal is dropped."""
+    l = leader(isr=(ME, 2, 3))
+    l.on_metadata(reg(replicas=(4, ME, 2, 3), isr=(ME, 2, 3), leader_epoch=4, partition_epoch=8))
+    effects, _ = l.on_follower_fetch(4, 10, 1)
+    assert effects and set(l.pending) == {ME, 2, 3, 4}
+    l.on_metadata(reg(replicas=(4, ME, 2), isr=(ME, 2, 4), leader_epoch=4, partition_epoch=10))
+    assert l.pending is None and l.isr == (ME, 2, 4)
+    assert l.on_follower_fetch(3, 10, 2) == ([], False)           # the removed replica: ignored
+    l.on_leader_append(12, 3)
+    l.on_follower_fetch(2, 12, 4)
+    _, moved = l.on_follower_fetch(4, 12, 5)
+    assert moved and l.high_watermark == 12
+    assert l.out_of_sync(10 * LAG) == (2, 4)

@@ -340,3 +340,16 @@ def test_partition_status_and_leadership_are_answered_by_the_replica_manager():
     r.on_dir_offline(D1)
     assert r.is_offline(T1, 0) and r.leader_epoch(T1, 0) is None
     assert not r.is_offline(T2, 0) and r.leader_epoch(T2, 0) is None   # not hosted here at all
+
+
+# ------------------------------------------------------------------ cordoned dirs (KIP-1066)
+def test_new_replicas_avoid_cordoned_dirs_unless_every_online_dir_is():
+    r = rm(logs=[(tp("a"), T2, D1), (tp("b"), T2, D1)])
+    assert r.log_dirs.cordon_paths(["/1", "/2/"]) == []           # D2, D3 (paths compared normalised)
+    assert r.log_dirs.cordoned == {D2, D3}
+    out = apply(r, reg(dir_for_me=UNASSIGNED))
+    assert of(out, CreateLog) == [CreateLog(tp(), T1, D1)]         # D1 is the loaded one, but the only open one
+    r.log_dirs.cordon_paths(["*"])
+    out = apply(r, reg(pid=1, dir_for_me=UNASSIGNED))
+    assert of(out, CreateLog)[0].dir_id == D2                      # all cordoned: least loaded after all
+    assert r.log_dirs.cordon_paths(["/1", "/nope"]) == ["/nope"] and r.log_dirs.cordoned == {D1, D2, D3}
