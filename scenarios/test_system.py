@@ -68,6 +68,10 @@ SUITE = [
     "silent-corruption",
     "power-cut",
     "permission-denied",
+    # S19 (KAFKA-16157/16234: delete and re-create while a replica's dir is offline); S17 and S18
+    # (reassignment, preferred leaders) run in campaigns only, for the suite's time: their calls
+    # are integration tests (tests/dataplane/test_operator_clients.py)
+    "delete-topic-while-dir-offline",
 ]
 SOAK_DURATION_MS = 40000
 
