@@ -42,7 +42,7 @@ from kafka_common.wire import ApiKey, ErrorCode
 from controller_impl.state.cluster_control import default_dir
 from controller_impl.state.placement import PlacementError, place
 from controller_impl.state.result import ZERO_THROTTLE
-from controller_impl.state.topics import MAX_PARTITIONS_PER_REQUEST, TopicError
+from controller_impl.state.topics import MAX_PARTITIONS_PER_REQUEST, TopicError, check_replicas
 from controller_impl.state.view import WorkingView
 
 
@@ -175,15 +175,7 @@ def _manual(view: WorkingView, assignments: Any, extra: int, rf: int, first_pid:
         if len(replicas) != rf:
             raise TopicError(ErrorCode.invalid_replica_assignment,
                              f"partition {pid}: {len(replicas)} replica(s), but the topic's partitions have {rf}")
-        if len(set(replicas)) != len(replicas):
-            raise TopicError(ErrorCode.invalid_replica_assignment, f"partition {pid}: a broker is listed twice")
-        unknown = [b for b in replicas if view.broker(b) is None]
-        if unknown:
-            raise TopicError(ErrorCode.invalid_replica_assignment,
-                             f"partition {pid}: broker {unknown[0]} is not registered")
-        if not any(view.is_active(b) for b in replicas):
-            raise TopicError(ErrorCode.invalid_replica_assignment,
-                             f"partition {pid}: all its brokers are fenced or in controlled shutdown")
+        check_replicas(view, pid, replicas)
         out.append(replicas)
     return out
 

@@ -178,13 +178,19 @@ def _manual(view: WorkingView, assignments: Any) -> list[tuple[int, ...]]:
         if not replicas or len(replicas) != rf:
             raise TopicError(ErrorCode.invalid_replica_assignment,
                              f"partition {i}: every partition needs the same, non-zero number of replicas")
-        if len(set(replicas)) != len(replicas):
-            raise TopicError(ErrorCode.invalid_replica_assignment, f"partition {i}: a broker is listed twice")
-        unknown = [b for b in replicas if view.broker(b) is None]
-        if unknown:
-            raise TopicError(ErrorCode.invalid_replica_assignment,
-                             f"partition {i}: broker {unknown[0]} is not registered")
-        if not any(view.is_active(b) for b in replicas):
-            raise TopicError(ErrorCode.invalid_replica_assignment,
-                             f"partition {i}: all its brokers are fenced or in controlled shutdown")
+        check_replicas(view, i, replicas)
     return out
+
+
+def check_replicas(view, pid: int, replicas) -> None:
+    """An explicit assignment's replicas of partition ``pid`` (CreateTopics, CreatePartitions):
+    each broker once, registered, and at least one of them active."""
+    if len(set(replicas)) != len(replicas):
+        raise TopicError(ErrorCode.invalid_replica_assignment, f"partition {pid}: a broker is listed twice")
+    unknown = [b for b in replicas if view.broker(b) is None]
+    if unknown:
+        raise TopicError(ErrorCode.invalid_replica_assignment,
+                         f"partition {pid}: broker {unknown[0]} is not registered")
+    if not any(view.is_active(b) for b in replicas):
+        raise TopicError(ErrorCode.invalid_replica_assignment,
+                         f"partition {pid}: all its brokers are fenced or in controlled shutdown")
