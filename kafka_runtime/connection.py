@@ -40,12 +40,15 @@ from __future__ import annotations
 import asyncio
 import collections
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kafka_common import authz, framing, wire
 from kafka_common.wire import ApiKey, ErrorCode
 from kafka_runtime.request_context import DeferredResponse, RequestContext
 from kafka_runtime.request_metrics import RequestTiming
+
+if TYPE_CHECKING:
+    from kafka_runtime.connection_host import ConnectionHost
 
 API_VERSIONS_RANGE = (0, 4)
 _QUEUE_PAUSE = 64  # frames queued on one connection before reading pauses ...
@@ -59,9 +62,10 @@ class _Close(Exception):
 
 
 class Connection(asyncio.Protocol):
-    """One client connection of a :class:`kafka_runtime.server.KafkaServer` (``server``)."""
+    """One client connection of a :class:`~kafka_runtime.connection_host.ConnectionHost`
+    (``server``)."""
 
-    def __init__(self, server: Any) -> None:
+    def __init__(self, server: ConnectionHost) -> None:
         self.server = server
         self.decoder = framing.FrameDecoder(server.max_frame_bytes)
         self.queue: asyncio.Queue[tuple[bytes, int] | None] = asyncio.Queue()  # (frame, arrival ns)
@@ -96,7 +100,7 @@ class Connection(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         self.ip = str(peer[0]) if peer else "?"
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
-        refusal = server._admit(self.ip)
+        refusal = server.admit(self.ip)
         if refusal is not None:
             server.stats["refused_connections"] += 1
             server.bad_log.report("connection_refused", peer=self.peer, reason=refusal)
@@ -104,9 +108,7 @@ class Connection(asyncio.Protocol):
             transport.abort()
             return
         self.registered = True
-        server._connections.add(self)
-        server._per_ip[self.ip] = server._per_ip.get(self.ip, 0) + 1
-        self.ctx = RequestContext(connection_id=next(server._ids), peer=self.peer,
+        self.ctx = RequestContext(connection_id=server.register(self), peer=self.peer,
                                   listener_name=server.listener_name, security=server.security)
         if server.security.sasl_required:
             self.decoder = framing.FrameDecoder(min(server.limits.pre_auth_max_frame_bytes,
@@ -137,13 +139,7 @@ class Connection(asyncio.Protocol):
         self._outbox_ready.set()
         if self.registered:
             self.registered = False
-            server = self.server
-            server._connections.discard(self)
-            left = server._per_ip.get(self.ip, 1) - 1
-            if left > 0:
-                server._per_ip[self.ip] = left
-            else:
-                server._per_ip.pop(self.ip, None)
+            self.server.unregister(self)
         self.queue.put_nowait(None)
 
     def pause_writing(self) -> None:

@@ -163,13 +163,27 @@ class KafkaServer:
             self.events.emit("request_metrics", listener=self.listener_name,
                              **self.request_metrics.take(time.perf_counter_ns()))
 
-    def _admit(self, ip: str) -> str | None:
+    # -- the ConnectionHost side (kafka_runtime.connection) ------------------------------
+    def admit(self, ip: str) -> str | None:
         """Why a new connection from ``ip`` must be refused, or None."""
         if len(self._connections) >= self.limits.max_connections:
             return f"max.connections={self.limits.max_connections} reached"
         if self._per_ip.get(ip, 0) >= self.limits.max_connections_per_ip:
             return f"max.connections.per.ip={self.limits.max_connections_per_ip} reached for {ip}"
         return None
+
+    def register(self, conn: Connection) -> int:
+        self._connections.add(conn)
+        self._per_ip[conn.ip] = self._per_ip.get(conn.ip, 0) + 1
+        return next(self._ids)
+
+    def unregister(self, conn: Connection) -> None:
+        self._connections.discard(conn)
+        left = self._per_ip.get(conn.ip, 1) - 1
+        if left > 0:
+            self._per_ip[conn.ip] = left
+        else:
+            self._per_ip.pop(conn.ip, None)
 
     def _emit(self, event: str, fields: dict[str, Any]) -> None:
         if self.events is not None:
