@@ -5,13 +5,16 @@ controller once the records that made them are committed.
 A dir failure commits 100k partition changes at once: their ``partition_change`` lines are
 formatted by hand (the same JSON object ``EventLog.emit`` writes, ~5x cheaper) and written
 in slices (:func:`partition_change_lines`), so the writer can yield to the loop between
-slices — Raft must keep answering while 100k lines are written."""
+slices — Raft must keep answering while 100k lines are written. :class:`CommitEvents`
+holds them from the write to the commit and writes them."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
-from typing import Any, Iterator
+from collections import deque
+from typing import Any, Callable, Coroutine, Iterator
 
 from kafka_common import ids
 from kafka_common.metadata.image import MetadataImage
@@ -96,3 +99,73 @@ def emit_changes(events: EventLog, image: MetadataImage, records: list[Any], rea
         return
     for lines in partition_change_lines(events, image, reason, changes):
         events.write_lines(lines)
+
+
+class CommitEvents:
+    """The active controller's node events between a change and its commit: ``pending``
+    (written, not yet committed: dropped if the leadership is lost), then committed and
+    written in commit order by one task, a slice at a time with the loop free in between
+    (a dir failure of 100k replicas writes 100k lines). Each entry: (last offset of the
+    change, its records, the reason, its :class:`ImageChanges`). ``image`` gives the image
+    of the moment (a rebuild replaces it), ``spawn`` starts a task on the loop."""
+
+    def __init__(self, events: EventLog, image: Callable[[], MetadataImage],
+                 spawn: Callable[[Coroutine[Any, Any, Any]], asyncio.Task]) -> None:
+        self._events = events
+        self._image = image
+        self._spawn = spawn
+        self._pending: deque[tuple[int, list, str, Any]] = deque()
+        self._committed: deque[tuple[int, list, str, Any]] = deque()
+        self._emit_task: asyncio.Task | None = None
+        self.stats = {"commits": 0, "records": 0}
+
+    def pending(self, last: int, records: list[Any], reason: str, changes: Any) -> None:
+        """A change written up to ``last``: its events once that is committed."""
+        self._pending.append((last, records, reason, changes))
+
+    def queue(self, last: int, records: list[Any], reason: str, changes: Any, hw: int) -> None:
+        """A change's events: written once ``last`` is below ``hw`` (now if it is)."""
+        if last < hw:
+            self._committed.append((last, records, reason, changes))
+            self._start()
+        else:
+            self._pending.append((last, records, reason, changes))
+
+    def clear_pending(self) -> None:
+        self._pending.clear()
+
+    def committed(self, hw: int) -> None:
+        """The high watermark moved: the changes below it are written (after the answers)."""
+        pending = self._pending
+        moved = False
+        while pending and pending[0][0] < hw:
+            self._committed.append(pending.popleft())
+            moved = True
+        if moved:
+            self._start()
+
+    async def finish(self, timeout_s: float) -> None:
+        """At stop: the committed changes' events written (at most ``timeout_s``)."""
+        if self._emit_task is not None and not self._emit_task.done():
+            try:
+                await asyncio.wait_for(asyncio.shield(self._emit_task), timeout_s)
+            except (asyncio.TimeoutError, Exception):
+                pass
+
+    def _start(self) -> None:
+        if self._emit_task is None or self._emit_task.done():
+            self._emit_task = self._spawn(self._emit())
+
+    async def _emit(self) -> None:
+        events = self._events
+        while self._committed:
+            _, records, reason, changes = self._committed.popleft()
+            self.stats["commits"] += 1
+            self.stats["records"] += len(records)
+            emit_broker_changes(events, records, reason, changes)
+            if not events.path and not events.echo:
+                events.count += len(changes.partitions)  # nobody reads them: skip formatting
+                continue
+            for lines in partition_change_lines(events, self._image(), reason, changes):
+                events.write_lines(lines)
+                await asyncio.sleep(0)

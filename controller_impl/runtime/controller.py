@@ -32,18 +32,16 @@ non-zero; the other voters elect a new leader.
 from __future__ import annotations
 
 import asyncio
-import datetime
 import os
 import sys
 import time
-from collections import deque
 from typing import Any
 
 from kafka_common import meta_properties, wire
 from kafka_common.config import ServerConfig
 from kafka_common.metadata import snapshot as snapshot_format
 from kafka_common.metadata.image import MetadataImage
-from kafka_common.wire import ErrorCode
+from kafka_common.wire import ApiKey, ErrorCode
 from kafka_runtime.clock import SystemClock
 from kafka_runtime.event_loop import running_loop_kind
 from kafka_runtime.events import EventLog
@@ -55,41 +53,15 @@ from controller_impl.log import MetadataLog
 from controller_impl.log.snapshots import SnapshotStore
 from controller_impl.raft import messages as m
 from controller_impl.raft.config import LEADER
-from controller_impl.runtime import raft_wire as rw
 from controller_impl.runtime import state_api
+from controller_impl.runtime.change_events import CommitEvents
 from controller_impl.runtime.image_io import FatalError, load_image
 from controller_impl.runtime.image_upkeep import ImageUpkeep
 from controller_impl.runtime.leader_balance import balance_loop
 from controller_impl.runtime.leader_writes import LeaderWrites, NotActive
-from controller_impl.runtime.metadata_fetch import serve_fetch
 from controller_impl.runtime.raft_node import RaftNode
-from controller_impl.state import configs
+from controller_impl.runtime.request_table import REQUESTS, supported_apis
 from controller_impl.state.authz import API_RULES
-
-FETCH = 1
-# api_key -> (state handler name, reason written on partition_change events)
-HANDLERS: dict[int, tuple[str, str]] = {
-    62: ("handle_broker_registration", "broker_registration"),
-    63: ("handle_broker_heartbeat", "heartbeat"),
-    73: ("handle_assign_replicas_to_dirs", "assign_replicas_to_dirs"),
-    56: ("handle_alter_partition", "alter_partition"),
-    19: ("handle_create_topics", "create_topics"),
-    33: ("handle_alter_configs", "alter_configs"),
-    44: ("handle_incremental_alter_configs", "incremental_alter_configs"),
-    64: ("handle_unregister_broker", "unregister_broker"),
-    20: ("handle_delete_topics", "delete_topics"),
-    37: ("handle_create_partitions", "create_partitions"),
-    43: ("handle_elect_leaders", "elect_leaders"),
-    45: ("handle_alter_partition_reassignments", "alter_partition_reassignments"),
-    46: ("handle_list_partition_reassignments", "list_partition_reassignments"),
-}
-DEFAULT_VERSIONS: dict[int, tuple[int, int]] = {
-    FETCH: (4, 17), 62: (2, 4), 63: (1, 2), 73: (0, 0), 56: (2, 3), 19: (2, 7), 64: (0, 0),
-    33: (0, 2), 44: (0, 1), 20: (0, 6), 37: (0, 3), 43: (0, 2), 45: (0, 1), 46: (0, 0),
-    **rw.RAFT_VERSIONS,
-}
-ZERO = datetime.timedelta(0)
-
 
 
 def read_cluster_id(cfg: ServerConfig) -> str:
@@ -112,9 +84,11 @@ def read_cluster_id(cfg: ServerConfig) -> str:
     return mp.cluster_id
 
 
-class ControllerRuntime(LeaderWrites, ImageUpkeep):
+class ControllerRuntime:
     """A controller process's runtime: its listener, Raft node, image and (when active)
-    state machine; the write path and the image upkeep are its mixins' (module docstring)."""
+    state machine — the one :class:`~controller_impl.runtime.host.ControllerHost` of its
+    parts: the write path (``writes``), the image upkeep (``upkeep``), the committed
+    changes' events (``changes``); requests are dispatched by :mod:`.request_table`."""
 
     def __init__(self, cfg: ServerConfig, *, events: EventLog | None = None, clock=None,
                  log=None) -> None:
@@ -125,48 +99,58 @@ class ControllerRuntime(LeaderWrites, ImageUpkeep):
                                                    file=sys.stderr, flush=True))
         self.cluster_id = ""
         self.image = MetadataImage()
-        self.log: MetadataLog | None = None
+        # the image holds records the log may not (an optimistic replay whose batch was
+        # never appended, or uncommitted records of a lost leadership): rebuilt before use
+        self.image_ahead = False
+        self.log: MetadataLog | None = None  # set by start (so are snapshots and raft)
         self.snapshots: SnapshotStore | None = None
         self.raft: RaftNode | None = None
         self.state: Any = None
         self.server: KafkaServer | None = None
-        self._commit_event = asyncio.Event()
         self._tick_task: asyncio.Task | None = None
         self._balance_task: asyncio.Task | None = None
-        self._snapshot_task: asyncio.Task | None = None
         self.fatal: asyncio.Future | None = None
-        self.supported_apis: dict[int, tuple[int, int]] = dict(DEFAULT_VERSIONS)
+        self.supported_apis: dict[int, tuple[int, int]] = supported_apis(REQUESTS)
         self.api_rules = dict(API_RULES)  # the listener enforces them (permission, before auth)
         # one holder at a time of the image and the state machine: a leader's request (its
         # pure handler, encoding and optimistic replay run in a worker thread, so a
         # 100k-record change never stalls Raft on the loop), a follower's apply of committed
         # records, the new leader's catch-up, a resigned leader's rebuild
-        self._sm_lock = asyncio.Lock()
-        self._apply_upto = 0
-        self._apply_pending_since_ms = 0
-        self._apply_task: asyncio.Task | None = None
-        self._waiters: deque[tuple[int, asyncio.Future]] = deque()
-        self._pending_events: deque[tuple[int, list, str, Any]] = deque()
-        self._committed_events: deque[tuple[int, list, str, Any]] = deque()
-        self._emit_task: asyncio.Task | None = None
-        self._last_written = -1
-        self._last_write_ms = 0
-        # the image holds records the log may not (an optimistic replay whose batch was
-        # never appended, or uncommitted records of a lost leadership): rebuilt before use
-        self._image_ahead = False
-        self._last_snapshot_end = 0
-        self._last_snapshot_ms = 0
-        self.stats = {"commits": 0, "records": 0, "snapshots": 0}
+        self.sm_lock = asyncio.Lock()
+        self.changes = CommitEvents(self.events, lambda: self.image, self.spawn)
+        self.writes = LeaderWrites(self)
+        self.upkeep = ImageUpkeep(self)
 
-    # -- life cycle -------------------------------------------------------------------
+    @property
+    def stats(self) -> dict[str, int]:
+        return {**self.changes.stats, **self.upkeep.stats}
+
+    # -- the ControllerHost -----------------------------------------------------------
     @property
     def active(self) -> bool:
         return self.state is not None and self.raft is not None and self.raft.is_leader
 
     @property
+    def halted(self) -> bool:
+        return self.fatal is not None and self.fatal.done()
+
+    @property
     def leader_epoch(self) -> int:
         return self.raft.state.epoch if self.raft and self.raft.state else 0
 
+    def halt(self, reason: str) -> None:
+        if self.fatal is not None and not self.fatal.done():
+            self.events.emit("halt", reason=reason)
+            self._log_line(f"halt: {reason}")
+            self.fatal.set_result(reason)
+
+    def log_line(self, msg: str) -> None:
+        self._log_line(msg)
+
+    def spawn(self, coro) -> asyncio.Task:
+        return asyncio.get_running_loop().create_task(coro)
+
+    # -- life cycle -------------------------------------------------------------------
     async def start(self) -> None:
         cfg = self.cfg
         self.fatal = asyncio.get_running_loop().create_future()
@@ -185,8 +169,7 @@ class ControllerRuntime(LeaderWrites, ImageUpkeep):
         snap_end = self.image.last_offset + 1
         if snap_end > self.log.end_offset or self.log.start_offset > snap_end:
             self.log.reset_to(snap_end)  # the log is behind its snapshot: the snapshot wins
-        self._last_snapshot_end = snap_end
-        self._last_snapshot_ms = self.clock.monotonic_ms()
+        self.upkeep.loaded(snap_end)
         rec = self.log.recovery
         if rec.truncated_at is not None or rec.removed_segments:
             self.events.emit("metadata_log_truncated", segment=rec.truncated_at[0] if rec.truncated_at else "",
@@ -194,8 +177,6 @@ class ControllerRuntime(LeaderWrites, ImageUpkeep):
                              bytes=rec.truncated_bytes, reason=rec.reason,
                              removed_segments=rec.removed_segments)
             self._log_line(f"metadata log: truncated torn/corrupt tail: {rec.reason}")
-        self.supported_apis = state_api.supported_apis(
-            state_api.make_state(MetadataImage(), cfg, self.cluster_id, 0), DEFAULT_VERSIONS)
         self._log_line(f"metadata log: snapshot at {snap_end}, log [{self.log.start_offset}, "
                        f"{self.log.end_offset}) opened in {time.monotonic() - t0:.3f}s")
         self.raft = RaftNode(cfg, self.cluster_id, self.log, self.snapshots, clock=self.clock,
@@ -213,16 +194,12 @@ class ControllerRuntime(LeaderWrites, ImageUpkeep):
         self._log_line(f"listening on {listener.host}:{self.server.port} ({listener_name}); "
                        f"voters {sorted(self.raft.voters)}")
         await self.raft.start()
-        self._tick_task = asyncio.get_running_loop().create_task(self._ticker())
-        self._balance_task = asyncio.get_running_loop().create_task(balance_loop(self))
+        self._tick_task = asyncio.get_running_loop().create_task(self.writes.ticker())
+        self._balance_task = asyncio.get_running_loop().create_task(balance_loop(self, self.writes))
 
     async def stop(self) -> None:
-        if self._emit_task is not None and not self._emit_task.done():
-            try:  # committed changes' events: finish writing them
-                await asyncio.wait_for(asyncio.shield(self._emit_task), 10)
-            except (asyncio.TimeoutError, Exception):
-                pass
-        for task in (self._tick_task, self._balance_task, self._snapshot_task, self._apply_task):
+        await self.changes.finish(10)  # committed changes' events: finish writing them
+        for task in (self._tick_task, self._balance_task, *self.upkeep.tasks()):
             if task is not None:
                 task.cancel()
                 try:
@@ -232,99 +209,80 @@ class ControllerRuntime(LeaderWrites, ImageUpkeep):
         if self.server is not None:
             self.server.stop_accepting()
         if self.raft is not None:
-            halted = self.fatal is not None and self.fatal.done()
-            await self.raft.stop(resign=not halted)
-        self._fail_waiters()
+            await self.raft.stop(resign=not self.halted)
+        self.writes.fail_waiters()
         if self.server is not None:
             await self.server.stop()
         if self.log is not None:
             self.log.close()
         self.events.emit("controller_stopped")
 
-    def _halt(self, reason: str) -> None:
-        if self.fatal is not None and not self.fatal.done():
-            self.events.emit("halt", reason=reason)
-            self._log_line(f"halt: {reason}")
-            self.fatal.set_result(reason)
-
     # -- the Raft node's owner interface ----------------------------------------------
     def on_fatal(self, reason: str) -> None:
-        self._halt(reason)
+        self.halt(reason)
 
     def on_role_change(self, change: m.RoleChange) -> None:
         if change.previous_role == LEADER and change.role != LEADER:
             self._resign()
         if change.role == LEADER and change.previous_role != LEADER:
-            self._spawn(self._activate(change.epoch))
+            self.spawn(self._activate(change.epoch))
 
     def on_epoch_start(self, epoch: int) -> None:
         pass  # written by _activate, once the image holds the whole log
 
     def on_commit(self, hw: int) -> None:
         if self.active:
-            while self._waiters and self._waiters[0][0] < hw:
-                _, fut = self._waiters.popleft()
-                if not fut.done():
-                    fut.set_result(None)
-            committed = []
-            while self._pending_events and self._pending_events[0][0] < hw:
-                committed.append(self._pending_events.popleft())
-            if committed:  # after the answers (a 100k-partition change writes 100k events)
-                self._committed_events.extend(committed)
-                if self._emit_task is None or self._emit_task.done():
-                    self._emit_task = self._spawn(self._emit_committed())
+            self.writes.release(hw)
+            self.changes.committed(hw)  # after the answers (a 100k-partition change writes 100k events)
             self.state.on_committed(hw - 1)
-            self._maybe_snapshot(hw)
+            self.upkeep.maybe_snapshot(hw)
         elif not self.raft.is_leader:
-            self._apply_upto = max(self._apply_upto, hw)
-            if self._apply_task is None or self._apply_task.done():
-                self._apply_pending_since_ms = self.clock.monotonic_ms()
-                self._apply_task = self._spawn(self._apply_committed())
-        self._commit_event.set()
-        self._commit_event = asyncio.Event()
+            self.upkeep.apply_later(hw)
 
     def on_snapshot_installed(self, snapshot_id: tuple[int, int], blob: bytes) -> None:
         image, end, _ = snapshot_format.decode(blob)
         self.image = image  # a follower: nothing else holds it (an apply in flight sees the swap)
-        self._last_snapshot_end = end
+        self.upkeep.last_snapshot_end = end
         self._log_line(f"installed snapshot {snapshot_id} from the leader")
 
-    def _spawn(self, coro) -> asyncio.Task:
-        return asyncio.get_running_loop().create_task(coro)
+    # -- leadership ---------------------------------------------------------------------
+    async def _activate(self, epoch: int) -> None:
+        """A new leader: the image takes the whole log, the state machine is built (fresh
+        heartbeat sessions), the epoch's first record written."""
+        async with self.sm_lock:
+            applied = await self.upkeep.catch_up(epoch)
+            if applied is None:
+                return
+            self.state = state_api.make_state(self.image, self.cfg, self.cluster_id, self.clock.monotonic_ms(),
+                                              on_problem=lambda text: self._log_line(text))
+            try:
+                self.writes.begin_epoch()
+            except FatalError:
+                return
+            self.events.emit("controller_active", epoch=epoch, end_offset=self.log.end_offset, replayed=applied)
+            self._log_line(f"active controller in epoch {epoch} (log end {self.log.end_offset})")
+
+    def _resign(self) -> None:
+        was_active = self.state is not None
+        self.state = None
+        self.changes.clear_pending()
+        self.writes.fail_waiters()
+        self.upkeep.resigned(was_active)
 
     # -- the listener's handler -------------------------------------------------------
     async def handle(self, ctx: RequestContext, header: Any, request: Any) -> Any:
         key, version = ctx.api_key, ctx.api_version
-        raft = self.raft
-        if key == FETCH:
-            return await serve_fetch(self, request, version)
-        try:
-            if key == rw.VOTE:
-                return raft.handle_vote(request, version)
-            if key == rw.BEGIN:
-                return raft.handle_begin(request, version)
-            if key == rw.END:
-                return raft.handle_end(request, version)
-            if key == rw.FETCH_SNAPSHOT:
-                return raft.handle_fetch_snapshot(request)
-            if key == rw.DESCRIBE:
-                return raft.describe(version)
-        except rw.RaftWireError as exc:
-            return wire.error_response(key, version, ErrorCode.invalid_request, str(exc))
-        fn_name, reason = HANDLERS[key]
-        if key == 63 and getattr(request, "offline_log_dirs", ()):
+        row = REQUESTS[key]  # the listener refused, from the header, what the table lacks
+        if row.serve is not None:
+            return await row.serve(self, request, version)
+        reason = row.reason
+        if key == ApiKey.BROKER_HEARTBEAT and getattr(request, "offline_log_dirs", ()):
             reason = "log_dir_offline"
         try:
-            return await self._run(fn_name, request, reason)
+            return await self.writes.run(row, request, reason)
         except NotActive:
-            why = f"controller {self.cfg.node_id} is not the active controller (leader {raft.state.leader_id})"
-            if key == 19:  # CreateTopics has per-topic errors only
-                mod = wire.response_module(19, version)
-                topics = tuple(wire.make(mod.CreatableTopicResult, name=t.name, topic_id=None,
-                                         error_code=ErrorCode.not_controller, error_message=why,
-                                         num_partitions=-1, replication_factor=-1, configs=None)
-                               for t in request.topics)
-                return wire.make(wire.response_class(19, version), throttle_time=ZERO, topics=topics)
-            if key in (33, 44):  # per-resource errors only
-                return configs.not_controller_response(key, request, why)
+            why = (f"controller {self.cfg.node_id} is not the active controller "
+                   f"(leader {self.raft.state.leader_id})")
+            if row.not_active is not None:  # per-item errors only
+                return row.not_active(request, version, why)
             return wire.error_response(key, version, ErrorCode.not_controller, why)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import gc
 import sys
 import time
-from typing import Any
+from typing import Any, Callable
 
 from kafka_common.metadata import snapshot as snapshot_format
 from kafka_common.metadata.batches import decode_batches, encode_batch
@@ -97,9 +97,9 @@ def apply_batches(image: MetadataImage, data: bytes, upto: int) -> int:
     return applied
 
 
-def run_handler(state: Any, fn_name: str, request: Any, now_ms: int) -> Any:
-    fn = getattr(state, fn_name)
-    return fn(request, now_ms) if request is not None else fn(now_ms)
+def run_handler(state: Any, fn: Callable[..., Any], request: Any, now_ms: int) -> Any:
+    """``fn``, a ControllerState method, on ``state``: a request's, or a timer's (None)."""
+    return fn(state, request, now_ms) if request is not None else fn(state, now_ms)
 
 
 def split_records(records: list[Any], atomic: bool) -> list[list[Any]]:
@@ -112,7 +112,7 @@ def split_records(records: list[Any], atomic: bool) -> list[list[Any]]:
     return [records[i:i + n] for i in range(0, len(records), n)]
 
 
-def compute(state: Any, fn_name: str, request: Any, now_ms: int, base: int, epoch: int,
+def compute(state: Any, fn: Callable[..., Any], request: Any, now_ms: int, base: int, epoch: int,
             atomic: bool = False) -> tuple[Any, list[tuple[list[Any], Any]], list[bytes], dict, list[int] | None]:
     """A leader's request, off the loop: the pure handler, then its records split into
     batches and encoded at ``base`` (an encoding error shows before anything is written).
@@ -120,7 +120,7 @@ def compute(state: Any, fn_name: str, request: Any, now_ms: int, base: int, epoc
     (records, the handler's merges aligned with them or None: ``ControllerResult.merged``);
     the plan: see :func:`plan_deferred_install`."""
     t0 = time.perf_counter()
-    result = run_handler(state, fn_name, request, now_ms)
+    result = run_handler(state, fn, request, now_ms)
     records = list(result.records)
     t1 = time.perf_counter()
     if not records:

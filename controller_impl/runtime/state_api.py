@@ -3,8 +3,8 @@
 Contract (docs/design.md): ``ControllerState(image, config, clock_ms)``; handlers
 ``handle_<api>(request, now_ms) -> ControllerResult(records, response)`` and
 ``tick(now_ms)``. The config handed over carries the cluster id read from the metadata
-dir's ``meta.properties``. If the state declares ``SUPPORTED_APIS`` (api_key -> (min, max))
-the listener advertises those versions, else the runtime's defaults.
+dir's ``meta.properties``. Which handler serves which API, in which versions, is the
+listener's request table (:mod:`controller_impl.runtime.request_table`).
 """
 
 from __future__ import annotations
@@ -22,10 +22,3 @@ def make_state(image: MetadataImage, cfg: ServerConfig, cluster_id: str, now_ms:
     return ControllerState(image, dataclasses.replace(cfg, cluster_id=cluster_id), now_ms,
                            on_problem=on_problem)
 
-
-def supported_apis(state: Any, defaults: dict[int, tuple[int, int]]) -> dict[int, tuple[int, int]]:
-    declared = getattr(state, "SUPPORTED_APIS", None) or getattr(type(state), "SUPPORTED_APIS", None)
-    table = dict(defaults)
-    if declared:
-        table.update({int(k): (int(lo), int(hi)) for k, (lo, hi) in declared.items()})
-    return table

@@ -33,19 +33,8 @@ from controller_impl.state.view import WorkingView
 
 
 class ControllerState(operator_ops.OperatorOps):
-    SUPPORTED_APIS: dict[int, tuple[int, int]] = {
-        ApiKey.BROKER_REGISTRATION: (2, 4),  # v2+ carries LogDirs
-        ApiKey.BROKER_HEARTBEAT: (1, 2),  # v1+ carries OfflineLogDirs, v2 CordonedLogDirs (KIP-1066)
-        ApiKey.ASSIGN_REPLICAS_TO_DIRS: (0, 0),
-        ApiKey.ALTER_PARTITION: (2, 3),  # topic ids
-        ApiKey.CREATE_TOPICS: (2, 7),
-        ApiKey.ALTER_CONFIGS: (0, 2),  # forwarded by brokers
-        ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),  # forwarded by brokers
-        ApiKey.UNREGISTER_BROKER: (0, 0),
-        ApiKey.DELETE_TOPICS: (0, 6),  # forwarded by brokers; v0: kafka_common.legacy_schemas
-        ApiKey.CREATE_PARTITIONS: (0, 3),  # forwarded by brokers
-        **operator_ops.SUPPORTED_APIS,  # ElectLeaders, Alter/ListPartitionReassignments
-    }
+    """The pure controller (module docstring). Which API each handler serves, in which
+    versions, is the runtime's request table (``controller_impl.runtime.request_table``)."""
 
     def __init__(self, image: MetadataImage, config: Any, clock_ms: int | Callable[[], int] = 0, *,
                  rng: random.Random | None = None,

@@ -23,17 +23,11 @@ from typing import Any
 
 from kafka_common import topic_config
 from kafka_common.ids import from_wire
-from kafka_common.wire import ApiKey
 
 from controller_impl.state import elections, reassignment
 from controller_impl.state.result import ControllerResult
 from controller_impl.state.view import WorkingView
 
-SUPPORTED_APIS: dict[int, tuple[int, int]] = {
-    ApiKey.ELECT_LEADERS: (0, 2),
-    ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 1),
-    ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
-}
 DEFAULT_IMBALANCE_PERCENTAGE = 10
 
 

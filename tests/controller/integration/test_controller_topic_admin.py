@@ -7,9 +7,7 @@ import datetime
 
 import pytest
 
-from controller_impl.runtime import raft_wire as rw
-from controller_impl.runtime.controller import DEFAULT_VERSIONS, HANDLERS
-from controller_impl.state.controller import ControllerState
+from controller_impl.runtime.request_table import REQUESTS
 from kafka_common import wire
 from kafka_common.ids import UNASSIGNED
 from kafka_common.wire import ErrorCode
@@ -18,8 +16,8 @@ from test_controller_process import read_metadata, run, setup_cluster
 
 pytestmark = pytest.mark.integration
 T = datetime.timedelta(seconds=10)
-# served by the listener or the Raft node besides the state machine's handlers
-OWN = {18, 17, 36, 1, 55, *rw.RAFT_VERSIONS}
+# served by the listener itself besides its request table: ApiVersions, SASL
+OWN = {18, 17, 36}
 
 
 def _delete(version, **topic):
@@ -41,10 +39,9 @@ def test_api_versions_list_exactly_what_is_served(controller):
             table = await c.negotiate()
         finally:
             await c.close()
-        assert set(table) <= set(HANDLERS) | OWN, sorted(set(table) - set(HANDLERS) - OWN)
-        assert set(HANDLERS) <= set(table)
-        for key, span in ControllerState.SUPPORTED_APIS.items():
-            assert table[key] == span and DEFAULT_VERSIONS[key] == span, key
+        assert set(table) <= set(REQUESTS) | OWN, sorted(set(table) - set(REQUESTS) - OWN)
+        for key, row in REQUESTS.items():
+            assert table[key] == row.versions, key
         assert table[20] == (0, 6) and table[37] == (0, 3)
     run(go())
 
