@@ -15,8 +15,10 @@
 - **Peers**: two connections per peer (the server answers a connection's requests in
   order): one for Vote/Begin/EndQuorumEpoch, one for Fetch and FetchSnapshot.
 
-The follower's fetch loop is in :mod:`~controller_impl.runtime.raft_follower`, the peer
-connections in :mod:`~controller_impl.runtime.raft_peers`.
+The parts: the follower's fetch loop (:class:`~controller_impl.runtime.raft_follower.FollowerFetch`,
+behind the :class:`~controller_impl.runtime.raft_host.FollowerHost` protocol this node
+implements) and the peer connections (:mod:`~controller_impl.runtime.raft_peers`); the
+owner (:class:`~controller_impl.runtime.raft_host.RaftOwner`) is told the effects.
 
 A failure to write the metadata log or the quorum-state file is fatal (``on_fatal``).
 """
@@ -27,7 +29,7 @@ import asyncio
 import os
 import random
 import time
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from kafka_common.config import ServerConfig
 from kafka_common.wire import ErrorCode
@@ -45,12 +47,16 @@ from controller_impl.runtime import raft_wire as rw
 from controller_impl.runtime.raft_follower import SNAPSHOT_CHUNK, FollowerFetch
 from controller_impl.runtime.raft_peers import PeerConnection, raft_sasl
 
+if TYPE_CHECKING:
+    from controller_impl.runtime.raft_host import RaftOwner
 
-class RaftNode(FollowerFetch):
-    """One voter: its :class:`RaftState` driven by sockets, the disk and a timer."""
+
+class RaftNode:
+    """One voter: its :class:`RaftState` driven by sockets, the disk and a timer; the one
+    :class:`~controller_impl.runtime.raft_host.FollowerHost`."""
 
     def __init__(self, cfg: ServerConfig, cluster_id: str, log: MetadataLog, snapshots: SnapshotStore, *,
-                 clock, events, log_line: Callable[[str], None], owner: Any,
+                 clock, events, log_line: Callable[[str], None], owner: RaftOwner,
                  rng: random.Random | None = None) -> None:
         self.cfg = cfg
         self.cluster_id = cluster_id
@@ -59,7 +65,7 @@ class RaftNode(FollowerFetch):
         self.clock = clock
         self.events = events
         self._log_line = log_line
-        self.owner = owner  # on_role_change(RoleChange), on_epoch_start(epoch), on_commit(hw), on_snapshot_installed(), on_fatal(reason)
+        self.owner = owner
         self.rng = rng or random.Random(random.SystemRandom().random())
         self.node_id = cfg.node_id
         self.voters = {v.node_id: v for v in cfg.controller_quorum_voters}
@@ -73,10 +79,25 @@ class RaftNode(FollowerFetch):
         self._flush_needed = asyncio.Event()
         # a flush (worker thread) never overlaps a truncation or a snapshot reset of the log
         self.io_lock = asyncio.Lock()
-        self._snapshot_wanted: tuple[int, tuple[int, int]] | None = None
         self._stopped = False
         self.stats = {"fsyncs": 0, "batches": 0}
-        self.last_append_ms = 0  # when a follower last appended fetched records
+        self.follower = FollowerFetch(self)
+
+    # ------------------------------------------------------------------ FollowerHost
+    @property
+    def stopped(self) -> bool:
+        return self._stopped
+
+    @property
+    def last_append_ms(self) -> int:
+        """When a follower last appended fetched records."""
+        return self.follower.last_append_ms
+
+    def log_line(self, msg: str) -> None:
+        self._log_line(msg)
+
+    async def role_changed(self) -> None:
+        await self._role_event.wait()
 
     # ------------------------------------------------------------------ life cycle
     def open_state(self) -> None:
@@ -106,7 +127,7 @@ class RaftNode(FollowerFetch):
         self.execute(self.state.start(self.clock.monotonic_ms()))
         loop = asyncio.get_running_loop()
         self._tasks = [loop.create_task(self._ticker(), name="raft-tick"),
-                       loop.create_task(self._fetch_loop(), name="raft-fetch"),
+                       loop.create_task(self.follower.run(), name="raft-fetch"),
                        loop.create_task(self._flusher(), name="raft-flush")]
 
     async def stop(self, *, resign: bool = True) -> None:
@@ -151,7 +172,7 @@ class RaftNode(FollowerFetch):
             elif isinstance(e, m.AppendEpochStart):
                 self.owner.on_epoch_start(e.epoch)
             elif isinstance(e, m.FetchSnapshot):
-                self._snapshot_wanted = (e.leader_id, e.snapshot_id)
+                self.follower.snapshot_wanted = (e.leader_id, e.snapshot_id)
 
     def _persist(self, e: m.PersistQuorumState) -> None:
         state = quorum_file.ElectionState(e.epoch, e.voted_for, e.leader_id, tuple(sorted(self.voters)))
@@ -166,7 +187,7 @@ class RaftNode(FollowerFetch):
         self._rpc_tasks.add(task)
         task.add_done_callback(self._rpc_tasks.discard)
 
-    def _peer(self, node_id: int, purpose: str) -> PeerConnection:
+    def peer(self, node_id: int, purpose: str) -> PeerConnection:
         key = (node_id, purpose)
         p = self._peers.get(key)
         if p is None:
@@ -179,15 +200,15 @@ class RaftNode(FollowerFetch):
         timeout_s = max(0.05, self.cfg.controller_quorum_election_timeout_ms / 2000)
         try:
             if isinstance(msg, m.VoteRequest):
-                resp = rw.parse_vote_response(await self._peer(to, "rpc").request(
+                resp = rw.parse_vote_response(await self.peer(to, "rpc").request(
                     rw.vote_request(self.cluster_id, msg, to), timeout_s))
                 self._act(lambda st, now: st.handle_vote_response(to, resp, msg.pre_vote, now))
             elif isinstance(msg, m.BeginEpochRequest):
-                resp = rw.parse_epoch_response(await self._peer(to, "rpc").request(
+                resp = rw.parse_epoch_response(await self.peer(to, "rpc").request(
                     rw.begin_request(self.cluster_id, msg), timeout_s))
                 self._act(lambda st, now: st.handle_begin_epoch_response(to, resp, now))
             elif isinstance(msg, m.EndEpochRequest):
-                await self._peer(to, "rpc").request(rw.end_request(self.cluster_id, msg), timeout_s)
+                await self.peer(to, "rpc").request(rw.end_request(self.cluster_id, msg), timeout_s)
         except (ClientError, OSError, rw.RaftWireError, asyncio.TimeoutError):
             pass  # the state resends on its timers
 
