@@ -35,15 +35,16 @@ from kafka_common.batch_header import CorruptBatch, read_header, crc_ok
 from kafka_common.metadata.batches import encode_batch
 from kafka_runtime.fsutil import fsync_dir
 
-from controller_impl.log.recovery import LogRecovery, Recovery
+from controller_impl.log.recovery import Recovery, recover
 from controller_impl.log.segments import DIR_NAME, LogError, Segment, segment_name
 
 DEFAULT_SEGMENT_BYTES = 64 * 1024 * 1024
 
 
-class MetadataLog(LogRecovery):
+class MetadataLog:
     """The metadata log of one controller (module docstring); recovery at open is
-    :class:`~controller_impl.log.recovery.LogRecovery`'s."""
+    :func:`~controller_impl.log.recovery.recover`'s, through the
+    :class:`~controller_impl.log.recovery.RecoveringLog` protocol this class implements."""
 
     def __init__(self, directory: str, segment_bytes: int) -> None:
         self.directory = directory
@@ -72,11 +73,19 @@ class MetadataLog(LogRecovery):
         if created:
             fsync_dir(metadata_log_dir)
         log = cls(directory, segment_bytes)
-        log._recover(on_record)
+        recover(log, on_record)
         log.high_watermark = log.end_offset  # single controller: what is durable is committed
         return log
 
-    def _index(self, base: int, last: int, epoch: int, seg_index: int, pos: int, size: int) -> None:
+    # -- the RecoveringLog side (controller_impl.log.recovery) -----------------------------
+    @property
+    def segment_count(self) -> int:
+        return len(self._segments)
+
+    def add_segment(self, seg: Segment) -> None:
+        self._segments.append(seg)
+
+    def index_batch(self, base: int, last: int, epoch: int, seg_index: int, pos: int, size: int) -> None:
         self._bases.append(base)
         self._where.append((seg_index, pos, size, last))
         self.end_offset = last + 1
@@ -84,7 +93,7 @@ class MetadataLog(LogRecovery):
             self.last_epoch = epoch
             self.epoch_starts.append((epoch, base))
 
-    def _roll(self, base_offset: int) -> None:
+    def roll(self, base_offset: int) -> None:
         path = os.path.join(self.directory, segment_name(base_offset))
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
         os.fsync(fd)
@@ -128,7 +137,7 @@ class MetadataLog(LogRecovery):
         seg = self._segments[-1]
         if seg.size > 0 and seg.size + len(data) > self.segment_bytes:
             os.fdatasync(seg.fd)  # a rolled segment is complete and durable
-            self._roll(self.end_offset)
+            self.roll(self.end_offset)
             seg = self._segments[-1]
         view = memoryview(data)
         pos = seg.size
@@ -140,7 +149,7 @@ class MetadataLog(LogRecovery):
             self.fsyncs += 1
         self.bytes_written += len(data)
         seg.size += len(data)
-        self._index(header.base_offset, header.last_offset, header.partition_leader_epoch,
+        self.index_batch(header.base_offset, header.last_offset, header.partition_leader_epoch,
                     len(self._segments) - 1, pos, len(data))
         if sync:
             self.flushed_end = self.end_offset
@@ -183,7 +192,7 @@ class MetadataLog(LogRecovery):
                 seg = self._segments[-1]
                 if seg.size > 0:
                     os.fdatasync(seg.fd)  # a rolled segment is complete and durable
-                    self._roll(expected)
+                    self.roll(expected)
                 run_start = run_end = pos
             if not run:
                 run_start = run_end = pos
@@ -205,7 +214,7 @@ class MetadataLog(LogRecovery):
             done += os.pwrite(seg.fd, chunk[done:], at + done)
         seg_index = len(self._segments) - 1
         for base, last, epoch, pos, size in run:
-            self._index(base, last, epoch, seg_index, at + pos - start, size)
+            self.index_batch(base, last, epoch, seg_index, at + pos - start, size)
         seg.size += end - start
         self.bytes_written += end - start
 
@@ -267,7 +276,7 @@ class MetadataLog(LogRecovery):
         self.start_offset = self.end_offset = self.flushed_end = offset
         self.high_watermark = max(self.high_watermark, offset)
         self.last_epoch = -1
-        self._roll(offset)
+        self.roll(offset)
 
     # -- reading ----------------------------------------------------------------------
     def read(self, fetch_offset: int, max_bytes: int, *, limit: int | None = None) -> bytes:
