@@ -32,9 +32,11 @@ from controller_impl.state.result import ZERO_THROTTLE, ControllerResult
 from controller_impl.state.view import WorkingView
 
 
-class ControllerState(operator_ops.OperatorOps):
-    """The pure controller (module docstring). Which API each handler serves, in which
-    versions, is the runtime's request table (``controller_impl.runtime.request_table``)."""
+class ControllerState:
+    """The pure controller (module docstring); the operator's calls, the leader moves and
+    the cordoned dirs are its part ``operator`` (:class:`operator_ops.OperatorOps`). Which
+    API each handler serves, in which versions, is the runtime's request table
+    (``controller_impl.runtime.request_table``)."""
 
     def __init__(self, image: MetadataImage, config: Any, clock_ms: int | Callable[[], int] = 0, *,
                  rng: random.Random | None = None,
@@ -47,7 +49,7 @@ class ControllerState(operator_ops.OperatorOps):
         self.on_problem = on_problem
         self.problems: list[str] = []  # last refusals, for logs and tests (bounded)
         self._committed_next_offset = 0
-        self.cordoned: dict[int, frozenset] = {}  # KIP-1066, soft state: from each heartbeat
+        self.operator = operator_ops.OperatorOps(self)  # KIP-1066 cordoned dirs: soft state there
         start_ms = clock_ms() if callable(clock_ms) else int(clock_ms)
         for broker_id, reg in image.brokers.items():  # sessions start fresh after a restart
             if not reg.fenced:
@@ -55,7 +57,7 @@ class ControllerState(operator_ops.OperatorOps):
 
     # --- helpers ---------------------------------------------------------------------
 
-    def _problem(self, text: str) -> None:
+    def problem(self, text: str) -> None:
         self.problems.append(text)
         del self.problems[:-50]
         if self.on_problem is not None:
@@ -76,11 +78,31 @@ class ControllerState(operator_ops.OperatorOps):
 
     # --- handlers --------------------------------------------------------------------
 
+    # the operator's calls and the leader moves on timers (controller_impl.state.operator_ops)
+    def handle_elect_leaders(self, request: Any, now_ms: int) -> ControllerResult:
+        return self.operator.handle_elect_leaders(request, now_ms)
+
+    def handle_alter_partition_reassignments(self, request: Any, now_ms: int) -> ControllerResult:
+        return self.operator.handle_alter_partition_reassignments(request, now_ms)
+
+    def handle_list_partition_reassignments(self, request: Any, now_ms: int) -> ControllerResult:
+        return self.operator.handle_list_partition_reassignments(request, now_ms)
+
+    def handle_leader_balance(self, now_ms: int) -> ControllerResult:
+        return self.operator.handle_leader_balance(now_ms)
+
+    def handle_unclean_elections(self, now_ms: int) -> ControllerResult:
+        return self.operator.handle_unclean_elections(now_ms)
+
+    def fully_cordoned(self) -> frozenset[int]:
+        """Brokers whose every online dir is cordoned: no new replica goes there."""
+        return self.operator.fully_cordoned()
+
     def handle_broker_registration(self, request: Any, now_ms: int) -> ControllerResult:
         view = WorkingView(self.image)
         response = cluster_control.register(view, request, now_ms, cluster_id=self.cluster_id,
                                             sessions=self.sessions, next_offset=self._next_offset(),
-                                            on_problem=self._problem)
+                                            on_problem=self.problem)
         return ControllerResult(tuple(view.records), response)
 
     def handle_broker_heartbeat(self, request: Any, now_ms: int) -> ControllerResult:
@@ -89,7 +111,7 @@ class ControllerState(operator_ops.OperatorOps):
         reg = self.image.brokers.get(broker_id)
 
         def fail(code: ErrorCode, why: str) -> ControllerResult:
-            self._problem(f"broker {broker_id} heartbeat refused ({code.name}): {why}")
+            self.problem(f"broker {broker_id} heartbeat refused ({code.name}): {why}")
             return ControllerResult((), wire.make(cls, throttle_time=ZERO_THROTTLE, error_code=code,
                                                   is_caught_up=False, is_fenced=True,
                                                   should_shut_down=False))
@@ -105,7 +127,7 @@ class ControllerState(operator_ops.OperatorOps):
         unknown = [d for d in reported - newly if not self._known_offline(broker_id, d)]
         if unknown:  # D3: the whole heartbeat fails and changes nothing
             return fail(ErrorCode.log_dir_not_found, f"unknown directory {sorted(unknown, key=lambda d: d.int)[0]}")
-        cordon_problem = self._note_cordoned(broker_id, request)
+        cordon_problem = self.operator.note_cordoned(broker_id, request)
         if cordon_problem:
             return fail(ErrorCode.invalid_request, cordon_problem)
         self.sessions.touch(broker_id, now_ms)
@@ -147,7 +169,7 @@ class ControllerState(operator_ops.OperatorOps):
             view, request, rng=self.rng,
             default_partitions=int(getattr(self.config, "num_partitions", 1)),
             default_replication_factor=int(getattr(self.config, "default_replication_factor", 1)),
-            static=topics.static_config_of(self.config), unplaceable=self.fully_cordoned())
+            static=topics.static_config_of(self.config), unplaceable=self.operator.fully_cordoned())
         return ControllerResult(tuple(view.records), response)
 
     def handle_delete_topics(self, request: Any, now_ms: int) -> ControllerResult:
@@ -184,7 +206,7 @@ class ControllerState(operator_ops.OperatorOps):
             return ControllerResult(())
         view = WorkingView(self.image)
         for broker_id in expired:
-            self._problem(f"broker {broker_id} session expired: fencing")
+            self.problem(f"broker {broker_id} session expired: fencing")
             replication_control.fence(view, broker_id)
         return ControllerResult(tuple(view.records), None, view.merged())
 

@@ -1,6 +1,8 @@
-"""The operator's calls on the controller and the controller's own leader moves, as a mixin
-of :class:`~controller_impl.state.controller.ControllerState` (same contract: each handler
-reads the image and returns a :class:`ControllerResult`):
+"""The operator's calls on the controller and the controller's own leader moves:
+:class:`OperatorOps`, a part of :class:`~controller_impl.state.controller.ControllerState`
+behind the small :class:`OperatorHost` protocol (the state's image, config and problem
+log). Same contract as the state's: each handler reads the image and returns a
+:class:`ControllerResult`; the state answers these APIs through it:
 
 - ``handle_elect_leaders`` (43), ``handle_alter_partition_reassignments`` (45),
   ``handle_list_partition_reassignments`` (46): :mod:`.elections`, :mod:`.reassignment`;
@@ -19,7 +21,7 @@ reads the image and returns a :class:`ControllerResult`):
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from kafka_common import topic_config
 from kafka_common.ids import from_wire
@@ -37,10 +39,32 @@ def _bool(text: Any, default: bool) -> bool:
     return str(text).strip().lower() == "true"
 
 
-class OperatorOps:
+class OperatorHost(Protocol):
+    """The state machine as :class:`OperatorOps` sees it."""
+
     image: Any
     config: Any
-    cordoned: dict[int, frozenset]
+
+    def problem(self, text: str) -> None:
+        """A refusal or a decision worth a log line (bounded, see ``ControllerState``)."""
+        ...
+
+
+class OperatorOps:
+    """The operator's calls, the leader moves and the cordoned dirs (module docstring);
+    owns the cordoned dirs of each broker (soft state, from its heartbeats)."""
+
+    def __init__(self, host: OperatorHost) -> None:
+        self.host = host
+        self.cordoned: dict[int, frozenset] = {}
+
+    @property
+    def image(self) -> Any:
+        return self.host.image
+
+    @property
+    def config(self) -> Any:
+        return self.host.config
 
     def handle_elect_leaders(self, request: Any, now_ms: int) -> ControllerResult:
         view = WorkingView(self.image)
@@ -78,7 +102,7 @@ class OperatorOps:
         lines = elections.unclean_for_leaderless(view, topic_config.static_from_server_config(
             getattr(self.config, "raw", None) or {}, lambda key: None))
         for line in lines:
-            self._problem(line)  # type: ignore[attr-defined]
+            self.host.problem(line)
         return ControllerResult(tuple(view.records), lines)
 
     def _unclean_anywhere(self) -> bool:
@@ -90,7 +114,9 @@ class OperatorOps:
 
     # --- cordoned dirs (KIP-1066) -----------------------------------------------------
 
-    def _note_cordoned(self, broker_id: int, request: Any) -> str | None:
+    def note_cordoned(self, broker_id: int, request: Any) -> str | None:
+        """A heartbeat's list of cordoned dirs kept (None: kept as it was); returns why
+        the list is refused, or None."""
         listed = getattr(request, "cordoned_log_dirs", None)
         if listed is None:
             return None
