@@ -30,8 +30,7 @@ REPO = Path(__file__).resolve().parents[1]
 # State machines, values and checkers: functions of their inputs, no sockets, files or
 # processes (docs/design.md, "Packages", column "pure?").
 PURE = ("kafka_common", "controller_impl.state", "controller_impl.raft", "broker_impl.state", "broker_impl.groups.state",
-        "harness.checkers", "harness.history", "harness.metrics", "harness.faults.schedule",
-        "harness.faults.validate", "harness.fields", "harness.scenario", "harness.scenario_sections")
+        "harness.scenario", "harness.generator", "harness.history", "harness.checkers")
 IO_MODULES = {"asyncio", "socket", "os", "time", "subprocess", "threading", "selectors", "shutil",
               "pathlib", "signal", "docker", "pyroute2", "psutil", "pyarrow", "pandas"}
 
