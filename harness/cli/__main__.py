@@ -1,5 +1,5 @@
 """``python -m harness.cli``: the ``jbodlab`` command."""
 
-from harness.cli.main import main
+from harness.cli.jbodlab import main
 
 raise SystemExit(main())

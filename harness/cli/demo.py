@@ -38,7 +38,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from testkit.processes import ControllerProcess
+    from harness.run.local_processes import ControllerProcess
     workdir = args.workdir or tempfile.mkdtemp(prefix="jbodlab-demo-")
     proc = ControllerProcess(workdir, extra={"broker.session.timeout.ms": "9000"})
     t0 = time.monotonic()
@@ -70,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _scenario(proc, partitions: int) -> dict[str, Any]:
-    from testkit.controller_client import MetadataReader, SimBroker, create_topic
+    from kafka_runtime.controller_client import MetadataReader, SimBroker, create_topic
     from kafka_runtime.client import KafkaClient
     rng = __import__("random").SystemRandom()
     failures: list[str] = []

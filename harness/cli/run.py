@@ -170,7 +170,7 @@ def run(args: argparse.Namespace) -> int:
     if interrupted:
         return 130
     if args.analyze:
-        from harness.cli.main import main as cli_main
+        from harness.cli.jbodlab import main as cli_main
         dirs = [str(o.run_dir) for o in outcomes if o.run_dir is not None and (o.run_dir / "run.json").exists()]
         if dirs:
             print("", flush=True)

@@ -11,7 +11,7 @@
     jbodlab delete-topic t1 [--recreate 12 [--replication-factor 3] [--records 100]]
     jbodlab down          # records the session: results/<run_id>/ (then `jbodlab analyze` it)
 
-One module serves all eight commands (registered once each in ``harness.cli.main.COMMANDS``); the
+One module serves all eight commands (registered once each in ``harness.cli.jbodlab.COMMANDS``); the
 command is taken from the parser's ``prog``. See :mod:`harness.run.session` for the server.
 """
 

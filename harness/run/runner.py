@@ -80,7 +80,7 @@ def fidelity_label(backend: str) -> str:
 
 
 async def _create_topic(host: str, port: int, name: str, partitions: int, rf: int) -> str:
-    from testkit.controller_client import create_topic
+    from kafka_runtime.controller_client import create_topic
     from kafka_runtime.client import KafkaClient
     client = await KafkaClient.connect(host, port, client_id="jbodlab-harness")
     try:

@@ -403,7 +403,7 @@ class Services:
 
 def read_metadata(host: str, port: int, *, timeout_s: float = 10.0):
     """Fetch ``__cluster_metadata`` from a controller and replay it into a MetadataImage."""
-    from testkit.controller_client import MetadataReader
+    from kafka_runtime.controller_client import MetadataReader
     from kafka_runtime.client import KafkaClient
 
     async def go():

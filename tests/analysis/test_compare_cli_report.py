@@ -7,7 +7,7 @@ import json
 import pandas as pd
 import pytest
 
-from harness.cli import main as jbodlab
+from harness.cli import jbodlab
 from harness.results import tables as rio
 from harness.analysis import compare, pandas_engine, report, synth
 from harness.analysis.synth import Dist, ScenarioSpec

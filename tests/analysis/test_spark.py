@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 from pyspark.sql import functions as F
 
-from harness.cli import main as jbodlab
+from harness.cli import jbodlab
 from harness.results import tables as rio
 from harness.analysis import model as m
 from harness.analysis import spark_engine, synth
