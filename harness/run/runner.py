@@ -3,7 +3,8 @@
     scenario → node image (built if missing) → infra Lab (loop-device disks, backend
     auto|dm|fuse, docker network) → services: format, controller, brokers → wait until every
     broker is unfenced → topics created at the controller, replicas assigned to dirs →
-    workload (real Kafka client, ack ledger) + fault schedule together → heal everything
+    workload (real Kafka client, ack ledger) + the generator's plan of the schedule
+    (:mod:`harness.generator.plan`, done here: the nemesis injects and heals) → heal everything
     (``finally``) → drain every partition → final node status → collect logs and event files
     → history → checks → metrics → recorder (``results/<run_id>/``: Parquet + run.json)
 
@@ -15,9 +16,7 @@ schedule, heals, tears the lab down and re-raises. The lab is always destroyed.
 from __future__ import annotations
 
 import asyncio
-import heapq
 import json
-import os
 import sys
 import time
 import traceback
@@ -26,15 +25,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.scenario.faults import end_ms
-from harness.run.host_load import HostSample, host_metric_rows, read_proc_stat, starved_line
+from harness.generator.plan import CreateTopic, Heal, Inject, StartReader, plan_of
 from harness.results.ledger import load_history
-from harness.scenario.model import Scenario
+from harness.run.host_load import starved_line
 from harness.run.node_configs import lab_topology
+from harness.run.sampler import Sampler
 from harness.run.services import ServiceError, Services
+from harness.scenario.model import Scenario
 from harness.workload.group import GroupConsumerWorkload
 from harness.workload.producer import SUPPORTED_CLIENTS, ProducerWorkload, SafeLedger, drain, ready_line
-from infra.procfaults import SELF, ResourceSample
 
 Say = Callable[[str], None]
 __all__ = ["RunOptions", "RunOutcome", "run_scenario", "fidelity_label", "create_topic_at_controller"]
@@ -146,53 +145,6 @@ def client_listeners(svc: Services) -> list[int]:
     return out
 
 
-class _Sampler:
-    """psutil samples of every node's container (the ``resources`` table), and the host's CPU
-    against the lab's (:mod:`harness.run.host_load`: the ``host_cpu_*`` metrics)."""
-
-    def __init__(self, lab, svc: Services) -> None:
-        self.lab, self.svc = lab, svc
-        self.rows: list[dict] = []
-        self.host: list[HostSample] = []
-        self._last: dict[int, tuple[int, float]] = {}
-        self._node_cpu: dict[int, float] = {}   # cumulative CPU s of each node (over its restarts)
-        self._node_carry: dict[int, float] = {}  # CPU s of a node's earlier containers
-
-    def sample(self) -> None:
-        try:
-            got = self.lab.sample_all([node.name for node in self.svc.nodes.values()], include_self=True)
-        except Exception:  # noqa: BLE001 - no process table (psutil): nothing to sample
-            return
-        for n, node in self.svc.nodes.items():
-            s = got.get(node.name)
-            if not isinstance(s, ResourceSample):   # a stopped node has nothing to sample
-                continue
-            cpu_s = s.cpu_user_s + s.cpu_system_s
-            if cpu_s < self._node_cpu.get(n, 0.0) - self._node_carry.get(n, 0.0):   # a new container
-                self._node_carry[n] = self._node_cpu[n]
-            self._node_cpu[n] = self._node_carry.get(n, 0.0) + cpu_s
-            prev = self._last.get(n)
-            pct = None if prev is None or s.ts_ns <= prev[0] else 100.0 * (cpu_s - prev[1]) / ((s.ts_ns - prev[0]) / 1e9)
-            self._last[n] = (s.ts_ns, cpu_s)
-            self.rows.append({"node_id": n, "pid": None, "ts_ns": s.ts_ns, "cpu_percent": pct,
-                              "rss_bytes": s.rss_bytes, "read_bytes": s.read_bytes, "write_bytes": s.write_bytes,
-                              "read_count": None, "write_count": None})
-        own = got.get(SELF)
-        if isinstance(own, ResourceSample):
-            self._sample_host(own.cpu_user_s + own.cpu_system_s)
-
-    def _sample_host(self, own_cpu_s: float) -> None:
-        """The host's /proc/stat and the lab's CPU s so far: the nodes' containers (their last
-        sample) plus this process's tree (client threads, the FUSE daemon)."""
-        try:
-            self.host.append(HostSample(time.time_ns(), read_proc_stat(), own_cpu_s + sum(self._node_cpu.values())))
-        except (OSError, ValueError):
-            return   # no /proc: the host metrics are left out
-
-    def host_rows(self) -> list[dict]:
-        return host_metric_rows(self.host, os.sysconf("SC_CLK_TCK"))
-
-
 def run_scenario(scenario: Scenario, opts: RunOptions = RunOptions()) -> RunOutcome:
     from harness.results.recorder import new_run_id
     t_start = time.monotonic()
@@ -224,7 +176,7 @@ def run_scenario(scenario: Scenario, opts: RunOptions = RunOptions()) -> RunOutc
             outcome.backend = lab.backend.name
             outcome.fidelity = fidelity_label(lab.backend.name)
             svc = Services(lab, scenario, run_dir, ledger=ledger, say=lambda m: say(f"  {m}"))
-            sampler = _Sampler(lab, svc)
+            sampler = Sampler(lab, svc)
             try:
                 _run_in_lab(scenario, svc, ledger, sampler, outcome, client, say)
             finally:
@@ -287,18 +239,28 @@ def _run_in_lab(scenario: Scenario, svc: Services, ledger, sampler, outcome: Run
     for t in topics_now:
         workload.add_topic(t.name, t.partitions)
     executor = FaultExecutor(svc, ledger, seed=scenario.seed, say=lambda m: say(f"  {_clock(t0)} {m}"))
-    # the timed plan: (at_ms, order, action, payload)
-    plan: list[tuple[int, int, str, Any]] = []
-    for i, f in enumerate(scenario.faults):
-        heapq.heappush(plan, (f.at_ms, len(plan), "inject", (i, f)))
-        if end_ms(f) is not None:
-            heapq.heappush(plan, (end_ms(f), len(plan), "heal", i))
-    for t in w.topics:
-        if t.create_at_ms is not None:
-            heapq.heappush(plan, (t.create_at_ms, len(plan), "topic", t))
+    plan = plan_of(scenario)
     readers = []
-    for i, r in enumerate(w.readers):   # lagging readers, from each partition's beginning
-        heapq.heappush(plan, (r.start_at_ms, len(plan), "reader", (i, r)))
+
+    def start_reader(op: StartReader) -> None:
+        from harness.workload.readers import Reader
+        reader = Reader(op.index, svc.bootstrap, ledger, op.reader.topic, op.reader.partition,
+                        say=lambda m: say(f"  {_clock(t0)} {m}"))
+        reader.start()
+        readers.append(reader)
+
+    def create_topic(op: CreateTopic) -> None:
+        code = create_topic_at_controller(svc, op.topic.name, op.topic.partitions, op.topic.replication_factor)
+        say(f"  {_clock(t0)} created topic {op.topic.name}: {code}")
+        workload.add_topic(op.topic.name, op.topic.partitions)
+
+    # how each operation of the plan is done
+    do: dict[type, Callable[[Any], object]] = {
+        Inject: lambda op: executor.inject(op.index, op.fault),
+        Heal: lambda op: executor.heal(op.index),
+        StartReader: start_reader,
+        CreateTopic: create_topic,
+    }
     say(f"  workload: {ready_line(workload.start(), w.producers)}")
     group = None
     if w.group_consumers:   # members of one group reading the initial topics, commit after processing
@@ -311,27 +273,12 @@ def _run_in_lab(scenario: Scenario, svc: Services, ledger, sampler, outcome: Run
     try:
         while True:
             now_ms = (time.monotonic() - start) * 1000
-            while plan and plan[0][0] <= now_ms:
-                _at, _o, kind, payload = heapq.heappop(plan)
+            due, plan = plan.due(now_ms)
+            for op in due:
                 try:
-                    if kind == "inject":
-                        executor.inject(*payload)
-                    elif kind == "heal":
-                        executor.heal(payload)
-                    elif kind == "reader":
-                        from harness.workload.readers import Reader
-                        i, r = payload
-                        reader = Reader(i, svc.bootstrap, ledger, r.topic, r.partition,
-                                        say=lambda m: say(f"  {_clock(t0)} {m}"))
-                        reader.start()
-                        readers.append(reader)
-                    else:
-                        code = create_topic_at_controller(svc, payload.name, payload.partitions,
-                                                          payload.replication_factor)
-                        say(f"  {_clock(t0)} created topic {payload.name}: {code}")
-                        workload.add_topic(payload.name, payload.partitions)
+                    do[type(op)](op)
                 except Exception as exc:  # noqa: BLE001 - one failed action must not end the run
-                    msg = f"{kind} at {_at} ms failed: {type(exc).__name__}: {exc}"
+                    msg = f"{op.kind} at {op.at_ms} ms failed: {type(exc).__name__}: {exc}"
                     executor.errors.append(msg)
                     say(f"  {_clock(t0)} {msg}")
             if time.monotonic() >= next_poll:
