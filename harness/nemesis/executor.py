@@ -25,8 +25,8 @@ from harness.scenario.faults import (ACTIVE_CONTROLLER, DIR_LOSING_MODES, P_MODE
                                      fault_seed)
 from harness.history.model import fault_healed_event, fault_injected_event
 from harness.results.ledger import LedgerWriter
-from harness.run.node_configs import BROKER_PORT, META_DIR
-from harness.run.services import Services
+from harness.cluster.node_configs import BROKER_PORT, META_DIR
+from harness.cluster.services import Services
 from infra import host
 from kafka_common import ids
 from kafka_common.wire import ApiKey

@@ -28,9 +28,9 @@ from typing import Any
 from harness.generator.plan import CreateTopic, Heal, Inject, StartReader, plan_of
 from harness.results.ledger import load_history
 from harness.run.host_load import starved_line
-from harness.run.node_configs import lab_topology
+from harness.cluster.node_configs import lab_topology
 from harness.run.sampler import Sampler
-from harness.run.services import ServiceError, Services
+from harness.cluster.services import ServiceError, Services
 from harness.scenario.model import Scenario
 from harness.workload.group import GroupConsumerWorkload
 from harness.workload.producer import SUPPORTED_CLIENTS, ProducerWorkload, SafeLedger, drain, ready_line

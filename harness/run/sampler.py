@@ -7,7 +7,7 @@ import os
 import time
 
 from harness.run.host_load import HostSample, host_metric_rows, read_proc_stat
-from harness.run.services import Services
+from harness.cluster.services import Services
 from infra.procfaults import SELF, ResourceSample
 
 __all__ = ["Sampler"]

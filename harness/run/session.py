@@ -112,8 +112,8 @@ class _Session:
         from harness.nemesis.executor import FaultExecutor
         from harness.results.recorder import new_run_id
         from harness.run.runner import create_topic_at_controller, fidelity_label
-        from harness.run.node_configs import lab_topology
-        from harness.run.services import Services
+        from harness.cluster.node_configs import lab_topology
+        from harness.cluster.services import Services
         from harness.workload.producer import ProducerWorkload, SafeLedger
         from infra import image
         from infra.lab import Lab

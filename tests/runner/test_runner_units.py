@@ -12,7 +12,7 @@ import pytest
 from harness.scenario.fields import ScenarioError
 from harness.cli.run import resolve_scenarios, summary_lines
 from harness.run.runner import RunOutcome, fidelity_label
-from harness.run.node_configs import CONTAINER_RUN, node_defs, properties_text, render_properties
+from harness.cluster.node_configs import CONTAINER_RUN, node_defs, properties_text, render_properties
 from harness.run.session import SessionError, node_ref
 from harness.workload.producer import value_id_of, value_of
 from kafka_common.config import parse_config

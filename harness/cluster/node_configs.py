@@ -1,7 +1,7 @@
 """What each node of a run is and how it is configured: the node definitions of a scenario
 (:class:`NodeDef`), the lab topology that gives them their disks, each node's
 ``server.properties`` (:func:`render_properties`) and the container's start script.
-Plain functions of the scenario value; :mod:`harness.run.services` writes and runs them."""
+Plain functions of the scenario value; :mod:`harness.cluster.services` writes and runs them."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 A :class:`Services` owns the nodes of one run inside an :class:`infra.lab.Lab`:
 
 - configs: one ``server.properties`` per node rendered from the scenario value
-  (:func:`harness.run.node_configs.render_properties`); listeners on the lab's own docker
+  (:func:`harness.cluster.node_configs.render_properties`); listeners on the lab's own docker
   network, the controller reached by its network alias, ``events.file`` in the node's *run
   dir* — a host directory outside every log dir, bind-mounted at ``/jbodlab/run`` so the
   host reads the event log live and keeps it when a disk dies; ``log.dirs`` = the lab's loop-device filesystems.
@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.results.ledger import LedgerWriter
-from harness.run.node_configs import BROKER_PORT, CONTAINER_RUN, CONTROLLER_PORT, META_DIR, START_SH, node_defs, \
+from harness.cluster.node_configs import BROKER_PORT, CONTAINER_RUN, CONTROLLER_PORT, META_DIR, START_SH, node_defs, \
     properties_text, render_properties
 from harness.scenario.model import Scenario
 from kafka_common import ids
