@@ -19,13 +19,14 @@ from __future__ import annotations
 import time
 from typing import Any, Callable
 
-from harness.scenario.faults import AdminAction
 from harness.history.model import fault_injected_event
+from harness.nemesis.protocol import ActiveFault, NemesisHost
 from harness.results.ledger import LedgerWriter
+from harness.scenario.faults import OPERATOR_ACTIONS, AdminAction, fault_label
 from kafka_common import ids
 
 Say = Callable[[str], None]
-__all__ = ["run_admin_action", "AdminResult", "VALUE_BYTES"]
+__all__ = ["AdminNemesis", "run_admin_action", "AdminResult", "VALUE_BYTES"]
 VALUE_BYTES = 100
 WAIT_S = 30.0
 
@@ -125,3 +126,32 @@ def _produce(index: int, action: AdminAction, bootstrap: str, ledger: LedgerWrit
         p.poll(0)
     p.flush(30)
     return n, acked[0]
+
+
+class AdminNemesis:
+    """The schedule's ``admin`` actions: ``reassign`` / ``elect`` through kafka-python
+    (:func:`harness.nemesis.operator.run_scheduled`), ``delete-topic`` / ``create-topic`` through
+    :func:`run_admin_action`. Over when injected; a refusal is one of the run's errors."""
+
+    def inject(self, host: NemesisHost, index: int, fault: AdminAction) -> ActiveFault:
+        if fault.action in OPERATOR_ACTIONS:
+            from harness.nemesis.operator import run_scheduled
+            node_id = host.node_of(fault.node) if fault.node is not None else None
+            act = ActiveFault(index, fault, node_id, healed=True)
+            act.answer = run_scheduled(host, index, fault, node_id)
+            return act
+        res = run_admin_action(index, fault, bootstrap=host.svc.bootstrap(), metadata=host.svc.metadata,
+                               ledger=host.ledger, say=host.say)
+        if res.result != "none":
+            host.errors.append(f"f{index}: {fault.action} {fault.topic} answered {res.result}")
+        elif fault.action == "create-topic":
+            host.admin_topics[fault.topic] = int(fault.partitions or 0)
+        else:
+            host.admin_topics.pop(fault.topic, None)
+        return ActiveFault(index, fault, None, healed=True, result=res)
+
+    def heal(self, host: NemesisHost, act: ActiveFault) -> None:
+        """Over when injected."""
+
+    def describe(self, fault: AdminAction) -> str:
+        return f"{fault_label(fault)} {fault.node or fault.topic} {fault.dir}"

@@ -1,4 +1,5 @@
-"""Executes fault values against a live lab: binds refs, injects, heals, records.
+"""Executes fault values against a live lab: binds refs, hands each fault to its kind's
+:class:`~harness.nemesis.protocol.Nemesis` (one per fault class, :data:`NEMESES`), heals, records.
 
 Used by the runner (timed schedule) and by chaos sessions (one command at a time). Every
 injection writes ``fault_injected`` (resolved node id, dir ids in Kafka's base64, container
@@ -14,25 +15,32 @@ and flipped bits). A ``power-cut`` kills the node, cuts every disk's power
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
-from harness.scenario.faults import (ACTIVE_CONTROLLER, DIR_LOSING_MODES, P_MODES, AdminAction, DiskFault,
-                                     MoveReplica, NetworkFault, OPERATOR_ACTIONS, ProcessFault, RefBindings, ReplaceDisk,
-                                     fault_seed)
-from harness.history.model import fault_healed_event, fault_injected_event
-from harness.results.ledger import LedgerWriter
-from harness.cluster.node_configs import BROKER_PORT, META_DIR
+from harness.cluster.node_configs import META_DIR
 from harness.cluster.services import Services
-from infra import host
+from harness.history.model import fault_healed_event
+from harness.nemesis.admin import AdminNemesis
+from harness.nemesis.disk import DiskNemesis, ReplaceDiskNemesis
+from harness.nemesis.network import NetworkNemesis
+from harness.nemesis.process import ProcessNemesis
+from harness.nemesis.protocol import ActiveFault, Nemesis
+from harness.nemesis.replica import MoveReplicaNemesis
+from harness.results.ledger import LedgerWriter
+from harness.scenario.faults import (ACTIVE_CONTROLLER, AdminAction, DiskFault, MoveReplica, NetworkFault,
+                                     ProcessFault, RefBindings, ReplaceDisk)
 from kafka_common import ids
-from kafka_common.wire import ApiKey
 
 Say = Callable[[str], None]
-__all__ = ["FaultExecutor", "ActiveFault", "dir_id_on_host"]
+__all__ = ["FaultExecutor", "ActiveFault", "NEMESES", "dir_id_on_host"]
+
+# each fault class's kind: the one place a fault value meets what acts on the cluster
+NEMESES: dict[type, Nemesis] = {
+    DiskFault: DiskNemesis(), NetworkFault: NetworkNemesis(), ProcessFault: ProcessNemesis(),
+    ReplaceDisk: ReplaceDiskNemesis(), MoveReplica: MoveReplicaNemesis(), AdminAction: AdminNemesis(),
+}
 
 
 def dir_id_on_host(path) -> str | None:
@@ -46,20 +54,9 @@ def dir_id_on_host(path) -> str | None:
     return None
 
 
-@dataclass
-class ActiveFault:
-    index: int
-    fault: Any
-    node_id: int | None
-    handles: list[Any] = field(default_factory=list)   # infra fault values to heal
-    dirs: list[str] = field(default_factory=list)      # disk faults: the dir of each handle
-    healed: bool = False
-    restart_after: bool = False                       # process kill: start again at heal
-    answer: dict[str, Any] = field(default_factory=dict)   # admin actions: what was asked and answered
-    result: Any = None                                # admin actions: their AdminResult
-
-
 class FaultExecutor:
+    """The :class:`~harness.nemesis.protocol.NemesisHost` of a run or a chaos session."""
+
     def __init__(self, services: Services, ledger: LedgerWriter, *, seed: int, say: Say = lambda _m: None) -> None:
         self.svc = services
         self.lab = services.lab
@@ -143,121 +140,27 @@ class FaultExecutor:
                 return d
         return None
 
+    def node_of(self, ref: str) -> int:
+        return self.bindings.node(ref, self._node_lookup)
+
+    def dirs_of(self, node_id: int, ref: str) -> tuple[str, ...]:
+        return self.bindings.dirs(node_id, ref, lambda n, parsed: self._dir_lookup(n, parsed))
+
     # ---- inject / heal ----------------------------------------------------------------
-    def inject(self, index: int, fault: Any) -> ActiveFault:
-        if isinstance(fault, AdminAction):
-            if fault.action in OPERATOR_ACTIONS:   # reassign / elect (issue 37b): harness.nemesis.operator
-                from harness.nemesis.operator import run_scheduled
-                node_id = self.bindings.node(fault.node, self._node_lookup) if fault.node is not None else None
-                act = ActiveFault(index, fault, node_id, healed=True)
-                act.answer = run_scheduled(self, index, fault, node_id)
-                self.active[index] = act
-                return act
-            return self._admin(index, fault)
-        node_id = self.bindings.node(fault.node, self._node_lookup)
-        act = ActiveFault(index, fault, node_id)
-        name = self.svc.nodes[node_id].name
-        if isinstance(fault, DiskFault):
-            self._inject_disk(act, index, fault, node_id, name)
-        elif isinstance(fault, NetworkFault):
-            peer_id = self.bindings.node(fault.peer, self._node_lookup) if fault.peer else None
-            if fault.action == "partition":
-                h = self.lab.partition(name, self.svc.nodes[peer_id].name)
-            elif fault.action == "isolate":
-                h = self.lab.isolate(name)
-            elif fault.action == "delay":
-                h = self.lab.netem(name, delay_ms=float(fault.delay_ms or 0), jitter_ms=float(fault.jitter_ms or 0))
-            else:
-                h = self.lab.netem(name, loss_pct=float(fault.loss_pct or 0))
-            self.ledger.write(fault_injected_event(fault, index, ts_ns=time.time_ns(), node_id=node_id,
-                                                   peer_id=peer_id, backend="net"))
-            h.inject()
-            act.handles.append(h)
-            self.say(f"f{index}: network {fault.action} on {name}" + (f" <-> {self.svc.nodes[peer_id].name}"
-                                                                      if peer_id else ""))
-        elif isinstance(fault, ProcessFault):
-            self.ledger.write(fault_injected_event(fault, index, ts_ns=time.time_ns(), node_id=node_id,
-                                                   backend="process"))
-            if fault.action == "kill":
-                self.svc.kill(node_id, fault.signal)
-                act.restart_after = fault.duration_ms is not None
-            elif fault.action == "power-cut":
-                self._power_cut(index, node_id, name)
-                act.restart_after = fault.duration_ms is not None
-            elif fault.action == "pause":
-                self.svc.pause(node_id)
-            else:
-                self.svc.restart(node_id, clean=fault.clean, while_down=lambda: self._while_down(index, node_id))
-                act.healed = True
-            self.say(f"f{index}: {fault.action} {name}")
-        elif isinstance(fault, ReplaceDisk):
-            self._replace_disk(index, fault, node_id)
-            act.healed = True
-        elif isinstance(fault, MoveReplica):
-            self._move_replica(index, fault, node_id)
-            act.healed = True
-        else:
+    @staticmethod
+    def nemesis(fault: Any) -> Nemesis:
+        kind = NEMESES.get(type(fault))
+        if kind is None:
             raise ValueError(f"unknown fault {fault!r}")
+        return kind
+
+    def describe(self, fault: Any) -> str:
+        return self.nemesis(fault).describe(fault)
+
+    def inject(self, index: int, fault: Any) -> ActiveFault:
+        act = self.nemesis(fault).inject(self, index, fault)
         self.active[index] = act
         return act
-
-    def _admin(self, index: int, fault: AdminAction) -> ActiveFault:
-        from harness.nemesis.admin import run_admin_action
-        res = run_admin_action(index, fault, bootstrap=self.svc.bootstrap(), metadata=self.svc.metadata,
-                               ledger=self.ledger, say=self.say)
-        if res.result != "none":
-            self.errors.append(f"f{index}: {fault.action} {fault.topic} answered {res.result}")
-        elif fault.action == "create-topic":
-            self.admin_topics[fault.topic] = int(fault.partitions or 0)
-        else:
-            self.admin_topics.pop(fault.topic, None)
-        act = ActiveFault(index, fault, None, healed=True, result=res)
-        self.active[index] = act
-        return act
-
-    def _while_down(self, index: int, node_id: int) -> None:
-        self._cold_disks(index, node_id)
-        self._repair_healed_disks(index, node_id)
-
-    def _repair_healed_disks(self, index: int, node_id: int) -> None:
-        """A restart of a node whose disk a fault took away and then gave back (the fault
-        healed: the device serves I/O again) finds that disk repaired — unmounted, fsck'd,
-        mounted again, with its data — as an operator does before the restart: the dir
-        comes back to the broker with what it held (KIP-858: its strays are deleted then)."""
-        name = self.svc.nodes[node_id].name
-        for act in self.active.values():
-            if act.node_id != node_id or not act.healed or not isinstance(act.fault, DiskFault) \
-                    or act.fault.mode not in DIR_LOSING_MODES:
-                continue
-            for d in act.dirs:
-                if d == META_DIR or (node_id, d) in self.repaired:
-                    continue
-                self.repaired.add((node_id, d))
-                try:
-                    summary = self.lab.repair_disk(name, d)
-                except Exception as exc:  # noqa: BLE001 - the node starts with the disk as it is, said so
-                    self.errors.append(f"f{index}: repair {name}/{d}: {exc}")
-                    continue
-                self.ledger.action(time.time_ns(), "disk_repaired", node_id, fault_id=f"f{index}", dir=d,
-                                   dir_id=self.dir_names(node_id).get(d, ""), after=f"f{act.index}",
-                                   fsck=str(summary)[:200])
-                self.say(f"f{index}: {name}/{d} back (repaired after f{act.index} healed)")
-
-    def _cold_disks(self, index: int, node_id: int) -> None:
-        """A restart of a node whose disk a fault took away finds that disk cold (the page cache
-        dropped while the node is down): its start-up reads ``meta.properties`` from the dead
-        device, not from a cached copy, as it would after a reboot."""
-        dead = [a for a in self.active.values() if a.node_id == node_id and not a.healed
-                and isinstance(a.fault, DiskFault) and a.fault.mode in DIR_LOSING_MODES]
-        if not dead:
-            return
-        try:
-            host.drop_page_cache()
-        except Exception as exc:  # noqa: BLE001 - the restart goes on with a warm cache, said so
-            self.errors.append(f"f{index}: {exc}")
-            return
-        self.ledger.action(time.time_ns(), "page_cache_dropped", node_id, fault_id=f"f{index}",
-                           dead_disk_faults=[f"f{a.index}" for a in dead])
 
     def heal(self, index: int) -> None:
         act = self.active.get(index)
@@ -270,13 +173,8 @@ class FaultExecutor:
             except Exception as exc:  # noqa: BLE001 - keep healing the rest
                 self.errors.append(f"heal f{index}: {exc}")
             self._record_first_hit(index, act.node_id, d, h)
-        f = act.fault
-        if isinstance(f, ProcessFault):
-            if f.action == "pause":
-                self.svc.unpause(act.node_id)
-            elif act.restart_after:
-                self.svc.start(act.node_id)
-        self.ledger.write(fault_healed_event(f, index, ts_ns=time.time_ns(), node_id=act.node_id))
+        self.nemesis(act.fault).heal(self, act)
+        self.ledger.write(fault_healed_event(act.fault, index, ts_ns=time.time_ns(), node_id=act.node_id))
         self.say(f"f{index}: healed")
 
     def heal_all(self) -> None:
@@ -286,48 +184,6 @@ class FaultExecutor:
             except Exception as exc:  # noqa: BLE001 - the final heal must reach every fault
                 self.errors.append(f"heal f{index}: {exc}")
 
-    # ---- disk faults -------------------------------------------------------------------
-    def _inject_disk(self, act: ActiveFault, index: int, fault: DiskFault, node_id: int, name: str) -> None:
-        from harness.nemesis.file_targets import resolve
-        dirs = list(self.bindings.dirs(node_id, fault.dir, lambda n, parsed: self._dir_lookup(n, parsed)))
-        idmap = self.dir_names(node_id)
-        kw: dict[str, Any] = {}
-        if fault.mode in P_MODES:
-            kw = {"p": fault.p if fault.p is not None else 1.0, "seed": fault_seed(self.seed, index)}
-        elif fault.mode == "delay":
-            kw = {"delay_ms": float(fault.delay_ms)}
-        files: dict[str, list] = {}
-        if fault.file:
-            files = {d: resolve(fault.file, self.lab.disk(name, d).data_path) for d in dirs}
-        handles = [self.lab.disk_fault(name, d, fault.mode, files=files.get(d, ()), **kw) for d in dirs]
-        ts = time.time_ns()
-        for d, h in zip(dirs, handles):
-            h.inject()
-            act.handles.append(h)
-            act.dirs.append(d)
-        ts = min((h.record.injected_ns for h in handles if h.record.injected_ns), default=ts)
-        dir_ids = [idmap.get(d, "") for d in dirs]
-        extra: dict[str, Any] = {}
-        if fault.file:
-            extra = {"file": fault.file, "files": [str(p.relative_to(self.lab.disk(name, d).mountpoint))
-                                                  for d in dirs for p in files[d]],
-                     "ranges": [r for h in handles for r in (h.record.ranges or [])],
-                     "cache_pages": [h.record.cache_pages for h in handles]}
-        event = fault_injected_event(fault, index, ts_ns=ts, node_id=node_id, dir_ids=dir_ids,
-                                     paths=[f"/jbodlab/disks/{d}/data" for d in dirs], backend=self.lab.backend.name)
-        self.ledger.write(type(event)(ts_ns=event.ts_ns, source=event.source, event=event.event,
-                                      node_id=event.node_id, attrs={**event.attrs, **extra}))
-        for d, h in zip(dirs, handles):
-            rec = h.record
-            if rec.first_io_error_observed_ns:
-                self.ledger.action(rec.first_io_error_observed_ns, "first_io_error_observed", node_id,
-                                   fault_id=f"f{index}", dir_id=idmap.get(d, ""), dir=d, errno=rec.probe_errno,
-                                   probe_op=rec.probe_op, flipped_bits=rec.probe_flipped_bits)
-        self.say(f"f{index}: {fault.mode} on {name} {','.join(dirs)}"
-                 + (f" {fault.file} ({sum(len(v) for v in files.values())} files, "
-                    f"{sum(e - s for h in handles for s, e in (h.record.ranges or []))} bytes)" if fault.file else "")
-                 + f" ({self.lab.backend.name})")
-
     def _record_first_hit(self, index: int, node_id: int | None, dir_name: str | None, handle: Any) -> None:
         rec = getattr(handle, "record", None)
         if rec is None or not getattr(rec, "first_hit_ns", None):
@@ -336,78 +192,3 @@ class FaultExecutor:
         self.ledger.action(rec.first_hit_ns, "fault_first_hit", node_id, fault_id=f"f{index}", dir=dir_name,
                            dir_id=idmap.get(dir_name or "", ""), kind=rec.kind, hits=rec.hits,
                            flipped_bits=rec.flipped_bits)
-
-    def _power_cut(self, index: int, node_id: int, name: str) -> None:
-        """SIGKILL, then every disk of the node loses what it had not made durable."""
-        for act in self.active.values():   # date the first hits while the modes are still in force
-            if act.node_id == node_id and isinstance(act.fault, DiskFault) and not act.healed:
-                for h in act.handles:
-                    h.observe_hits()
-        self.svc.kill(node_id, "SIGKILL")
-        idmap = self.dir_names(node_id)
-        for cut in self.lab.power_cut(name, say=self.say):
-            self.ledger.action(cut.cut_ns, "unsynced_writes_dropped", node_id, fault_id=f"f{index}", dir=cut.dir,
-                               dir_id=idmap.get(cut.dir, ""), dropped_bytes=cut.dropped_bytes,
-                               writeback_dropped_bytes=cut.writeback_dropped_bytes, powered_on_ns=cut.powered_on_ns)
-        for act in list(self.active.values()):   # their cache is gone with the power
-            if act.node_id == node_id and isinstance(act.fault, DiskFault) and act.fault.mode == "lose-unsynced":
-                self.heal(act.index)
-
-    # ---- disk replacement and replica moves ----------------------------------------------
-    def _replace_disk(self, index: int, fault: ReplaceDisk, node_id: int) -> None:
-        dname = self.bindings.dirs(node_id, fault.dir, lambda n, parsed: self._dir_lookup(n, parsed))[0]
-        old_id = self.dir_names(node_id).get(dname, "")
-        for act in self.active.values():   # the old disk's faults end with it
-            if act.node_id == node_id and isinstance(act.fault, DiskFault):
-                self.heal(act.index)
-        self.ledger.write(fault_injected_event(fault, index, ts_ns=time.time_ns(), node_id=node_id,
-                                               dir_ids=[old_id] if old_id else [],
-                                               paths=[f"/jbodlab/disks/{dname}/data"], backend=self.lab.backend.name))
-        self.svc.stop(node_id)
-        name = self.svc.nodes[node_id].name
-        self.lab.replace_disk(name, dname)
-        for d in self.svc.nodes[node_id].disk_names:   # other dirs that saw a write error: fsck
-            if d != dname:
-                try:
-                    from infra import fs
-                    if fs.is_read_only(self.lab.disk(name, d).mountpoint):
-                        self.lab.repair_disk(name, d)
-                except Exception as exc:  # noqa: BLE001
-                    self.errors.append(f"repair {name}/{d}: {exc}")
-        self.svc.format(node_id, ignore_formatted=True)
-        self.svc.start(node_id)
-        self.say(f"f{index}: replaced {name}/{dname} (was {old_id}, now {self.dir_names(node_id).get(dname)})")
-
-    def _move_replica(self, index: int, fault: MoveReplica, node_id: int) -> None:
-        target = self.bindings.dirs(node_id, fault.to_dir, lambda n, parsed: self._dir_lookup(n, parsed))[0]
-        idmap = self.dir_names(node_id)
-        path = f"/jbodlab/disks/{target}/data"
-        ts = time.time_ns()
-        # recorded only once the broker answered: a move that was never requested is not in the history
-        code = asyncio.run(alter_replica_log_dir(self.svc.ip(node_id), BROKER_PORT, path, fault.topic,
-                                                 fault.partition))
-        event = fault_injected_event(fault, index, ts_ns=ts, node_id=node_id, dir_ids=[idmap.get(target, "")],
-                                     paths=[path], backend="admin")
-        self.ledger.write(type(event)(ts_ns=event.ts_ns, source=event.source, event=event.event,
-                                      node_id=event.node_id, attrs={**event.attrs, "result": code}))
-        self.say(f"f{index}: AlterReplicaLogDirs {fault.topic}-{fault.partition} on broker {node_id} -> "
-                 f"{target}: {code}")
-        if code != "none":
-            self.errors.append(f"f{index}: AlterReplicaLogDirs answered {code}")
-
-
-async def alter_replica_log_dir(host: str, port: int, path: str, topic: str, partition: int) -> str:
-    from kafka_common import wire
-    from kafka_runtime.client import KafkaClient
-    client = await KafkaClient.connect(host, port, client_id="jbodlab-harness")
-    try:
-        version = client.pick_version(ApiKey.ALTER_REPLICA_LOG_DIRS, 1, 2)
-        mod = wire.request_module(ApiKey.ALTER_REPLICA_LOG_DIRS, version)
-        req = wire.make(wire.request_class(ApiKey.ALTER_REPLICA_LOG_DIRS, version), dirs=(
-            wire.make(mod.AlterReplicaLogDir, path=path, topics=(
-                wire.make(mod.AlterReplicaLogDirTopic, name=topic, partitions=(partition,)),)),))
-        resp = await client.request(req)
-        codes = {p.error_code.name for r in resp.results for p in r.partitions}
-        return ",".join(sorted(codes)) or "none"
-    finally:
-        await client.close()

@@ -147,7 +147,7 @@ def _in_dir(fx, node_id: int, dir_ref: str) -> set[Key]:
     """The partitions whose replica on ``node_id`` the metadata places in the dir ``dir_ref``
     names (bound once per run, as every ref: the dir a disk fault failed)."""
     from kafka_common import ids
-    names = fx.bindings.dirs(node_id, dir_ref, lambda n, parsed: fx._dir_lookup(n, parsed))
+    names = fx.dirs_of(node_id, dir_ref)
     by_name = fx.dir_names(node_id)
     wanted = {by_name[n] for n in names if n in by_name}
     image = fx.svc.metadata()
@@ -160,7 +160,7 @@ def _in_dir(fx, node_id: int, dir_ref: str) -> set[Key]:
 
 
 def run_scheduled(fx, index: int, fault, node_id: int | None) -> dict:
-    """A schedule's ``admin`` action, for :class:`harness.nemesis.executor.FaultExecutor` ``fx``:
+    """A schedule's ``admin`` action, for the nemesis host ``fx`` (:class:`harness.nemesis.protocol.NemesisHost`):
     the call made, then its ``fault_injected`` action recorded with what was asked and
     answered (``plan``: {"t/p": target replicas}, ``result``: {"t/p": error name}); an
     error is one of the run's errors (the run fails, said why)."""

@@ -241,7 +241,6 @@ class _Session:
         return {"ok": True, "fault": f"f{index}", "label": fault_label(fault), "node_id": self.executor.active[index].node_id}
 
     def status(self) -> dict[str, Any]:
-        from harness.scenario.faults import fault_label
         from kafka_common import ids
         image = self.svc.metadata()
         brokers = []
@@ -263,8 +262,7 @@ class _Session:
                 dirs = [names.get(r, {}).get(ids.to_base64(d), _reserved(d)) for r, d in zip(p.replicas, p.directories)]
                 parts.append({"topic": topic.name, "partition": pid, "leader": p.leader, "isr": list(p.isr),
                               "replicas": list(p.replicas), "dirs": dirs})
-        faults = [{"index": i, "label": f"{fault_label(f)} {f.node or f.topic}" + (f" {f.dir}" if hasattr(f, "dir") else "")
-                   + (f" <-> {f.peer}" if getattr(f, "peer", None) else ""),
+        faults = [{"index": i, "label": self.executor.describe(f),
                    "healed": self.executor.active[i].healed if i in self.executor.active else False}
                   for i, f in enumerate(self.applied)]
         return {"run_id": self.run_id, "uptime_s": time.monotonic() - self.t0, "backend": self.lab.backend.name,
