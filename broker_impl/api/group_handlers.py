@@ -23,7 +23,7 @@ from broker_impl.api.entities import NO_THROTTLE, build, error, ms, response_typ
 from broker_impl.api.metadata import listener_of
 from broker_impl.groups.state import codes as E
 from broker_impl.groups.state import records as R
-from broker_impl.groups.offset_handlers import (OFFSET_COMMIT, OFFSET_DELETE, OFFSET_FETCH, handle_offset_commit,
+from broker_impl.api.offset_handlers import (OFFSET_COMMIT, OFFSET_DELETE, OFFSET_FETCH, handle_offset_commit,
                                                handle_offset_delete, handle_offset_fetch)
 from broker_impl.groups.state.model import GroupState, JoinResult, SyncResult
 
