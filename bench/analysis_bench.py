@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT))
 
 import pyarrow.parquet as pq  # noqa: E402
 
-from harness import results_io as rio  # noqa: E402
+from harness.results import tables as rio# noqa: E402
 from harness.analysis import synth  # noqa: E402
 
 

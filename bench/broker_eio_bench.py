@@ -49,8 +49,8 @@ from testkit.cluster import reader_for, unfenced, until, wait_until  # noqa: E40
 
 from testkit.processes import BrokerProcess  # noqa: E402
 from kafka_common.config import default_text  # noqa: E402
-from testkit.controller_client import create_topic  # noqa: E402
-from testkit.processes import ControllerProcess  # noqa: E402
+from kafka_runtime.controller_client import create_topic  # noqa: E402
+from harness.run.local_processes import ControllerProcess  # noqa: E402
 from kafka_common import ids  # noqa: E402
 from kafka_common.ids import UNASSIGNED  # noqa: E402
 from kafka_runtime.events import read_events  # noqa: E402

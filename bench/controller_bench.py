@@ -51,7 +51,7 @@ from controller_impl.log import DIR_NAME  # noqa: E402
 from controller_impl.log.snapshots import SnapshotStore  # noqa: E402
 from controller_impl.runtime.status import describe_quorum  # noqa: E402
 from testkit.quorum import QuorumCluster  # noqa: E402
-from testkit.controller_client import MetadataReader, SimBroker  # noqa: E402
+from kafka_runtime.controller_client import MetadataReader, SimBroker  # noqa: E402
 from kafka_common import ids  # noqa: E402
 from kafka_common.metadata import records as r  # noqa: E402
 from kafka_common.metadata import snapshot as snapshot_format  # noqa: E402

@@ -34,9 +34,9 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [ROOT, os.path.join(ROOT, "tests")]
 
-from testkit.controller_client import MetadataReader  # noqa: E402
+from kafka_runtime.controller_client import MetadataReader  # noqa: E402
 
-from testkit.processes import ControllerProcess  # noqa: E402
+from harness.run.local_processes import ControllerProcess  # noqa: E402
 from testkit import fuzz  # noqa: E402
 from kafka_runtime.client import KafkaClient  # noqa: E402
 

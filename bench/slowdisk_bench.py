@@ -115,7 +115,7 @@ def append_beside_flush(log) -> tuple[float, float]:
 
 def machine_busy_ms() -> float:
     """CPU time the whole machine spent busy so far (every process and the kernel), ms."""
-    from harness.host_load import read_proc_stat
+    from harness.run.host_load import read_proc_stat
     return read_proc_stat().busy * 1000 / os.sysconf("SC_CLK_TCK")
 
 

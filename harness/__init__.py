@@ -1,1 +1,8 @@
-"""The lab: scenarios as values, runner, history, checkers, faults, recorder, analysis, CLI."""
+"""The lab, laid out as the flow of one run (each subpackage says whether it is pure):
+
+scenario (values, pure) -> generator (the timed plan of operations, pure) -> run (the runner
+interprets the plan) with nemesis (each fault kind: inject, heal, describe), workload (real
+Kafka clients) and cluster (node configs, the containers) -> results (the ledger, Parquet
+tables, run.json) -> history (pure) -> checkers (verdicts and metrics, pure) -> analysis;
+cli (the ``jbodlab`` command) on top.
+"""

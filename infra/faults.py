@@ -1,6 +1,6 @@
 """Disk faults behind ONE interface: ``DiskFaultHandle`` — one fault on one lab disk, with
 ``inject()``, ``heal()``, ``describe()`` (the scenario's fault *value* is
-``harness.faults.schedule.DiskFault``; this is what acts on the disk).
+``harness.scenario.faults.DiskFault``; this is what acts on the disk).
 
 Kinds: ``error`` (all I/O → EIO), ``error-reads``, ``error-writes``, ``flaky`` (p, seed),
 ``delay`` (ms), ``enospc`` (fill the filesystem), ``remove`` (the device disappears: every

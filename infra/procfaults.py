@@ -1,7 +1,7 @@
 """Process faults on nodes (through docker) and psutil resource samples of a node.
 
 ``ProcessFaultHandle(docker, container, kind, signal)`` acts on one container (the scenario's
-fault *value* is ``harness.faults.schedule.ProcessFault``), with kinds ``kill`` (send ``signal``,
+fault *value* is ``harness.scenario.faults.ProcessFault``), with kinds ``kill`` (send ``signal``,
 default KILL), ``pause`` (cgroup freezer via ``docker pause``; heal = unpause) and
 ``restart``. :class:`TreeSampler` sums cpu times, RSS and I/O counters over each container's
 process tree (host view, psutil), for several containers in one round.

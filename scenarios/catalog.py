@@ -1,7 +1,7 @@
 """S1–S11 of ``scenarios.md``, S12–S14 (the controller quorum under KIP-858 failures), S15
 (S1 at 300 partitions), S16 (a group coordinator's offsets dir fails) and S20–S23 (partial,
 silent and lost-write disk faults, chmod: :mod:`scenarios.catalog_disks`) as functions
-returning :class:`~harness.scenario.Scenario` values.
+returning :class:`~harness.scenario.model.Scenario` values.
 
 Each function takes ``bounce`` (where kafkatest's ``bounce_broker`` matrix applies: the
 faulted broker gets a clean restart 1 s after the fault, with the dir still failed) and
@@ -15,13 +15,13 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Callable
 
-from harness.faults.schedule import (
+from harness.scenario.faults import (
     DiskFault, MoveReplica, NetworkFault, ProcessFault, ReplaceDisk, soak_schedule,
 )
 from broker_impl.groups.state.records import partition_for
 from broker_impl.storage.partition_log import FLUSH_NEVER
-from harness.scenario import CHECK_NAMES, Scenario
-from harness.scenario_sections import Expect, ServerConfigs, Topology, TopicSpec, Workload
+from harness.scenario.model import CHECK_NAMES, Scenario
+from harness.scenario.sections import Expect, ServerConfigs, Topology, TopicSpec, Workload
 from scenarios.catalog_disks import DISK_SCENARIOS, FAULT_AT_MS as _DISK_FAULT_AT_MS
 from scenarios.catalog_admin import ADMIN_SCENARIOS, FAULT_AT_MS as _ADMIN_FAULT_AT_MS
 from scenarios.catalog_operator import OPERATOR_SCENARIOS, FAULT_AT_MS as _OPERATOR_FAULT_AT_MS

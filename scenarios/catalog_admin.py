@@ -20,9 +20,9 @@ Not in the system suite (the lead decides suite time): ``jbodlab run delete-topi
 
 from __future__ import annotations
 
-from harness.faults.schedule import AdminAction, DiskFault, ProcessFault
-from harness.scenario import Scenario
-from harness.scenario_sections import Expect, Workload
+from harness.scenario.faults import AdminAction, DiskFault, ProcessFault
+from harness.scenario.model import Scenario
+from harness.scenario.sections import Expect, Workload
 
 __all__ = ["delete_topic_while_dir_offline", "ADMIN_SCENARIOS"]
 

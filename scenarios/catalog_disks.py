@@ -26,10 +26,10 @@ Each keeps the catalog's baseline: the first fault after 1 s of warm-up and 10 s
 
 from __future__ import annotations
 
-from harness.faults.schedule import DiskFault, ProcessFault
-from harness.scenario import Scenario
+from harness.scenario.faults import DiskFault, ProcessFault
+from harness.scenario.model import Scenario
 from broker_impl.storage.partition_log import FLUSH_NEVER
-from harness.scenario_sections import Expect, ReaderSpec, ServerConfigs, Workload
+from harness.scenario.sections import Expect, ReaderSpec, ServerConfigs, Workload
 
 __all__ = ["segment_blocks_fail", "silent_corruption", "power_cut", "permission_denied", "DISK_SCENARIOS"]
 

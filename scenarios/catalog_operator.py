@@ -1,5 +1,5 @@
 """S17–S18: the operator's tools around a disk failure (issue 37), through a real admin client
-(kafka-python's KafkaAdminClient: the schedule's ``admin`` actions, :mod:`harness.operator_actions`).
+(kafka-python's KafkaAdminClient: the schedule's ``admin`` actions, :mod:`harness.nemesis.operator`).
 
 - S17 ``replace-disk-by-reassignment``: 4 brokers. The dir holding t1-0's leader replica
   fails 11 s in (it stays failed); 3 s later the operator moves every partition whose replica
@@ -23,9 +23,9 @@ baseline service).
 
 from __future__ import annotations
 
-from harness.faults.schedule import AdminAction, DiskFault, ProcessFault
-from harness.scenario import Scenario
-from harness.scenario_sections import Expect, ServerConfigs, Topology, Workload
+from harness.scenario.faults import AdminAction, DiskFault, ProcessFault
+from harness.scenario.model import Scenario
+from harness.scenario.sections import Expect, ServerConfigs, Topology, Workload
 
 __all__ = ["replace_disk_by_reassignment", "preferred_leaders_return", "OPERATOR_SCENARIOS"]
 

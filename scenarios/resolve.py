@@ -1,7 +1,7 @@
 """From what a user typed to scenario values: a catalog name (``leader-dir-fails``,
 ``leader-dir-fails-bounce``, ``S1``) or a ``.json``/``.toml`` file, then ``--set PATH=VALUE``
 overrides and a seed. The one place that does this; ``jbodlab run`` and ``jbodlab scenario``
-both call it. Every problem raises :class:`~harness.fields.ScenarioError` naming the argument
+both call it. Every problem raises :class:`~harness.scenario.fields.ScenarioError` naming the argument
 or field path.
 """
 
@@ -10,12 +10,25 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterable
 
-from harness.fields import ScenarioError
-from harness.scenario import Scenario
-from harness.scenario_files import apply_override, load_scenario
+from harness.scenario.fields import ScenarioError
+from harness.scenario.model import Scenario
+from harness.scenario.text import apply_override, parse_scenario_text
 from scenarios.catalog import by_name
 
-__all__ = ["resolve", "resolve_runs"]
+__all__ = ["resolve", "resolve_runs", "load_scenario"]
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    """Read a scenario file: ``.json`` (also a run.json) or ``.toml``."""
+    p = Path(path)
+    fmt = {".json": "json", ".toml": "toml"}.get(p.suffix.lower())
+    if fmt is None:
+        raise ScenarioError([("<file>", f"{p}: unknown format {p.suffix!r} (use .json or .toml)")])
+    try:
+        text = p.read_text()
+    except OSError as exc:
+        raise ScenarioError([("<file>", f"{p}: {exc.strerror or exc}")]) from None
+    return parse_scenario_text(text, fmt)
 
 
 def _base(ref: str, *, bounce: bool) -> Scenario:

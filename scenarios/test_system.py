@@ -145,8 +145,8 @@ def _results_root() -> Path:
 
 
 def suite_scenario(variant: str):
-    from harness.scenario import Scenario
-    from harness.scenario_files import apply_override
+    from harness.scenario.model import Scenario
+    from harness.scenario.text import apply_override
     from scenarios.catalog import by_name, soak
     base = soak(minutes=1) if variant == "soak" else by_name(variant)
     data = base.to_dict()
@@ -197,7 +197,7 @@ def outcome_of(variant: str):
         reason = _capable()
         if reason:
             pytest.skip(reason)
-        from harness.runner import RunOptions, run_scenario
+        from harness.run.runner import RunOptions, run_scenario
         lines: list[str] = []
         o = run_scenario(suite_scenario(variant), RunOptions(backend="auto", results_root=str(_results_root()),
                                                              say=lines.append))
@@ -266,7 +266,7 @@ def test_s1_results_read_back_with_pandas() -> None:
     per_partition = metrics[(metrics.metric == "produce_before_p50_ms") & metrics.partition.notna()]
     assert len(per_partition) == o.scenario.workload.topics[0].partitions
     assert (metrics[metrics.metric == "detect_ms"]["value"] >= 0).all()
-    # the host's load over the workload (harness.host_load): one run-level row each, a share of
+    # the host's load over the workload (harness.run.host_load): one run-level row each, a share of
     # all cores; the lab alone keeps this machine's cores partly busy
     host = metrics[metrics.metric.isin(["host_cpu_busy_ratio", "host_cpu_other_ratio"])].set_index("metric")
     assert sorted(host.index) == ["host_cpu_busy_ratio", "host_cpu_other_ratio"] and host.partition.isna().all()

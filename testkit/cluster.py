@@ -13,9 +13,10 @@ import threading
 import time
 
 from kafka_runtime.client import KafkaClient
-from testkit.controller_client import MetadataReader, create_topic
+from kafka_runtime.controller_client import MetadataReader, create_topic
 from kafka_common.ids import UNASSIGNED, is_reserved
-from testkit.processes import BrokerProcess, ControllerProcess
+from harness.run.local_processes import ControllerProcess
+from testkit.processes import BrokerProcess
 
 __all__ = ["Cluster", "FAST", "BackgroundProducer", "consume_all", "wait_until", "reader_for", "until",
            "unfenced", "check_real_dirs"]

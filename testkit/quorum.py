@@ -15,8 +15,8 @@ import time
 from controller_impl.runtime.status import describe_quorum
 from kafka_common import ids
 from kafka_runtime.client import ClientError
-from testkit.controller_client import SimBroker
-from testkit.processes import ControllerProcess, free_port
+from kafka_runtime.controller_client import SimBroker
+from harness.run.local_processes import ControllerProcess, free_port
 
 
 class QuorumCluster:

@@ -3,9 +3,15 @@
 1. no import cycle between any two of the project's modules, the imports inside functions
    and ``if TYPE_CHECKING:`` blocks included (a cycle deferred to call time is still two
    modules that each need the other);
-2. the pure packages (docs/design.md, "Packages": state machines and values, no I/O) import
+2. no import cycle between any two packages, each package and subpackage a node of its own
+   (a module belongs to the package it sits in; ``a/b/__init__.py`` is package ``a.b``): two
+   packages whose modules need each other are one package in two places, however the modules
+   are wired;
+3. the pure packages (docs/design.md, "Packages": state machines and values, no I/O) import
    nothing of the project's impure packages, and no I/O module of the standard library or
-   of the lab's libraries (sockets, files, processes, containers, dataframes).
+   of the lab's libraries (sockets, files, processes, containers, dataframes);
+4. no product module imports ``testkit`` (test tooling: the product's import graph never
+   reaches it; tests, benchmarks and testkit itself may).
 
 A module is a ``.py`` file tracked in the repository, named by its path (``tests/x/y.py`` is
 ``tests.x.y``). ``from a.b import c`` depends on ``a.b.c`` when that is a module, else on
@@ -18,6 +24,7 @@ from __future__ import annotations
 import ast
 import gc
 import subprocess
+from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
 
@@ -30,8 +37,9 @@ REPO = Path(__file__).resolve().parents[1]
 # State machines, values and checkers: functions of their inputs, no sockets, files or
 # processes (docs/design.md, "Packages", column "pure?").
 PURE = ("kafka_common", "controller_impl.state", "controller_impl.raft", "broker_impl.state", "broker_impl.groups.state",
-        "harness.checkers", "harness.history", "harness.metrics", "harness.faults.schedule",
-        "harness.faults.validate", "harness.fields", "harness.scenario", "harness.scenario_sections")
+        "harness.scenario", "harness.generator", "harness.history", "harness.checkers")
+# the product: what pyproject installs, less testkit and the pytest modules that live beside it
+PRODUCT = ("kafka_common", "kafka_runtime", "controller_impl", "broker_impl", "infra", "harness", "scenarios")
 IO_MODULES = {"asyncio", "socket", "os", "time", "subprocess", "threading", "selectors", "shutil",
               "pathlib", "signal", "docker", "pyroute2", "psutil", "pyarrow", "pandas"}
 
@@ -191,11 +199,73 @@ def test_the_reader_sees_a_cycle_and_a_relative_import() -> None:
     assert got == ["pkg.y", "pkg.y"]  # pkg.x importing itself and os are no edges
 
 
+def package_of(module: str) -> str:
+    """The package a module sits in (a package's ``__init__`` is the package itself)."""
+    return _package_of(module, modules()[module])
+
+
+def package_graph(edges: dict[str, dict[str, int]], package: Callable[[str], str]) -> dict[str, dict[str, int]]:
+    """package -> {imported package: 1} for the modules' edges between different packages;
+    modules outside any package (top-level scripts) are left out."""
+    out: dict[str, dict[str, int]] = {}
+    for module, targets in edges.items():
+        a = package(module)
+        if not a:
+            continue
+        mine = out.setdefault(a, {})
+        for target in targets:
+            b = package(target)
+            if b and b != a:
+                mine[b] = 1
+    return out
+
+
+def is_product(module: str) -> bool:
+    last = module.rpartition(".")[2]
+    return any(_in(module, p) for p in PRODUCT) and not (last.startswith("test_") or last == "conftest")
+
+
+def test_the_package_graph_sees_a_cycle_through_modules_that_have_none() -> None:
+    """a.x -> b.y and b.z -> a.w: no two modules need each other, the packages do."""
+    edges = {"a.x": {"b.y": 1}, "b.z": {"a.w": 1}, "a.w": {}, "b.y": {}, "a.sub.q": {"a.x": 1}, "top": {"a.x": 1}}
+    assert cycles(edges) == []
+    package = {"a.x": "a", "a.w": "a", "b.y": "b", "b.z": "b", "a.sub.q": "a.sub", "top": ""}.__getitem__
+    graph_ = package_graph(edges, package)
+    assert graph_ == {"a": {"b": 1}, "b": {"a": 1}, "a.sub": {"a": 1}}
+    assert cycles(graph_) == [["a", "b"]]
+    assert is_product("harness.run.runner") and not is_product("scenarios.test_system")
+    assert not is_product("testkit.cluster") and not is_product("tests.harness.test_history")
+
+
 def test_no_import_cycle() -> None:
     edges = graph()
     assert len(edges) > 100, "the module list came back short: is this a git checkout?"
     found = cycles(edges)
     assert not found, "import cycles:\n" + "\n".join(_describe(c, edges) for c in found)
+
+
+def test_no_package_cycle() -> None:
+    edges = graph()
+    packages = package_graph(edges, package_of)
+    assert len(packages) > 20, "the package list came back short"
+    found = cycles(packages)
+    lines = []
+    for component in found:
+        members = set(component)
+        lines.append(f"  {len(component)} packages: {', '.join(component)}")
+        lines += [f"    {modules()[m].relative_to(REPO)}:{line} -> {t}"
+                  for m in sorted(edges) if package_of(m) in members
+                  for t, line in sorted(edges[m].items()) if package_of(t) in members - {package_of(m)}]
+    assert not found, "package cycles:\n" + "\n".join(lines)
+
+
+def test_the_product_imports_no_testkit() -> None:
+    edges = graph()
+    assert any(is_product(m) for m in edges) and any(_in(m, "testkit") for m in edges)
+    bad = [f"  {modules()[m].relative_to(REPO)}:{line} imports {target}"
+           for m in sorted(edges) if is_product(m)
+           for target, line in sorted(edges[m].items()) if _in(target, "testkit")]
+    assert not bad, "a product module imports testkit:\n" + "\n".join(bad)
 
 
 def test_pure_packages_import_only_pure_packages() -> None:

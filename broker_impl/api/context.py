@@ -1,7 +1,7 @@
 """What a request handler gets: the :class:`ApiContext` protocol.
 
 Each handler module (``produce``, ``fetch``, ``metadata``, ``admin``, ``log_dirs``,
-``configs``, ``delete_records``, ``broker_impl.groups.handlers``) is a set
+``configs``, ``delete_records``, ``broker_impl.api.group_handlers``) is a set
 of ``async handle_<api>(api: ApiContext, ctx, request)`` functions. They are typed against
 this protocol, not against :class:`broker_impl.api.handlers.BrokerApi` (which holds the
 dispatch table and so imports every handler module): the handler modules depend on this

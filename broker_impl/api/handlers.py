@@ -13,7 +13,7 @@ InitProducerId 0–4, DescribeCluster 0–1, DescribeLogDirs 0–4, AlterReplica
 DeleteRecords 0–2, DescribeConfigs 0–4, AlterConfigs 0–2,
 IncrementalAlterConfigs 0–1 (the last two forwarded to the controller), DeleteTopics 0–6
 and CreatePartitions 0–3 (forwarded, :mod:`topic_admin`), and the classic
-group APIs of :mod:`broker_impl.groups.handlers` (FindCoordinator 0–6, JoinGroup,
+group APIs of :mod:`broker_impl.api.group_handlers` (FindCoordinator 0–6, JoinGroup,
 SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, ListGroups, DescribeGroups,
 DeleteGroups, OffsetDelete). ApiVersions advertises exactly this table. Every version
 Kafka 3.9 serves for these APIs is served (Fetch v0–3 with the records down-converted to
@@ -38,7 +38,7 @@ from broker_impl.api import admin, configs, delete_records, fetch, legacy_produc
 from broker_impl.api import topic_admin
 from broker_impl.api.fetch_session import FetchSessionCache
 from broker_impl.api import operator_calls
-from broker_impl.groups import handlers as group_handlers
+from broker_impl.api import group_handlers
 from broker_impl.groups.coordinator import GroupCoordinator
 from broker_impl.groups.coordinator_config import CoordinatorConfig
 from broker_impl.api.purgatory import Purgatory

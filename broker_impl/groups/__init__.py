@@ -7,7 +7,8 @@
 - :mod:`.coordinator` (the I/O edge): which offsets partitions this broker leads, loading
   them from the log when it becomes their leader and dropping them when it stops,
   writes with acks=all, the timer task, parked JoinGroup/SyncGroup futures.
-- :mod:`.handlers`: kio requests → the coordinator → kio responses for FindCoordinator,
-  JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, ListGroups,
-  DescribeGroups, DeleteGroups and OffsetDelete.
+- the group APIs' handlers (FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
+  OffsetCommit, OffsetFetch, ListGroups, DescribeGroups, DeleteGroups, OffsetDelete) are the
+  client API's, in :mod:`broker_impl.api.group_handlers` and :mod:`broker_impl.api.offset_handlers`:
+  the coordinator knows nothing of the API package, which drives it.
 """

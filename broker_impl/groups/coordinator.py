@@ -40,7 +40,6 @@ from typing import Any, Awaitable, Callable
 
 from kio.schema.errors import ErrorCode
 
-from broker_impl.api.entities import build
 from broker_impl.groups.coordinator_config import CoordinatorConfig
 from broker_impl.groups.offsets_ownership import OFFSETS_TOPIC, OffsetsOwnership, OwnedPartition, Ownership
 from broker_impl.groups.state import codes as E
@@ -140,7 +139,7 @@ class GroupCoordinator(OffsetsOwnership):
     async def _create_topic(self) -> None:
         req_cls = wire.request_class(19, 7)
         topic_cls = getattr(wire.request_module(19, 7), "CreatableTopic")
-        request = build(req_cls, topics=(build(
+        request = wire.make(req_cls, topics=(wire.make(
             topic_cls, name=OFFSETS_TOPIC, num_partitions=self.config.offsets_partitions,
             replication_factor=self.config.offsets_replication_factor, assignments=(), configs=()),),
             validate_only=False)

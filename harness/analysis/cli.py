@@ -60,7 +60,7 @@ def analyze(run_dirs, engine: str, master: str | None = None):
 def _baseline_latency(paths, engine: str, master: str | None):
     import pandas as pd
 
-    from harness import results_io as rio
+    from harness.results import tables as rio
 
     if len(paths) == 1 and (Path(paths[0]) / "summary" / "latency.parquet").is_file():
         return pd.read_parquet(Path(paths[0]) / "summary" / "latency.parquet"), "summary"
@@ -69,8 +69,8 @@ def _baseline_latency(paths, engine: str, master: str | None):
 
 
 def run(args: argparse.Namespace) -> int:
-    from harness import results_io as rio
-    from harness import results_schema as rs
+    from harness.results import tables as rio
+    from harness.results import schema as rs
     from harness.analysis import compare, report
 
     t_start = time.monotonic()

@@ -26,11 +26,11 @@ import math
 
 import pandas as pd
 
-from harness import results_schema as rs
+from harness.results import schema as rs
 from harness.analysis import model as m
 
 COMPARED_STATS = ("p50", "p99")
-HOST_METRICS = ("host_cpu_busy_ratio", "host_cpu_other_ratio")   # harness.host_load
+HOST_METRICS = ("host_cpu_busy_ratio", "host_cpu_other_ratio")   # harness.run.host_load
 COLUMNS = list(m.LATENCY_KEYS) + ["count_before", "count_after"] + [
     f"{s}_{w}" for s in COMPARED_STATS for w in ("before", "after", "ratio")] + [
     "max_before", "max_after", "verdict", "reason"]

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from harness import results_schema as rs
+from harness.results import schema as rs
 from harness.checkers.service_windows import (ADMIN_PROCESS_PREFIX, INSTANT_FAULT_KINDS,  # noqa: F401 - shared
                                              WARMUP_MS)
 

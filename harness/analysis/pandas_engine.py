@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from harness import results_io as rio
+from harness.results import tables as rio
 from harness.analysis import model as m
 
 

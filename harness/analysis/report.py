@@ -27,8 +27,8 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from harness import results_io as rio
-from harness import results_schema as rs
+from harness.results import tables as rio
+from harness.results import schema as rs
 from harness.analysis import model as m
 
 PERIODIC_EVENTS = ("request_metrics",)   # node events that measure, not milestones: kept out of the timeline

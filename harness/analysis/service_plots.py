@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from harness import results_io as rio
+from harness.results import tables as rio
 from harness.analysis import model as m
 
 MAX_PANELS = 12

@@ -7,7 +7,7 @@ executors need no jbodlab code. ``jbodlab analyze --engine spark`` runs it, and 
 
 Reading: Spark cannot partition-discover several run roots in one read, so each table is read
 from the glob ``<run>/<table>/scenario=*/*.parquet`` of every run with the file schema of
-``harness.results_schema`` and ``scenario`` is taken back from each file's directory name.
+``harness.results.schema`` and ``scenario`` is taken back from each file's directory name.
 Percentiles use Spark SQL's exact ``percentile`` (see ``model`` for the definition).
 """
 
@@ -19,8 +19,8 @@ from typing import Sequence
 import pandas as pd
 import pyarrow as pa
 
-from harness import results_io as rio
-from harness import results_schema as rs
+from harness.results import tables as rio
+from harness.results import schema as rs
 from harness.analysis import model as m
 
 _DEFAULT_CONF = {

@@ -1,4 +1,4 @@
-"""Generate result runs with KNOWN distributions, in exactly the ``harness.results_schema`` layout.
+"""Generate result runs with KNOWN distributions, in exactly the ``harness.results.schema`` layout.
 
 Used by the analysis tests (to assert percentiles, joins and the regression gate against a
 truth computed independently) and by ``bench/analysis_bench.py`` (any number of event rows).
@@ -34,8 +34,8 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from harness import results_io as rio
-from harness import results_schema as rs
+from harness.results import tables as rio
+from harness.results import schema as rs
 
 CONTROLLER_ID = 3000
 BROKERS = (1, 2, 3)

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from harness.checkers.replay import MetadataView, TP, controller_events
-from harness.history import Event, History
+from harness.history.model import Event, History
 
 __all__ = ["InjectedFault", "injected_faults", "partition_timelines", "PartitionState", "first_after",
            "MUST_DETECT_MODES", "NOT_A_FAILURE_MODES", "WHOLE_NODE_DIRS", "must_detect", "dir_offline_events",

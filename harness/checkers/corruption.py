@@ -2,7 +2,7 @@
 
 Every consume op of the history — the drain, group members, readers — carries an ``error``
 when the consumer found the value's bytes differ from what its producer sent (the values are
-a function of their id: ``harness.workload.value_of``; the consumers run with librdkafka's
+a function of their id: ``harness.workload.producer.value_of``; the consumers run with librdkafka's
 ``check.crcs`` off, its default, so a corrupt batch a broker served would reach them). Such
 an op starts with :data:`CORRUPT_VALUE`. The check is false when any exists (listing them),
 unknown when nothing was consumed, else true. Pure.
@@ -17,7 +17,7 @@ node (``fault_first_hit``; the injection when the backend dates none) → that n
 from __future__ import annotations
 
 from harness.checkers.base import UNKNOWN, CheckResult
-from harness.history import History
+from harness.history.model import History
 
 __all__ = ["CORRUPT_VALUE", "EBADMSG", "check_no_corrupt_consumed", "corruption_detect_rows"]
 

@@ -32,7 +32,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from harness.checkers.base import UNKNOWN, CheckResult
-from harness.history import History
+from harness.history.model import History
 
 __all__ = ["DurabilityReport", "analyse_durability", "check_durability", "topic_deletions"]
 

@@ -41,7 +41,7 @@ from harness.checkers.common import (
 )
 from harness.checkers.corruption import CORRUPT_MODES
 from harness.checkers.replay import LOST, view_at
-from harness.history import History
+from harness.history.model import History
 
 __all__ = ["check_failover"]
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from harness.checkers.base import UNKNOWN, CheckResult
 from harness.checkers.replay import UNASSIGNED, replay
-from harness.history import History
+from harness.history.model import History
 
 __all__ = ["check_fencing"]
 

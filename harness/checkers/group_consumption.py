@@ -2,7 +2,7 @@
 
 Reads the group consumers' ops (``consume`` ops whose process starts with ``group-m``) and
 their client events (``offsets_committed``, ``offsets_fetched``, ``group_revoked`` /
-``group_assigned``; see :mod:`harness.group_workload`):
+``group_assigned``; see :mod:`harness.workload.group`):
 
 - **unconsumed** — an acked record (produce ``ok`` with an offset) that no group member
   consumed although the group's final committed offset of its partition is past it;
@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from harness.checkers.base import UNKNOWN, CheckResult
-from harness.history import History
+from harness.history.model import History
 
 __all__ = ["check_group_consumption", "rebalance_ms", "GROUP_PROCESS_PREFIX"]
 

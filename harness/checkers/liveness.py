@@ -14,7 +14,7 @@ event the verdict for that broker is unknown.
 from __future__ import annotations
 
 from harness.checkers.base import UNKNOWN, CheckResult, merge_valid
-from harness.history import History
+from harness.history.model import History
 
 __all__ = ["check_liveness", "observed_outcome"]
 

@@ -22,8 +22,8 @@ from __future__ import annotations
 from harness.checkers.base import UNKNOWN, CheckResult
 from harness.checkers.common import injected_faults, partition_timelines
 from harness.checkers.replay import LOST, MIGRATING, UNASSIGNED, MetadataView, PartitionView, replay
-from harness.faults.schedule import DIR_LOSING_MODES
-from harness.history import History
+from harness.scenario.faults import DIR_LOSING_MODES
+from harness.history.model import History
 
 __all__ = ["check_metadata_invariants", "offline_replica_moves", "SETTLE_MS"]
 

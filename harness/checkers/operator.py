@@ -22,7 +22,7 @@ from typing import Any, Callable
 
 from harness.checkers.base import UNKNOWN, CheckResult
 from harness.checkers.common import injected_faults, partition_timelines
-from harness.history import History
+from harness.history.model import History
 
 __all__ = ["check_reassignment_complete", "check_preferred_leaders", "leader_rebalance_rows"]
 

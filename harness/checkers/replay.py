@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterator
 
-from harness.history import Event, History
+from harness.history.model import Event, History
 from kafka_common import ids
 
 __all__ = ["UNASSIGNED", "LOST", "MIGRATING", "PartitionView", "BrokerView", "MetadataView",

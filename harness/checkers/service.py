@@ -108,7 +108,7 @@ from harness.checkers.service_windows import (DEGRADATION_WINDOW_MS, MIN_BASELIN
                                               ProduceOp, Rolling, ServiceBounds, Windows, fault_domain, is_slow,
                                               percentile, produce_ops, recovery_reference, recovery_start,
                                               service_windows, slow_intervals)
-from harness.history import Event, History
+from harness.history.model import Event, History
 
 __all__ = ["PartitionService", "ServiceAnalysis", "analyse_service", "check_service", "service_metric_rows"]
 

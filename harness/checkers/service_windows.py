@@ -10,7 +10,7 @@ from typing import Any, Iterable
 
 from harness.checkers.common import WHOLE_NODE_DIRS, InjectedFault
 from harness.checkers.replay import LOST, MIGRATING, UNASSIGNED, MetadataView
-from harness.history import History
+from harness.history.model import History
 
 __all__ = ["WARMUP_MS", "MIN_BASELINE_OPS", "WINDOW_MIN_MS", "WINDOW_OPS", "MIN_WINDOW_OPS",
            "DEGRADATION_WINDOW_MS", "PEER_MIN_OPS", "INSTANT_FAULT_KINDS", "SERVICE_METRICS", "WINDOW_NAMES", "MS",
@@ -25,7 +25,7 @@ WINDOW_OPS = 10             # … and wide enough for this many ops at the basel
 MIN_WINDOW_OPS = 5          # a rolling window with fewer ops never counts as recovered
 DEGRADATION_WINDOW_MS = 5000  # an outside partition degrades when its p50 over this long is beyond the bound
 PEER_MIN_OPS = 100          # a leader's pooled baseline p99 counts only with this many ops (a real p99)
-ADMIN_PROCESS_PREFIX = "admin-"   # client ops of the schedule's admin actions (harness.admin_actions)
+ADMIN_PROCESS_PREFIX = "admin-"   # client ops of the schedule's admin actions (harness.nemesis.admin)
 INSTANT_FAULT_KINDS = ("restart", "replace-disk", "move-replica", "delete-topic", "create-topic", "reassign",
                        "elect(preferred)", "elect(unclean)")   # labels without a heal
 MS = 1_000_000

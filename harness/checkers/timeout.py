@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from harness.checkers.base import UNKNOWN, CheckResult, merge_valid
 from harness.checkers.common import NOT_A_FAILURE_MODES, WHOLE_NODE_DIRS, dir_offline_events, injected_faults
-from harness.history import History
+from harness.history.model import History
 
 __all__ = ["check_timeout_accuracy"]
 

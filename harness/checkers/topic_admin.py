@@ -21,8 +21,8 @@ from collections import defaultdict
 from typing import Any
 
 from harness.checkers.base import UNKNOWN, CheckResult
-from harness.faults.schedule import DIR_LOSING_MODES
-from harness.history import Event, History
+from harness.scenario.faults import DIR_LOSING_MODES
+from harness.history.model import Event, History
 
 __all__ = ["check_topic_admin"]
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from harness import results_io as rio
-from harness import results_schema as rs
+from harness.results import tables as rio
+from harness.results import schema as rs
 from harness.analysis import synth
 from harness.analysis.synth import Dist, ScenarioSpec
 
@@ -108,9 +108,9 @@ def _write_service_run(root, *, name="svc", partitions=2, heal=True, restart=Tru
     """A recorded run (record_run) of a hand-built history: steady produces on every partition,
     a disk fault on broker 1's d1 at 5 s (healed at 9 s, or never), a restart of broker 2 at 7 s
     (an instantaneous fault), t1-0 failing for 1 s after the fault. Returns (run_dir, history)."""
-    from harness.recorder import record_run
-    from harness.scenario import Scenario
-    from harness.scenario_sections import TopicSpec, Workload
+    from harness.results.recorder import record_run
+    from harness.scenario.model import Scenario
+    from harness.scenario.sections import TopicSpec, Workload
     from tests.harness.builders import H
     from tests.harness.test_service import FAULT, Ops, base
 

@@ -7,8 +7,8 @@ import json
 import pandas as pd
 import pytest
 
-from harness import cli as jbodlab
-from harness import results_io as rio
+from harness.cli import jbodlab
+from harness.results import tables as rio
 from harness.analysis import compare, pandas_engine, report, synth
 from harness.analysis.synth import Dist, ScenarioSpec
 

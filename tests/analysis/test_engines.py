@@ -8,8 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from harness import results_io as rio
-from harness import results_schema as rs
+from harness.results import tables as rio
+from harness.results import schema as rs
 from harness.analysis import model as m
 from harness.analysis import pandas_engine
 

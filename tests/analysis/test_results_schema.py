@@ -7,8 +7,8 @@ import json
 import pyarrow.parquet as pq
 import pytest
 
-from harness import results_io as rio
-from harness import results_schema as rs
+from harness.results import tables as rio
+from harness.results import schema as rs
 
 pytestmark = pytest.mark.unit
 

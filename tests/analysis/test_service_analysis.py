@@ -8,7 +8,7 @@ import pytest
 
 from harness.analysis import pandas_engine, report, service_plots
 from harness.checkers.service import analyse_service
-from harness.scenario import Scenario
+from harness.scenario.model import Scenario
 
 pytestmark = pytest.mark.unit
 SC = Scenario(id="X", name="x", checks=("service",))

@@ -12,8 +12,8 @@ import pandas as pd
 import pytest
 from pyspark.sql import functions as F
 
-from harness import cli as jbodlab
-from harness import results_io as rio
+from harness.cli import jbodlab
+from harness.results import tables as rio
 from harness.analysis import model as m
 from harness.analysis import spark_engine, synth
 from harness.analysis.synth import ScenarioSpec

@@ -16,7 +16,7 @@ from testkit.cluster import wait_until  # noqa: E402
 from testkit.processes import BrokerProcess  # noqa: E402
 
 from testkit.quorum import QuorumCluster, register_many  # noqa: E402
-from testkit.controller_client import MetadataReader  # noqa: E402
+from kafka_runtime.controller_client import MetadataReader  # noqa: E402
 from kafka_runtime.client import KafkaClient  # noqa: E402
 from kafka_runtime.events import read_events  # noqa: E402
 

@@ -6,7 +6,7 @@ import pytest
 
 from harness.checkers.base import UNKNOWN
 from harness.checkers.group_consumption import check_group_consumption, rebalance_ms
-from harness.history import ClientOp, Event
+from harness.history.model import ClientOp, Event
 from tests.harness.builders import H, ns
 
 pytestmark = pytest.mark.unit

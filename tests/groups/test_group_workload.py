@@ -1,4 +1,4 @@
-"""The lab's group consumers (``harness.group_workload``) and their checker on real
+"""The lab's group consumers (``harness.workload.group``) and their checker on real
 processes (1 kraft-controller + 3 kraft-brokers on loopback, no containers): an acks=all
 producer workload and two group members committing after processing; midway the group's
 coordinator is killed (its ``__consumer_offsets`` partition moves). The history must pass
@@ -17,10 +17,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 from testkit.cluster import running_cluster, wait_until  # noqa: E402
 from harness.checkers.group_consumption import check_group_consumption, rebalance_ms  # noqa: E402
-from harness.group_workload import GroupConsumerWorkload  # noqa: E402
-from harness.ledger import load_history  # noqa: E402
-from harness.scenario_sections import Workload  # noqa: E402
-from harness.workload import ProducerWorkload, SafeLedger  # noqa: E402
+from harness.workload.group import GroupConsumerWorkload  # noqa: E402
+from harness.results.ledger import load_history  # noqa: E402
+from harness.scenario.sections import Workload  # noqa: E402
+from harness.workload.producer import ProducerWorkload, SafeLedger  # noqa: E402
 from tests.groups.test_groups_clients import GROUP_KEYS, describe, make_topic  # noqa: E402
 
 pytestmark = pytest.mark.integration

@@ -35,7 +35,7 @@ import pytest
 from kafka_common import wire
 from kafka_common.wire import ErrorCode
 from testkit.cluster import running_cluster, wait_until
-from testkit.processes import free_port
+from harness.run.local_processes import free_port
 from broker_impl.groups.state import records as R
 from testkit.protocol import RawConnection, fetch_request
 

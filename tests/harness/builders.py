@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.history import ClientOp, Event, History
+from harness.history.model import ClientOp, Event, History
 
 BASE_NS = 1_700_000_000_000_000_000
 DIRS = {1: ["B1dir1aaaaaaaaaaaaaaaa", "B1dir2aaaaaaaaaaaaaaaa", "B1dir3aaaaaaaaaaaaaaaa"],

@@ -2,7 +2,7 @@ import argparse
 
 import pytest
 
-from harness import bench_cmd
+from harness.cli import bench as bench_cmd
 
 pytestmark = pytest.mark.unit
 

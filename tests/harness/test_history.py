@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from harness.history import ClientOp, Event, parse_ledger, parse_node_events
-from harness.ledger import LedgerWriter, load_history
+from harness.history.model import ClientOp, Event, parse_ledger, parse_node_events
+from harness.results.ledger import LedgerWriter, load_history
 from tests.harness.builders import ns
 
 pytestmark = pytest.mark.unit
@@ -58,15 +58,15 @@ def test_ledger_validation_names_line_and_problem():
 def test_unmatched_invoke_is_indeterminate():
     events, problems = parse_node_events(["", "[1]"], "n")
     assert events == [] and problems == ["n:2: not a JSON object: '[1]'"]
-    from harness.history import History
+    from harness.history.model import History
     h = History.of([ClientOp(ts_ns=1, type="invoke", f="produce", process="p", value_id="a")])
     assert h.produce_pairs()[0].outcome == "info"
 
 
 def test_runner_helpers_write_what_the_checkers_read(tmp_path):
     from harness.checkers.common import injected_faults
-    from harness.faults.schedule import DiskFault, NetworkFault, RefBindings, fault_label
-    from harness.history import fault_healed_event, fault_injected_event
+    from harness.scenario.faults import DiskFault, NetworkFault, RefBindings, fault_label
+    from harness.history.model import fault_healed_event, fault_injected_event
     fault = DiskFault(at_ms=5000, node="leader:t1/0", dir="replica:t1/0", mode="flaky", p=0.05, duration_ms=100)
     net = NetworkFault(at_ms=1, action="partition", node="leader:t1/0", peer="controller:3001")
     assert fault_label(fault) == "flaky(0.05)" and fault_label(net) == "partition"

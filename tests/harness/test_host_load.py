@@ -1,4 +1,4 @@
-"""The host-load metrics (harness.host_load): /proc/stat parsing and the two run-level rows."""
+"""The host-load metrics (harness.run.host_load): /proc/stat parsing and the two run-level rows."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import os
 
 import pytest
 
-from harness import results_schema as rs
-from harness.host_load import (CpuTimes, HostSample, host_metric_rows, parse_proc_stat, read_proc_stat,
+from harness.results import schema as rs
+from harness.run.host_load import (CpuTimes, HostSample, host_metric_rows, parse_proc_stat, read_proc_stat,
                                starved_line)
 
 pytestmark = pytest.mark.unit

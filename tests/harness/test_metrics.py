@@ -3,7 +3,7 @@
 import pytest
 
 from harness.checkers.service_windows import SERVICE_METRICS
-from harness.metrics import METRIC_NAMES, compute_metrics
+from harness.checkers.metrics import METRIC_NAMES, compute_metrics
 from tests.harness.builders import DIRS, H
 
 pytestmark = pytest.mark.unit
@@ -99,7 +99,7 @@ def test_controller_failover_and_a_report_across_it():
 
 
 def test_corruption_detect_runs_from_the_first_flipped_bit_to_the_dir_offline_with_ebadmsg():
-    from harness.history import ClientOp
+    from harness.history.model import ClientOp
     h = H().register_all(0).layout(1)
     h.disk_fault(5000, 1, 0, mode="corrupt-reads", fault_id="f0")
     h.harness(5600, "fault_first_hit", 1, fault_id="f0", hits={"read": 1}, flipped_bits=3)
@@ -114,7 +114,7 @@ def test_corruption_detect_runs_from_the_first_flipped_bit_to_the_dir_offline_wi
     h2.node(8000, 2, "broker", "log_truncated_at_recovery", topic="t1", partition=0, truncated_bytes=100)
     assert [r["value"] for r in by_metric(compute_metrics(h2.build()))["corruption_detect_ms"]] == [3000.0]
     from harness.checkers import run_checks
-    from harness.scenario import Scenario
+    from harness.scenario.model import Scenario
     s = Scenario(id="X", name="x", checks=("no_corrupt_consumed",))
     h.consume(9500, "v1", 0, 0)
     assert run_checks(s, h.build()).valid is True

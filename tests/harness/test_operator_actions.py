@@ -1,11 +1,11 @@
-"""harness.operator_actions: the move plan (pure) and the calls through kafka-python's
+"""harness.nemesis.operator: the move plan (pure) and the calls through kafka-python's
 KafkaAdminClient against real processes (1 controller + 4 brokers × 3 dirs)."""
 
 from __future__ import annotations
 
 import pytest
 
-from harness import operator_actions as aa
+from harness.nemesis import operator as aa
 from testkit.cluster import running_cluster
 
 

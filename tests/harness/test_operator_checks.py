@@ -4,7 +4,7 @@ timelines with known answers."""
 import pytest
 
 from harness.checkers.operator import check_reassignment_complete
-from harness.metrics import compute_metrics
+from harness.checkers.metrics import compute_metrics
 from tests.harness.builders import H
 
 pytestmark = pytest.mark.unit

@@ -5,11 +5,11 @@ import json
 import pandas as pd
 import pytest
 
-from harness import results_io as rio
-from harness import results_schema as rs
+from harness.results import tables as rio
+from harness.results import schema as rs
 from harness.checkers import run_checks
-from harness.recorder import record_run
-from harness.scenario_files import load_scenario
+from harness.results.recorder import record_run
+from scenarios.resolve import load_scenario
 from scenarios import catalog
 from tests.harness.builders import ns
 from tests.harness.test_checkers import s1_history
@@ -64,7 +64,7 @@ def test_bad_rows_write_nothing(tmp_path):
 
 
 def test_odd_event_types_are_kept_in_attrs_not_lost(tmp_path):
-    from harness.history import Event, History
+    from harness.history.model import Event, History
     h = s1_history().build()
     odd = Event(ts_ns=ns(7000), source="node", event="leader_change", node_id=2, role="broker",
                 attrs={"topic": "t1", "partition": "0", "isr": ["2"], "leader": True})

@@ -5,11 +5,12 @@ import json
 
 import pytest
 
-from harness.faults.schedule import DiskFault, ProcessFault, soak_schedule
-from harness.fields import ScenarioError
-from harness.scenario_cmd import add_scenario_arguments, scenario_from_args
-from harness.scenario import Scenario
-from harness.scenario_files import apply_override, load_scenario, parse_scenario_text
+from harness.scenario.faults import DiskFault, ProcessFault, soak_schedule
+from harness.scenario.fields import ScenarioError
+from harness.cli.scenario import add_scenario_arguments, scenario_from_args
+from harness.scenario.model import Scenario
+from harness.scenario.text import apply_override, parse_scenario_text
+from scenarios.resolve import load_scenario
 from scenarios import catalog
 
 pytestmark = pytest.mark.unit
@@ -200,7 +201,7 @@ def test_soak_schedule_is_deterministic_per_seed_and_survivable():
     b = soak_schedule(5, duration_ms=180_000, broker_ids=[1, 2, 3], dirs_per_broker=3, controller_id=3001)
     c = soak_schedule(6, duration_ms=180_000, broker_ids=[1, 2, 3], dirs_per_broker=3, controller_id=3001)
     assert a == b and a != c and len(a) >= 5
-    from harness.faults.schedule import fault_seed
+    from harness.scenario.faults import fault_seed
     assert fault_seed(5, 0) != fault_seed(5, 1) and fault_seed(5, 1) == fault_seed(5, 1)
     assert all(f.at_ms < 180_000 for f in a)
     assert not any(isinstance(f, DiskFault) and f.dir in ("all", "metadata") for f in a)
@@ -212,7 +213,7 @@ def test_soak_schedule_is_deterministic_per_seed_and_survivable():
 
 
 def test_scenario_command(tmp_path, capsys):
-    from harness import scenario_cmd
+    from harness.cli import scenario as scenario_cmd
     parser = argparse.ArgumentParser()
     scenario_cmd.configure(parser)
     assert scenario_cmd.run(parser.parse_args(["list"])) == 0
@@ -284,8 +285,8 @@ def test_s16_targets_the_group_coordinators_offsets_dir():
     ({"kind": "disk", "at_ms": 100, "node": "broker:1", "dir": "d1", "mode": "enospc", "p": 0.3}, "only for modes"),
 ])
 def test_partial_silent_and_lost_write_faults_validate(fault, problem):
-    from harness.fields import ScenarioError
-    from harness.scenario import Scenario
+    from harness.scenario.fields import ScenarioError
+    from harness.scenario.model import Scenario
     data = {"id": "X", "name": "x", "faults": [fault]}
     if problem is None:
         s = Scenario.from_dict(data)

@@ -13,9 +13,9 @@ import pytest
 from harness.checkers import UNKNOWN, run_checks
 from harness.checkers.service import analyse_service, check_service
 from harness.checkers.service_windows import MIN_BASELINE_OPS, WARMUP_MS, percentile
-from harness.metrics import compute_metrics
-from harness.scenario import Scenario
-from harness.scenario_sections import Expect
+from harness.checkers.metrics import compute_metrics
+from harness.scenario.model import Scenario
+from harness.scenario.sections import Expect
 from tests.harness.builders import DIRS, H
 
 pytestmark = pytest.mark.unit

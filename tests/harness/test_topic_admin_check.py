@@ -6,9 +6,9 @@ import pytest
 from builders import DIRS, H
 from harness.checkers.durability import analyse_durability
 from harness.checkers.topic_admin import check_topic_admin
-from harness.faults.schedule import AdminAction, fault_label, fault_to_dict
-from harness.faults.validate import TargetCheck, fault_from_dict
-from harness.fields import Problems
+from harness.scenario.faults import AdminAction, fault_label, fault_to_dict
+from harness.scenario.fault_tables import TargetCheck, fault_from_dict
+from harness.scenario.fields import Problems
 from scenarios.catalog import by_name
 
 pytestmark = pytest.mark.unit
@@ -120,7 +120,7 @@ def test_admin_action_validation_and_label():
 
 
 def test_s19_round_trips_and_its_refs_to_the_admin_topic_validate():
-    from harness.scenario import Scenario
+    from harness.scenario.model import Scenario
     s = by_name("delete-topic-while-dir-offline")
     assert s.id == "S19" and Scenario.from_dict(s.to_dict()) == s
     assert s.faults[0].at_ms == 11000 and "topic_admin" in s.checks and "service" in s.checks

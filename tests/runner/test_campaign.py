@@ -6,9 +6,9 @@ import argparse
 
 import pytest
 
-from harness.campaign import (DEFAULT_OVERHEAD_S, Progress, Record, campaign_header, campaign_root_name, fmt_duration,
+from harness.run.campaign import (DEFAULT_OVERHEAD_S, Progress, Record, campaign_header, campaign_root_name, fmt_duration,
                               summarize, summary_lines, summary_markdown)
-from harness.run_cmd import resolve_scenarios, results_root
+from harness.cli.run import resolve_scenarios, results_root
 from scenarios.catalog import all_scenarios
 
 pytestmark = pytest.mark.unit

@@ -9,12 +9,12 @@ import sys
 
 import pytest
 
-from harness.fields import ScenarioError
-from harness.run_cmd import resolve_scenarios, summary_lines
-from harness.runner import RunOutcome, fidelity_label
-from harness.node_configs import CONTAINER_RUN, node_defs, properties_text, render_properties
-from harness.session import SessionError, node_ref
-from harness.workload import value_id_of, value_of
+from harness.scenario.fields import ScenarioError
+from harness.cli.run import resolve_scenarios, summary_lines
+from harness.run.runner import RunOutcome, fidelity_label
+from harness.cluster.node_configs import CONTAINER_RUN, node_defs, properties_text, render_properties
+from harness.run.session import SessionError, node_ref
+from harness.workload.producer import value_id_of, value_of
 from kafka_common.config import parse_config
 from scenarios.catalog import by_name
 
@@ -123,7 +123,7 @@ def test_values_carry_their_id() -> None:
 
 
 def test_a_consumer_tells_a_corrupt_value_from_the_one_produced() -> None:
-    from harness.workload import consumed_error, value_intact
+    from harness.workload.producer import consumed_error, value_intact
     v = value_of("abc-p1-3", 100)
     assert v == value_of("abc-p1-3", 100) and value_intact(v) and consumed_error(v) is None
     for i in (0, 5, 40, 99):                       # one flipped bit anywhere: in the id or the padding

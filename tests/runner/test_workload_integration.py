@@ -9,9 +9,9 @@ import time
 import pytest
 
 from harness.checkers.durability import analyse_durability
-from harness.ledger import load_history
-from harness.scenario_sections import TopicSpec, Workload
-from harness.workload import ProducerWorkload, SafeLedger, drain, make_client
+from harness.results.ledger import load_history
+from harness.scenario.sections import TopicSpec, Workload
+from harness.workload.producer import ProducerWorkload, SafeLedger, drain, make_client
 from tests.dataplane.inprocess_broker import Broker
 from tests.dataplane.conftest import LoopThread
 

@@ -8,7 +8,7 @@ import socket
 
 import pytest
 
-from testkit import processes
+from harness.run import local_processes as processes
 
 pytestmark = pytest.mark.unit
 

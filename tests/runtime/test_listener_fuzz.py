@@ -18,9 +18,9 @@ import socket
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings, strategies as st
 
-from testkit.controller_client import MetadataReader
+from kafka_runtime.controller_client import MetadataReader
 
-from testkit.processes import ControllerProcess
+from harness.run.local_processes import ControllerProcess
 from kafka_common import wire, wire_guard
 from kafka_common.wire import ErrorCode
 from kafka_common.varint import encode_uvarint

@@ -15,9 +15,9 @@ import time
 
 import pytest
 
-from testkit.controller_client import MetadataReader
+from kafka_runtime.controller_client import MetadataReader
 
-from testkit.processes import REPO, ControllerProcess
+from harness.run.local_processes import REPO, ControllerProcess
 from kafka_common import authz, framing, wire
 from kafka_common.config import ConfigError, parse_config
 from kafka_common.wire import ErrorCode

@@ -14,7 +14,7 @@ import pytest
 from testkit.cluster import check_real_dirs, reader_for, unfenced, until, wait_until
 
 from testkit.processes import BrokerProcess
-from testkit.controller_client import create_topic
+from kafka_runtime.controller_client import create_topic
 from kafka_common.ids import UNASSIGNED
 from kafka_common.metadata import records as r
 

@@ -36,7 +36,7 @@ import pytest
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))  # tests/
 
 from testkit.cluster import create_and_settle, reader_for, unfenced, until, wait_unfenced, wait_until  # noqa: E402
-from testkit.controller_client import SimBroker, create_topic  # noqa: E402
+from kafka_runtime.controller_client import SimBroker, create_topic  # noqa: E402
 from kafka_common import ids, wire  # noqa: E402
 from kafka_common.ids import UNASSIGNED  # noqa: E402
 from kafka_common.metadata import records as r  # noqa: E402

@@ -14,7 +14,7 @@ from testkit.cluster import check_real_dirs, unfenced, wait_until
 
 from testkit.processes import BrokerProcess
 from testkit.quorum import QuorumCluster, register_many
-from testkit.controller_client import MetadataReader, create_topic
+from kafka_runtime.controller_client import MetadataReader, create_topic
 from kafka_common.ids import UNASSIGNED
 from kafka_runtime.client import ClientError, KafkaClient
 from kafka_runtime.events import read_events

@@ -40,8 +40,8 @@ sys.path.insert(0, HERE)
 from testkit.cluster import reader_for, unfenced, until, wait_until  # noqa: E402
 
 from testkit.processes import BrokerProcess  # noqa: E402
-from testkit.controller_client import create_topic  # noqa: E402
-from testkit.processes import ControllerProcess  # noqa: E402
+from kafka_runtime.controller_client import create_topic  # noqa: E402
+from harness.run.local_processes import ControllerProcess  # noqa: E402
 from kafka_common.ids import UNASSIGNED  # noqa: E402
 from kafka_common.metadata import records as r  # noqa: E402
 from testkit.protocol import RawConnection, fetch_request, make_batch, produce_request  # noqa: E402

@@ -27,7 +27,7 @@ from broker_impl.storage import checkpoint as ckpt
 from kafka_common.ids import UNASSIGNED, to_base64
 from loopdev import loop_fs_64mb as loop_fs, loop_fs_factory  # noqa: F401  (fixtures)
 from testkit.cluster import check_real_dirs, consume_all, running_cluster, wait_until
-from testkit.processes import REPO
+from harness.run.local_processes import REPO
 
 pytestmark = pytest.mark.integration
 TOPIC = "doomed"

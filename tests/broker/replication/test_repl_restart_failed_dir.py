@@ -25,7 +25,7 @@ import pytest
 
 from loopdev import loop_fs_64mb as loop_fs, loop_fs_factory  # noqa: F401  (fixtures)
 from testkit.cluster import BackgroundProducer, consume_all, running_cluster, wait_until
-from testkit.processes import REPO
+from harness.run.local_processes import REPO
 
 pytestmark = pytest.mark.integration
 TOPIC = "bounced"

@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from loopdev import small_tmpfs  # noqa: F401  (fixture)
-from testkit.processes import ControllerProcess
+from harness.run.local_processes import ControllerProcess
 
 
 @pytest.fixture

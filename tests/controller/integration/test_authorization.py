@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from testkit.controller_client import MetadataReader, SimBroker, create_topic
+from kafka_runtime.controller_client import MetadataReader, SimBroker, create_topic
 from kafka_common import ids, wire
 from kafka_common.wire import ErrorCode
 from kafka_runtime.client import KafkaClient

@@ -17,8 +17,8 @@ import pytest
 
 from controller_impl.log import DIR_NAME
 from loopdev import fill_up
-from testkit.controller_client import MetadataReader, SimBroker, create_topic
-from testkit.processes import REPO, ControllerProcess
+from kafka_runtime.controller_client import MetadataReader, SimBroker, create_topic
+from harness.run.local_processes import REPO, ControllerProcess
 from kafka_common import framing, ids, wire
 from kafka_common.metadata import records as r
 from kafka_common.wire import ErrorCode

@@ -16,8 +16,8 @@ from controller_impl.log import MetadataLog
 from controller_impl.runtime.status import describe_quorum
 from loopdev import fill_up
 from testkit.quorum import QuorumCluster
-from testkit.controller_client import MetadataReader, SimBroker
-from testkit.processes import REPO
+from kafka_runtime.controller_client import MetadataReader, SimBroker
+from harness.run.local_processes import REPO
 from kafka_common import ids
 from kafka_common.metadata.batches import decode_batches
 from kafka_common.wire import ErrorCode

@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from testkit.controller_client import MetadataReader, SimBroker
+from kafka_runtime.controller_client import MetadataReader, SimBroker
 from kafka_common import ids
 from kafka_common.wire import ErrorCode
 from kafka_runtime.client import ClientError, KafkaClient

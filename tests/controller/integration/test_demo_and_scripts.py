@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from testkit.processes import REPO, ControllerProcess
+from harness.run.local_processes import REPO, ControllerProcess
 
 pytestmark = pytest.mark.integration
 BIN = os.path.dirname(sys.executable)
