@@ -3,7 +3,7 @@
 A listener's rules are data — ``{api_key: ApiRule}`` — so a new API (the Raft RPCs, say)
 declares its permission and whether it may come before SASL authentication in one line::
 
-    API_RULES = {52: ApiRule(CLUSTER_ACTION), 55: ApiRule(ANY)}
+    API_RULES = {ApiKey.VOTE: ApiRule(CLUSTER_ACTION), ApiKey.DESCRIBE_QUORUM: ApiRule(ANY)}
 
 and the handler exposes them as ``api_rules`` next to ``supported_apis``. The listener
 (``kafka_runtime.server``) merges them over :data:`SERVER_RULES` and enforces them for every
@@ -33,14 +33,15 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from kafka_common import wire
-from kafka_common.wire import ErrorCode
+from kafka_common.wire import ApiKey, ErrorCode
 
 ANY = "ANY"
 CLUSTER_ACTION = "CLUSTER_ACTION"
 PERMISSIONS = (ANY, CLUSTER_ACTION)
 
-API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE = 18, 17, 36
-FETCH, CREATE_TOPICS = 1, 19
+(API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE) = (
+    ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE)
+FETCH, CREATE_TOPICS = ApiKey.FETCH, ApiKey.CREATE_TOPICS
 
 Deny = Callable[[Any, int, ErrorCode, str], Any]
 

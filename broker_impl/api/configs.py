@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
+from kafka_common.wire import ApiKey
 from broker_impl.api.entities import NO_THROTTLE, build, response_type
 from kafka_common import topic_config as tc
 
@@ -30,7 +31,8 @@ if TYPE_CHECKING:
     from broker_impl.api.context import ApiContext
 
 log = logging.getLogger(__name__)
-DESCRIBE_CONFIGS, ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 32, 33, 44
+(DESCRIBE_CONFIGS, ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS) = (
+    ApiKey.DESCRIBE_CONFIGS, ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS)
 FORWARD_TIMEOUT_S = 30.0
 
 

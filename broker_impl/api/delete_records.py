@@ -20,12 +20,13 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
+from kafka_common.wire import ApiKey
 from broker_impl.api.entities import NO_THROTTLE, build, replica_error, response_type
 
 if TYPE_CHECKING:
     from broker_impl.api.context import ApiContext
 
-DELETE_RECORDS = 21
+DELETE_RECORDS = ApiKey.DELETE_RECORDS
 HIGH_WATERMARK = -1
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any
 
+from kafka_common.wire import ApiKey
 from broker_impl.api.entities import NO_THROTTLE, build, error, ms, response_type
 from broker_impl.api.metadata import listener_of
 from broker_impl.groups.state import codes as E
@@ -30,8 +31,9 @@ from broker_impl.groups.state.model import GroupState, JoinResult, SyncResult
 if TYPE_CHECKING:
     from broker_impl.api.context import ApiContext
 
-FIND_COORDINATOR, JOIN_GROUP, HEARTBEAT = 10, 11, 12
-LEAVE_GROUP, SYNC_GROUP, DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS = 13, 14, 15, 16, 42
+FIND_COORDINATOR, JOIN_GROUP, HEARTBEAT = ApiKey.FIND_COORDINATOR, ApiKey.JOIN_GROUP, ApiKey.HEARTBEAT
+(LEAVE_GROUP, SYNC_GROUP, DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS) = (
+    ApiKey.LEAVE_GROUP, ApiKey.SYNC_GROUP, ApiKey.DESCRIBE_GROUPS, ApiKey.LIST_GROUPS, ApiKey.DELETE_GROUPS)
 
 SUPPORTED_APIS: dict[int, tuple[int, int]] = {
     OFFSET_COMMIT: (0, 9),   # v0-1 schemas: kafka_common.legacy_schemas

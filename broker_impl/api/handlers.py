@@ -34,6 +34,7 @@ import logging
 import uuid
 from typing import Any, Awaitable, Callable
 
+from kafka_common.wire import ApiKey
 from broker_impl.api import admin, configs, delete_records, fetch, legacy_produce, log_dirs, metadata, produce
 from broker_impl.api import topic_admin
 from broker_impl.api.fetch_session import FetchSessionCache
@@ -47,10 +48,13 @@ from broker_impl.state.producers import ProducerIdAllocator
 
 log = logging.getLogger(__name__)
 
-PRODUCE, FETCH, LIST_OFFSETS, METADATA = 0, 1, 2, 3
-CREATE_TOPICS, DELETE_RECORDS, INIT_PRODUCER_ID = 19, 21, 22
-DESCRIBE_CONFIGS, ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 32, 33, 44
-ALTER_REPLICA_LOG_DIRS, DESCRIBE_LOG_DIRS, DESCRIBE_CLUSTER = 34, 35, 60
+PRODUCE, FETCH, LIST_OFFSETS, METADATA = ApiKey.PRODUCE, ApiKey.FETCH, ApiKey.LIST_OFFSETS, ApiKey.METADATA
+(CREATE_TOPICS, DELETE_RECORDS, INIT_PRODUCER_ID) = (
+    ApiKey.CREATE_TOPICS, ApiKey.DELETE_RECORDS, ApiKey.INIT_PRODUCER_ID)
+(DESCRIBE_CONFIGS, ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS) = (
+    ApiKey.DESCRIBE_CONFIGS, ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS)
+(ALTER_REPLICA_LOG_DIRS, DESCRIBE_LOG_DIRS, DESCRIBE_CLUSTER) = (
+    ApiKey.ALTER_REPLICA_LOG_DIRS, ApiKey.DESCRIBE_LOG_DIRS, ApiKey.DESCRIBE_CLUSTER)
 
 SUPPORTED_APIS: dict[int, tuple[int, int]] = {
     PRODUCE: (0, 10),

@@ -25,13 +25,15 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
+from kafka_common.wire import ApiKey
 from broker_impl.api.entities import NO_THROTTLE, build, replica_error, response_type
 from kafka_common import wire
 
 if TYPE_CHECKING:
     from broker_impl.api.context import ApiContext
 
-LIST_OFFSETS, OFFSET_COMMIT, OFFSET_FETCH, CREATE_TOPICS = 2, 8, 9, 19
+(LIST_OFFSETS, OFFSET_COMMIT, OFFSET_FETCH, CREATE_TOPICS) = (
+    ApiKey.LIST_OFFSETS, ApiKey.OFFSET_COMMIT, ApiKey.OFFSET_FETCH, ApiKey.CREATE_TOPICS)
 EARLIEST, LATEST = -2, -1
 CONSUMER_REPLICA_ID, DEBUGGING_REPLICA_ID = -1, -2
 

@@ -28,14 +28,15 @@ from kio.schema.describe_log_dirs.v4 import response as _v4
 from kio.schema.describe_log_dirs.v5 import response as _v5
 from kio.schema.errors import ErrorCode
 
+from kafka_common.wire import ApiKey
 from broker_impl.api.entities import NO_THROTTLE, build, error, response_type
 from broker_impl.api.view import LogDirInfo
 
 if TYPE_CHECKING:
     from broker_impl.api.context import ApiContext
 
-DESCRIBE_KEY = 35
-ALTER_KEY = 34
+DESCRIBE_KEY = ApiKey.DESCRIBE_LOG_DIRS
+ALTER_KEY = ApiKey.ALTER_REPLICA_LOG_DIRS
 DIRECTORY_ID_TAG = 0
 
 

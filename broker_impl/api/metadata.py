@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
+from kafka_common.wire import ApiKey
 from broker_impl.api.entities import NO_THROTTLE, build, response_type
 from kafka_common import wire
 from kafka_common.ids import from_wire
@@ -32,8 +33,8 @@ from kafka_common.metadata.model import NO_LEADER
 if TYPE_CHECKING:
     from broker_impl.api.context import ApiContext
 
-API_KEY = 3
-CREATE_TOPICS_KEY = 19
+API_KEY = ApiKey.METADATA
+CREATE_TOPICS_KEY = ApiKey.CREATE_TOPICS
 CREATE_TOPICS_VERSION = 7
 AUTO_CREATE_TIMEOUT_S = 5.0
 INTERNAL_TOPICS = frozenset({"__consumer_offsets"})   # Metadata marks it is_internal, as Kafka does

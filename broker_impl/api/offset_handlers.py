@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from kafka_common.wire import ApiKey
 from broker_impl.api import legacy_versions
 from broker_impl.api.entities import NO_THROTTLE, build, error, response_type
 from broker_impl.groups.state import codes as E
@@ -18,7 +19,7 @@ from broker_impl.groups.state.model import OffsetEntry
 if TYPE_CHECKING:
     from broker_impl.api.context import ApiContext
 
-OFFSET_COMMIT, OFFSET_FETCH, OFFSET_DELETE = 8, 9, 47
+OFFSET_COMMIT, OFFSET_FETCH, OFFSET_DELETE = ApiKey.OFFSET_COMMIT, ApiKey.OFFSET_FETCH, ApiKey.OFFSET_DELETE
 
 
 # ---------------------------------------------------------------------- OffsetCommit

@@ -18,13 +18,15 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
+from kafka_common.wire import ApiKey
 from broker_impl.api.entities import NO_THROTTLE, build, response_type
 
 if TYPE_CHECKING:
     from broker_impl.api.context import ApiContext
 
 log = logging.getLogger(__name__)
-ELECT_LEADERS, ALTER_PARTITION_REASSIGNMENTS, LIST_PARTITION_REASSIGNMENTS = 43, 45, 46
+(ELECT_LEADERS, ALTER_PARTITION_REASSIGNMENTS, LIST_PARTITION_REASSIGNMENTS) = (
+    ApiKey.ELECT_LEADERS, ApiKey.ALTER_PARTITION_REASSIGNMENTS, ApiKey.LIST_PARTITION_REASSIGNMENTS)
 SUPPORTED_APIS: dict[int, tuple[int, int]] = {
     ELECT_LEADERS: (0, 2),
     ALTER_PARTITION_REASSIGNMENTS: (0, 1),

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
+from kafka_common.wire import ApiKey
 from broker_impl.api.entities import NO_THROTTLE, build, response_type
 from kafka_common.ids import ZERO_UUID
 
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
     from broker_impl.api.context import ApiContext
 
 log = logging.getLogger(__name__)
-DELETE_TOPICS, CREATE_PARTITIONS = 20, 37
+DELETE_TOPICS, CREATE_PARTITIONS = ApiKey.DELETE_TOPICS, ApiKey.CREATE_PARTITIONS
 FORWARD_TIMEOUT_S = 30.0
 
 

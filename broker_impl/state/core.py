@@ -22,16 +22,17 @@ from broker_impl.state.effects import (Halt, QueueAssignment, ReportDirFailure, 
                                        event)
 from broker_impl.state.failure_timer import FailureTimer
 from broker_impl.state.lifecycle import Lifecycle, LifecycleConfig
+from kafka_common.wire import ErrorCode
 from broker_impl.state.log_dirs import LogDirInfo, LogDirs
 from broker_impl.state.moves import REASON_LOST, REASON_REVERT, DirMoves
 from broker_impl.state.replica_manager import ExistingLog, Hosted, PartitionChange, ReplicaManager
 
 # wire error codes used by alter_replica_log_dir
-NONE = 0
-UNKNOWN_TOPIC_OR_PARTITION = 3
-REPLICA_NOT_AVAILABLE = 9
-KAFKA_STORAGE_ERROR = 56
-LOG_DIR_NOT_FOUND = 57
+NONE = ErrorCode.none
+UNKNOWN_TOPIC_OR_PARTITION = ErrorCode.unknown_topic_or_partition
+REPLICA_NOT_AVAILABLE = ErrorCode.replica_not_available
+KAFKA_STORAGE_ERROR = ErrorCode.kafka_storage_error
+LOG_DIR_NOT_FOUND = ErrorCode.log_dir_not_found
 
 
 @dataclass(frozen=True, slots=True)
