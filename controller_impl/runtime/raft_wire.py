@@ -12,12 +12,14 @@ import datetime
 from typing import Any
 
 from kafka_common import ids, wire
-from kafka_common.wire import ErrorCode
+from kafka_common.wire import ApiKey, ErrorCode
 
 from controller_impl.raft import messages as m
 from kafka_runtime.snapshot_fetch import fetch_snapshot_request, parse_fetch_snapshot_response  # noqa: F401 (re-exported)
 
-VOTE, BEGIN, END, DESCRIBE, FETCH_SNAPSHOT, FETCH = 52, 53, 54, 55, 59, 1
+(VOTE, BEGIN, END, DESCRIBE, FETCH_SNAPSHOT, FETCH) = (
+    ApiKey.VOTE, ApiKey.BEGIN_QUORUM_EPOCH, ApiKey.END_QUORUM_EPOCH, ApiKey.DESCRIBE_QUORUM, ApiKey.FETCH_SNAPSHOT,
+    ApiKey.FETCH)
 RAFT_VERSIONS: dict[int, tuple[int, int]] = {VOTE: (0, 2), BEGIN: (0, 0), END: (0, 0), DESCRIBE: (0, 2),
                                              FETCH_SNAPSHOT: (0, 0)}
 VOTER_FETCH_VERSION = 13

@@ -25,12 +25,12 @@ from typing import Any, Callable
 from kafka_common import topic_config as tc
 from kafka_common import wire
 from kafka_common.metadata import records as r
-from kafka_common.wire import ErrorCode
+from kafka_common.wire import ApiKey, ErrorCode
 
 from controller_impl.state.result import ZERO_THROTTLE
 from controller_impl.state.view import WorkingView
 
-ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 33, 44
+ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS = ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS
 
 
 class ResourceError(Exception):
