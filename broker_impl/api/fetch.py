@@ -55,11 +55,12 @@ from kio.schema.errors import ErrorCode
 from broker_impl.api import down_convert, fetch_session
 from broker_impl.api.entities import NO_THROTTLE, build, ms, response_type
 from broker_impl.api.fetch_read import FetchTarget, PartitionRead, fetch_targets, read_some, replica_id_of
+from kafka_common.wire import ApiKey
 
 if TYPE_CHECKING:
     from broker_impl.api.context import ApiContext
 
-API_KEY = 1
+API_KEY = ApiKey.FETCH
 MAX_WAIT_CAP_MS = 30_000
 
 

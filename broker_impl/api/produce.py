@@ -41,12 +41,13 @@ from broker_impl.api import up_convert
 from broker_impl.api.configs import batch_too_large
 from broker_impl.api.entities import NO_THROTTLE, build, ms, replica_error, response_type
 from kafka_common import batch_header as bh
+from kafka_common.wire import ApiKey
 from kafka_runtime.request_context import DeferredResponse
 
 if TYPE_CHECKING:
     from broker_impl.api.context import ApiContext
 
-API_KEY = 0
+API_KEY = ApiKey.PRODUCE
 
 
 @dataclass(slots=True)
