@@ -149,7 +149,7 @@ _DEFS: dict[str, tuple[str, Callable[[str, str], Any], str | None]] = {
     "broker.heartbeat.interval.ms": ("broker_heartbeat_interval_ms", _int(1), "2000"),
     "broker.session.timeout.ms": ("broker_session_timeout_ms", _int(1), "9000"),
     "log.dir.failure.timeout.ms": ("log_dir_failure_timeout_ms", _int(1), "30000"),
-    # issue 37: leader balance (controller), unclean election (topic default), KIP-1066
+    # leader balance (controller), unclean election (topic default), KIP-1066
     "auto.leader.rebalance.enable": ("auto_leader_rebalance_enable", _bool, "true"),
     "leader.imbalance.check.interval.seconds": ("leader_imbalance_check_interval_seconds", _int(1), "300"),
     "leader.imbalance.per.broker.percentage": ("leader_imbalance_per_broker_percentage", _int(0, 100), "10"),
@@ -177,7 +177,7 @@ _DEFS: dict[str, tuple[str, Callable[[str, str], Any], str | None]] = {
     "log.flush.interval.messages": ("log_flush_interval_messages", _int(1), "9223372036854775807"),
     "log.flush.interval.ms": ("log_flush_interval_ms", _int(0), "9223372036854775807"),
     "replica.fetch.wait.max.ms": ("replica_fetch_wait_max_ms", _int(0), "500"),
-    "replica.fetch.max.bytes": ("replica_fetch_max_bytes", _int(1), "10485760"),   # Kafka: 1 MiB (issue 36)
+    "replica.fetch.max.bytes": ("replica_fetch_max_bytes", _int(1), "10485760"),   # Kafka: 1 MiB (a documented departure: docs/design.md)
     "metadata.fetch.max.wait.ms": ("metadata_fetch_max_wait_ms", _int(0), "500"),
     "socket.request.max.bytes": ("socket_request_max_bytes", _int(1, 2**31 - 1), "104857600"),
     # before SASL authentication (a listener that requires it) frames are limited to this

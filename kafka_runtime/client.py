@@ -56,7 +56,7 @@ def _lookup(host: str, port: int) -> asyncio.Future:
 
 # The stream reader's buffer limit (asyncio's default is 64 KiB: it pauses the transport past
 # 128 KiB, so a follower's 10 MB fetch answer arrived ~128 KiB per wake-up of the read loop —
-# on a machine whose cores are busy each wake-up waits for a core; issue 36). The frames
+# on a machine whose cores are busy each wake-up waits for a core; docs/status.md). The frames
 # are buffered whole by the decoder anyway.
 READ_BUFFER_BYTES = 8 << 20
 

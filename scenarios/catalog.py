@@ -243,7 +243,7 @@ def many_partitions(*, seed: int = 0) -> Scenario:
     ProduceRequest (librdkafka sends one partition per request) and its own fetch round on
     both followers, ~4 ms of the brokers' CPU a record there; 300/s kept the host 70-90 % busy
     (brokers ~1.2 cores), 500/s 90 % and 1000/s saturated it before any fault (baseline p50
-    0.6-1 s: the service check rightly false, and blind to the fault). Until stop 34 S15
+    0.6-1 s: the service check rightly false, and blind to the fault). Earlier S15
     offered 1000/s (3.3/s per partition, the fault at 10 s), which fitted the faster machines.
 
     With Kafka's storage policy, not the catalog's kafkatest-style one: no flush by count
@@ -253,10 +253,10 @@ def many_partitions(*, seed: int = 0) -> Scenario:
     - the fsync every 5 messages, on every replica: ~600 fsyncs a second at 1000/s, in every
       follower round; the cluster then ran in one of two states at the same broker CPU, a fast
       one (Produce 9-29 ms) or a backlog (client p50 0.3-1 s), often entered before the fault
-      (stops 31-32: `service` true in 1 of 5 quiet runs; without it 12 of 17);
+      (measured: `service` true in 1 of 5 quiet runs; without it 12 of 17);
     - the 3 s roll: all 900 replicas' segments reach the age together, so every ~3 s a burst of
       900 rolls (a new segment each, and a background flush of the old one: ~1 ms of the
-      machine's CPU a roll, ``jbodlab bench slowdisk``). Stop 33, alternating quiet runs: with
+      machine's CPU a roll, ``jbodlab bench slowdisk``). Alternating quiet runs: with
       it the before-fault p99 0.7-3.0 s and `service` true in 0 of 7; without it 0.09-0.68 s
       and 9 of 13 (docs/status.md).
     The probe (``log.dir.probe.interval.ms`` 500 ms) and the appends still meet the failed dir
@@ -341,7 +341,7 @@ OFFSETS_PARTITIONS = 5
 
 
 def offsets_dir_fails(*, seed: int = 0) -> Scenario:
-    """S16 (issue 13; kafkatest validates log_dir_failure_test with a consumer in a group):
+    """S16 (kafkatest validates log_dir_failure_test with a consumer in a group):
     two group members consume t1 and commit after processing; the dir holding the
     ``__consumer_offsets`` partition of their group on its leader — the group coordinator —
     fails. The coordinator moves to the new leader, which loads the partition; the members

@@ -1,4 +1,4 @@
-"""S19 ``delete-topic-while-dir-offline`` (issue 37; KIP-858's rule for offline dirs,
+"""S19 ``delete-topic-while-dir-offline`` (KIP-858's rule for offline dirs,
 KAFKA-16157, KAFKA-16234, KAFKA-16814): an operator deletes and re-creates a topic while a
 replica's dir is offline, then the disk comes back.
 

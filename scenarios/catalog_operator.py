@@ -1,4 +1,4 @@
-"""S17–S18: the operator's tools around a disk failure (issue 37), through a real admin client
+"""S17–S18: the operator's tools around a disk failure, through a real admin client
 (kafka-python's KafkaAdminClient: the schedule's ``admin`` actions, :mod:`harness.nemesis.operator`).
 
 - S17 ``replace-disk-by-reassignment``: 4 brokers. The dir holding t1-0's leader replica

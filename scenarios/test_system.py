@@ -79,15 +79,15 @@ SOAK_DURATION_MS = 40000
 MISSING: dict[tuple[str, str], str] = {}
 # (variant, check) -> a check that passes in some runs and not in others on these 2 cores, with
 # the measured margin: a non-strict xfail (it may pass; when it fails, the reason says by how much).
-# None today. S15's `service` was one from stop 24 to stop 33 (300 partitions at 1000 records/s:
-# true in 9 of 13 quiet runs on 2026-11-30's machine, false before any fault on slower ones). Stop
-# 34 found two causes, neither the broker's: 1000/s saturated the slowest machine's 2 cores before
+# None today. S15's `service` was one for a long time (300 partitions at 1000 records/s:
+# true in 9 of 13 quiet runs on 2026-11-30's machine, false before any fault on slower ones). Then
+# two causes were found, neither the broker's: 1000/s saturated the slowest machine's 2 cores before
 # the fault (S15 now offers 300/s, 1/s per partition), and the check judged each partition's
 # recovery against a p99 of its own ~20 baseline ops — their maximum — so with 300 partitions one
 # slow second of the cluster after the fault was "not recovered" somewhere in most runs, faulted or
 # not: a fake fault in fault-free service gave false in 4 of 8 re-checks. A partition's p99
 # reference is now at least its leader's pooled baseline p99 (0 of 8 false), and S15 at 300/s was
-# true in 13 of 13 runs, 8 of them beside a `while True` hog (docs/status.md, stop 34).
+# true in 13 of 13 runs, 8 of them beside a `while True` hog (docs/status.md).
 MARGINAL: dict[tuple[str, str], str] = {}
 # (variant) -> a known cause whose ONLY signature is duplicates: the durability test is an xfail
 # when the check fails with duplicates and nothing else (:func:`only_duplicates`: a lost,
@@ -314,7 +314,7 @@ def moved_leaders(run_dir: Path, topic: str) -> dict[int, int]:
 def test_s15_moved_leaders_split_between_the_other_brokers() -> None:
     """S15's failed dir holds a third of one broker's leaders (t1-0's leader, broker 1: ~33 of
     its 100; the broker makes its leaders' logs before its followers', as Kafka does, so they
-    spread over its dirs). They must not all move to one heir: before stop 27 the followers
+    spread over its dirs). They must not all move to one heir: once the followers
     came in one order and broker 2 took all of them (then 100, all in one dir); the placement
     turns the followers each round, so the two other brokers take half each."""
     o = outcome_of(MANY)

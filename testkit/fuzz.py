@@ -22,7 +22,7 @@ that valid requests do not park connections) with the positions of their length 
   be answered), a huge count, a size past the end, a known tag with a wrong-sized value;
 * ``size`` — a lying size prefix: negative, 0, over ``socket.request.max.bytes``, larger
   or smaller than what follows;
-* ``known`` — the 30-byte Metadata frame of issue 11 and the same trick on each flexible
+* ``known`` — the 30-byte Metadata frame claiming 2^32-2 topics and the same trick on each flexible
   corpus request (first array count set to 2^32-2).
 
 :class:`Thrower` keeps a connection (logging in with SASL PLAIN when asked), sends a case,
@@ -52,7 +52,7 @@ from kafka_common import framing, wire, wire_guard
 
 KINDS = ("random", "header", "valid", "mutate", "truncate", "length", "tags", "size", "known")
 PROBE_CID = 0x7EAD1E55
-ISSUE_11_FRAME = bytes.fromhex("0000001a0003000c000000010002706100ffffffff0f0000000000000000")
+HUGE_ARRAY_FRAME = bytes.fromhex("0000001a0003000c000000010002706100ffffffff0f0000000000000000")
 _I16, _I32 = struct.Struct(">h"), struct.Struct(">i")
 
 
@@ -243,7 +243,7 @@ def make_case(ch: Chooser, corpus: Corpus, kind: str | None = None) -> Case:
     if kind == "known" or not entries:
         flexible = [e for e in entries if e.cls.__flexible__ and any(r == "array" for _, _, r in e.lengths)]
         if not flexible or ch.integer(0, 3) == 0:
-            return Case("known", ISSUE_11_FRAME, True, "issue 11's 30-byte frame")
+            return Case("known", HUGE_ARRAY_FRAME, True, "the 30-byte frame claiming 2^32-2 topics")
         e = ch.choice(flexible)
         pos, enc, _ = next(t for t in e.lengths if t[2] == "array")
         hostile = encode_uvarint(2**32 - 1)

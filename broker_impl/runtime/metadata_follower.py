@@ -68,7 +68,7 @@ class MetadataFollower:
                 elif part.records:
                     self._replay(bytes(part.records))
             except Exception as exc:  # noqa: BLE001 - a bug applying metadata: stop, never freeze silently
-                # (issue 37: a KeyError in the leader's ISR state ended this task, and the broker
+                # (a KeyError in the leader's ISR state once ended this task, and the broker
                 # lived on with metadata that never moved again)
                 self.host.halt(f"cannot apply the metadata at offset {self.next_offset}: "
                                f"{type(exc).__name__}: {exc}")

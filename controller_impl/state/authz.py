@@ -38,7 +38,7 @@ API_RULES: dict[int, ApiRule] = {
     ApiKey.INCREMENTAL_ALTER_CONFIGS: ApiRule(CLUSTER_ACTION, deny=deny_alter_configs),
     ApiKey.DELETE_TOPICS: ApiRule(CLUSTER_ACTION, deny=deny_delete_topics),
     ApiKey.CREATE_PARTITIONS: ApiRule(CLUSTER_ACTION, deny=deny_create_partitions),
-    # the operator's calls, forwarded by brokers as their own principal (issue 37)
+    # the operator's calls, forwarded by brokers as their own principal
     ApiKey.ELECT_LEADERS: ApiRule(CLUSTER_ACTION),
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: ApiRule(CLUSTER_ACTION),
     ApiKey.LIST_PARTITION_REASSIGNMENTS: ApiRule(CLUSTER_ACTION),

@@ -1,4 +1,4 @@
-"""The operator's actions (issue 37): the ``reassignment_complete`` check and the
+"""The operator's actions: the ``reassignment_complete`` check and the
 ``leader_rebalance_ms`` metric, from the controller's committed partition changes. Pure.
 
 ``reassignment_complete`` (optional; scenarios with an ``admin`` ``reassign`` action): every

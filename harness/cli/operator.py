@@ -1,4 +1,4 @@
-"""Chaos-session commands of the operator's tools (issue 37): ``jbodlab reassign`` and
+"""Chaos-session commands of the operator's tools: ``jbodlab reassign`` and
 ``jbodlab elect``, run by the session server through a real admin client (kafka-python's
 KafkaAdminClient, :mod:`harness.nemesis.operator`) and recorded in the session's history as
 ``admin`` actions, as the schedule's are.

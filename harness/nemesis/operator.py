@@ -1,4 +1,4 @@
-"""The operator's admin calls (issue 37) through a real admin client — kafka-python's
+"""The operator's admin calls through a real admin client — kafka-python's
 ``KafkaAdminClient`` — for the fault schedule's ``admin`` actions and the chaos-session
 commands ``jbodlab reassign`` / ``jbodlab elect``.
 

@@ -94,7 +94,7 @@ PROCESS_ACTIONS = ("kill", "pause", "restart", "power-cut")
 SIGNALS = ("SIGKILL", "SIGTERM")
 FAULT_KINDS = ("disk", "network", "process", "replace-disk", "move-replica", "admin")
 ADMIN_ACTIONS = ("delete-topic", "create-topic", "reassign", "elect")
-OPERATOR_ACTIONS = ("reassign", "elect")      # harness.nemesis.operator (issue 37b); the others harness.nemesis.admin
+OPERATOR_ACTIONS = ("reassign", "elect")      # harness.nemesis.operator; the others harness.nemesis.admin
 ELECTIONS = ("preferred", "unclean")
 
 _NODE_RE = re.compile(r"^(broker|controller):(\d+)$|^(leader|follower):([A-Za-z0-9._-]+)/(\d+)$|^controller:(active)$")

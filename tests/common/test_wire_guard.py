@@ -2,7 +2,7 @@
 
 * every request and response schema kio ships: a valid encoding passes unchanged (no copy)
   and the walk ends exactly where kio's reader ends;
-* hostile lengths are refused before kio sees them — issue 11's frame among them;
+* hostile lengths are refused before kio sees them — the huge-array frame among them;
 * unknown tagged fields are cut out (header, body, nested entity, inside a known tagged
   field) and kio then reads the value the sender meant;
 * differential fuzz (in a child process, since a miss would abort it): for mutated
@@ -77,8 +77,8 @@ def test_valid_encodings_pass_unchanged_and_the_walk_ends_where_kio_ends(cls):
     check()
 
 
-def test_issue_11_frame_is_refused_before_kio():
-    frame = fuzz.ISSUE_11_FRAME[4:]
+def test_huge_array_frame_is_refused_before_kio():
+    frame = fuzz.HUGE_ARRAY_FRAME[4:]
     with pytest.raises(wire.DecodeError, match="4294967294 elements but 8 bytes left"):
         wire.decode_request(frame)
 

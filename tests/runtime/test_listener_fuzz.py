@@ -4,7 +4,7 @@ a broker's client listener, each with and without SASL (before and after logging
 Every class of malformed frame of ``testkit.fuzz`` (random bodies, headers of any
 api/version, mutated and truncated requests of every advertised API × version, hostile
 length prefixes — arrays, strings, bytes, compact and classic —, garbage tagged fields,
-lying size prefixes, issue 11's 30-byte frame), chosen by hypothesis. After them the
+lying size prefixes, the 30-byte frame claiming 2^32-2 topics), chosen by hypothesis. After them the
 process must be alive, answer ApiVersions and a real request on a new connection, and its
 RSS must stay within a bound. ``jbodlab bench fuzz`` runs 100k frames per listener.
 """
@@ -149,10 +149,10 @@ def _login(s: socket.socket, user: str, password: str) -> None:
                 assert wire.decode_response(frame, 36, 2)[1].error_code == ErrorCode.none
 
 
-def test_issue_11_frame_before_and_after_authentication(target):
+def test_huge_array_frame_before_and_after_authentication(target):
     """The 30-byte Metadata frame claiming 2^32-2 topics: an error reply or a closed
     connection, before and after logging in; the process lives and serves."""
-    got, closed = _exchange(target.port, fuzz.ISSUE_11_FRAME)
+    got, closed = _exchange(target.port, fuzz.HUGE_ARRAY_FRAME)
     assert closed or got, "neither an answer nor a close"
     if target.sasl is None and target.kind == "controller":
         # Metadata is not a controller API: refused from the header alone, connection kept
@@ -162,7 +162,7 @@ def test_issue_11_frame_before_and_after_authentication(target):
         with socket.create_connection(("127.0.0.1", target.port), timeout=10) as s:
             s.settimeout(10)
             _login(s, *target.sasl)
-            s.sendall(fuzz.ISSUE_11_FRAME + fuzz.probe_frame())
+            s.sendall(fuzz.HUGE_ARRAY_FRAME + fuzz.probe_frame())
             reply = b""
             try:
                 while True:

@@ -294,7 +294,7 @@ def test_sasl_offered_but_optional_without_authorizer():
 # -- decode only what the connection may send; rules as data -----------------------------------
 
 def test_an_api_the_listener_does_not_serve_is_refused_from_the_header_alone():
-    """Metadata (not served here) claiming 2^32-2 topics (issue 11's frame): never decoded,
+    """Metadata (not served here) claiming 2^32-2 topics (the huge-array frame): never decoded,
     answered UNSUPPORTED_VERSION in Metadata v12's shape, the connection stays usable."""
     from testkit import fuzz
 
@@ -302,7 +302,7 @@ def test_an_api_the_listener_does_not_serve_is_refused_from_the_header_alone():
         client = await KafkaClient.connect("127.0.0.1", server.port)
         fut = asyncio.get_running_loop().create_future()
         client._pending.append((1, 3, 12, fut))  # the frame's correlation id is 1
-        client._writer.write(fuzz.ISSUE_11_FRAME)
+        client._writer.write(fuzz.HUGE_ARRAY_FRAME)
         resp = await asyncio.wait_for(fut, 10)
         assert resp.brokers == () and resp.topics == ()
         assert (await client.request(hb(2))).error_code == ErrorCode.none
@@ -314,7 +314,7 @@ def test_before_authentication_nothing_but_the_sasl_apis_is_decoded(tmp_path):
     from testkit import fuzz
 
     async def body(server, handler):
-        for payload in (fuzz.ISSUE_11_FRAME, framing.encode_frame(wire.encode_request(hb(1), 3, "t"))):
+        for payload in (fuzz.HUGE_ARRAY_FRAME, framing.encode_frame(wire.encode_request(hb(1), 3, "t"))):
             frames, closed = await raw_exchange(server.port, [payload], expect=0)
             assert closed and frames == []
         assert handler.seen == []
