@@ -213,6 +213,11 @@ def test_target_dir_fails_mid_move(tmp_path, request, loop_fs):
     b4 = c.brokers[3]
     b4.dir_override = {0: loop_fs.mnt}
     b4.extra["cordoned.log.dirs"] = ",".join(b4.dirs[1:])      # only the loop fs takes new replicas
+    # the new replica's creation is the first I/O to meet the failed dir: a probe or a checkpoint
+    # meeting it first (right after SIGCONT) would leave only cordoned dirs online, and a broker
+    # whose online dirs are all cordoned places the new replica there, so the move would complete
+    b4.extra["log.dir.probe.interval.ms"] = "600000"
+    b4.extra["replica.high.watermark.checkpoint.interval.ms"] = "600000"
     c.prepare()
     c.start()
     dirs = asyncio.run(_describe_log_dirs_v5(b4.port))
