@@ -10,7 +10,7 @@ Start-up (as the broker runtime does it)::
                          now_ms=clock.monotonic_ms)
 
 ``on_failure(dir_path, errno, op)`` fires once per dir, synchronously in the thread that hit
-the error (see :mod:`.failure`); ``failure_callback_by_id`` maps the path to the dir id here,
+the error; ``failure_callback_by_id`` (both in :mod:`.failure`) maps the path to the dir id
 at the storage edge, so nothing above storage looks at paths. The operation that failed
 raises :class:`KafkaStorageError` (answer KAFKA_STORAGE_ERROR); after that every operation on
 the dir fails at once without touching the disk.
