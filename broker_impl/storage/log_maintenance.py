@@ -41,11 +41,9 @@ class LogMaintenance:
 
     # ---- flush, checkpoints, probe -------------------------------------------------------
     def flush_all(self) -> list[str]:
-        lm = self.host
         return self._each_log(lambda l: l.flush())
 
     def maybe_flush_all(self, now_ms: int, *, only_dir: str | None = None) -> list[str]:
-        lm = self.host
         return self._each_log(lambda l: l.maybe_flush(now_ms), only_dir)
 
     def _each_log(self, fn: Callable[[PartitionLog], object], only_dir: str | None = None) -> list[str]:
@@ -66,7 +64,6 @@ class LogMaintenance:
         """Write ``replication-offset-checkpoint`` in every online dir (or only ``only_dir``,
         as the broker's per-dir workers do), and ``log-start-offset-checkpoint`` with it;
         returns dirs that failed."""
-        lm = self.host
         failed = self._checkpoint(ckpt.HW_CHECKPOINT, lambda l: l.high_watermark, futures=False, only_dir=only_dir)
         if only_dir is not None and failed:
             return failed
@@ -74,7 +71,6 @@ class LogMaintenance:
 
     def checkpoint_log_start_offsets(self, *, only_dir: str | None = None) -> list[str]:
         """``log-start-offset-checkpoint`` (moved by retention and DeleteRecords)."""
-        lm = self.host
         return self._checkpoint(ckpt.LOG_START_CHECKPOINT, lambda l: l.log_start_offset, futures=False,
                                 only_dir=only_dir)
 
@@ -111,7 +107,6 @@ class LogMaintenance:
         return lm._futures.get((plog.topic, plog.partition)) is plog
 
     def checkpoint_recovery_points(self, *, only_dir: str | None = None) -> list[str]:
-        lm = self.host
         return self._checkpoint(ckpt.RECOVERY_CHECKPOINT, lambda l: l.recovery_point, futures=True,
                                 only_dir=only_dir)
 
@@ -149,7 +144,6 @@ class LogMaintenance:
         return paths
 
     def probe_all(self) -> list[str]:
-        lm = self.host
         failed = []
         for path in self.probe_targets():
             try:
