@@ -247,10 +247,10 @@ def fault_injected_event(fault: Any, fault_index: int, *, ts_ns: int, node_id: i
                          backend: str | None = None) -> Event:
     """The ``fault_injected`` action for a schedule fault, with the attrs the checkers and
     metrics read (``fault_id`` = ``f<index>``)."""
-    from harness.scenario.faults import fault_label, fault_to_dict
+    from harness.scenario.faults import fault_to_dict
     spec = fault_to_dict(fault)
     attrs: dict[str, Any] = {"fault_id": f"f{fault_index}", "fault_index": fault_index, "kind": fault.kind,
-                             "fault_kind": fault_label(fault), "node_ref": spec.get("node"),
+                             "fault_kind": fault.label(), "node_ref": spec.get("node"),
                              "spec": spec}
     for key in ("mode", "action", "topic", "partition"):
         if key in spec:
@@ -273,6 +273,5 @@ def fault_injected_event(fault: Any, fault_index: int, *, ts_ns: int, node_id: i
 
 
 def fault_healed_event(fault: Any, fault_index: int, *, ts_ns: int, node_id: int | None) -> Event:
-    from harness.scenario.faults import fault_label
     return Event(ts_ns=ts_ns, source="harness", event="fault_healed", node_id=node_id,
-                 attrs={"fault_id": f"f{fault_index}", "kind": fault.kind, "fault_kind": fault_label(fault)})
+                 attrs={"fault_id": f"f{fault_index}", "kind": fault.kind, "fault_kind": fault.label()})

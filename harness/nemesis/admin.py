@@ -22,7 +22,7 @@ from typing import Any, Callable
 from harness.history.model import fault_injected_event
 from harness.nemesis.protocol import ActiveFault, NemesisHost
 from harness.results.ledger import LedgerWriter
-from harness.scenario.faults import OPERATOR_ACTIONS, AdminAction, fault_label
+from harness.scenario.faults import OPERATOR_ACTIONS, AdminAction
 from kafka_common import ids
 
 Say = Callable[[str], None]
@@ -154,4 +154,4 @@ class AdminNemesis:
         """Over when injected."""
 
     def describe(self, fault: AdminAction) -> str:
-        return f"{fault_label(fault)} {fault.node or fault.topic} {fault.dir}"
+        return f"{fault.label()} {fault.node or fault.topic} {fault.dir}"
