@@ -36,6 +36,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from harness.errors import HarnessError
 from harness.results.ledger import LedgerWriter
 from harness.cluster.controller_reads import read_metadata, read_quorum_logs
 from harness.cluster.node_configs import BROKER_PORT, CONTAINER_RUN, CONTROLLER_PORT, META_DIR, START_SH, node_defs, \
@@ -49,7 +50,7 @@ Say = Callable[[str], None]
 __all__ = ["Services", "ServiceError"]
 
 
-class ServiceError(RuntimeError):
+class ServiceError(HarnessError, RuntimeError):
     """A node could not be formatted, started, or did not become ready in time."""
 
 

@@ -33,6 +33,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from harness.errors import HarnessError
 from harness.scenario.faults import (P_MODES, AdminAction, DiskFault, NetworkFault, ProcessFault, parse_dir_ref,
                                      parse_node_ref)
 from infra import jsonline
@@ -43,7 +44,7 @@ SOCKET = "session.sock"
 __all__ = ["SessionError", "request", "node_ref", "serve", "DEFAULT_DIR", "format_status"]
 
 
-class SessionError(RuntimeError):
+class SessionError(HarnessError, RuntimeError):
     """Bad session command input, or no session running; the message says which."""
 
 
