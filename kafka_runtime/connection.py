@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any
 from kafka_common import authz, framing, wire
 from kafka_common.wire import ApiKey, ErrorCode
 from kafka_runtime.errors import KafkaRuntimeError
+from kafka_runtime import sasl_plain
 from kafka_runtime.request_context import DeferredResponse, RequestContext
 from kafka_runtime.request_metrics import RequestTiming
 
@@ -341,12 +342,16 @@ class Connection(asyncio.Protocol):
             response = wire.api_versions_response(version, table)
         elif api_key == ApiKey.SASL_HANDSHAKE and ctx.authenticated:
             response = wire.response_class(ApiKey.SASL_HANDSHAKE, version)(
-                error_code=ErrorCode.illegal_sasl_state, mechanisms=("PLAIN",))
+                error_code=ErrorCode.illegal_sasl_state, mechanisms=sasl_plain.MECHANISMS)
         elif api_key == ApiKey.SASL_HANDSHAKE:
-            response = self._handshake(request, version)
+            response = sasl_plain.handshake(request, version)
+            if response.error_code == ErrorCode.none:
+                self._handshake_done = True
         elif api_key == ApiKey.SASL_AUTHENTICATE:
-            response = self._authenticate(request, version)
-            if response.error_code != ErrorCode.none:
+            response = sasl_plain.authenticate(ctx, request, version, self._handshake_done)
+            if response.error_code == ErrorCode.none:
+                self.decoder.limit = server.max_frame_bytes  # authenticated: the listener's limit
+            else:
                 await self._drain_outbox()
                 await self._send(wire.encode_response(response, correlation_id))
                 raise _Close(f"SASL authentication failed: {response.error_message}")
@@ -374,36 +379,3 @@ class Connection(asyncio.Protocol):
         await self._drain_outbox()
         await self._send(wire.encode_response(
             wire.error_response(api_key, version, ErrorCode.unsupported_version), correlation_id))
-
-    def _handshake(self, request: Any, version: int) -> Any:
-        cls = wire.response_class(ApiKey.SASL_HANDSHAKE, version)
-        if request.mechanism != "PLAIN":
-            return cls(error_code=ErrorCode.unsupported_sasl_mechanism, mechanisms=("PLAIN",))
-        self._handshake_done = True
-        return cls(error_code=ErrorCode.none, mechanisms=("PLAIN",))
-
-    def _authenticate(self, request: Any, version: int) -> Any:
-        cls = wire.response_class(ApiKey.SASL_AUTHENTICATE, version)
-        ctx = self.ctx
-        assert ctx is not None
-
-        def reply(code: ErrorCode, message: str | None) -> Any:
-            return wire.make(cls, error_code=code, error_message=message, auth_bytes=b"",
-                             session_lifetime=__import__("datetime").timedelta(0))
-        if not self._handshake_done or ctx.authenticated:
-            return reply(ErrorCode.illegal_sasl_state, "SaslAuthenticate without a PLAIN handshake")
-        parts = bytes(request.auth_bytes).split(b"\x00")
-        if len(parts) != 3:
-            return reply(ErrorCode.sasl_authentication_failed, "malformed PLAIN token")
-        try:
-            authzid, user, password = (p.decode("utf-8") for p in parts)
-        except UnicodeDecodeError:
-            return reply(ErrorCode.sasl_authentication_failed, "PLAIN token is not UTF-8")
-        expected = ctx.security.users.get(user)
-        if expected is None or expected != password or (authzid and authzid != user):
-            return reply(ErrorCode.sasl_authentication_failed,
-                         "Authentication failed: Invalid username or password")
-        ctx.authenticated = True
-        ctx.principal = f"User:{user}"
-        self.decoder.limit = self.server.max_frame_bytes  # authenticated: the listener's limit
-        return reply(ErrorCode.none, None)
