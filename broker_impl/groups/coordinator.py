@@ -9,7 +9,8 @@ stops being the leader or the partition's dir goes offline — parked JoinGroup/
 requests then get NOT_COORDINATOR and requests for those groups too, until the new leader
 has loaded them (COORDINATOR_LOAD_IN_PROGRESS meanwhile).
 
-- **Load** (:mod:`.offsets_ownership`, the composed part that owns ``owned``): the partition's log from its start to its end, read on the dir's worker
+- **Load** (:mod:`.offsets_ownership`, the composed part that owns ``owned``): the
+  partition's log from its start to its end, read on the dir's worker
   (``BrokerView.replica_io``), records applied last-writer-wins (tombstones delete), groups
   with members come back Stable with fresh session deadlines (Kafka's behaviour).
 - **Write**: one batch per request (an OffsetCommit's offsets, a group record, a deletion's

@@ -108,12 +108,14 @@ class RaftState:
 
     def next_deadline_ms(self) -> int:
         """When :meth:`tick` next has something to do (the runtime may tick earlier)."""
+        roles = self.roles
         if self.role == LEADER:
-            return min([self._check_quorum_deadline] + [t + self.roles.retry_ms() for t in self.roles.asked_ms.values()])
+            return min([self._check_quorum_deadline] + [t + roles.retry_ms() for t in roles.asked_ms.values()])
         if self.role == FOLLOWER:
-            return self.roles.fetch_deadline
-        pending = [t + self.roles.retry_ms() for t in self.roles.asked_ms.values()] if self.role in (PROSPECTIVE, CANDIDATE) else []
-        return min([self.roles.election_deadline] + pending)
+            return roles.fetch_deadline
+        asking = self.role in (PROSPECTIVE, CANDIDATE)
+        pending = [t + roles.retry_ms() for t in roles.asked_ms.values()] if asking else []
+        return min([roles.election_deadline] + pending)
 
     # ------------------------------------------------------------------ start, tick
     def start(self, now_ms: int) -> list[m.Effect]:
@@ -135,7 +137,8 @@ class RaftState:
                 # have given up on us while cut off, and others' answers cannot convince it)
                 for v in self.others:
                     last = self.replica_fetch_ms.get(v)
-                    if v not in self.roles.asked_ms and (last is None or now_ms - last >= self.cfg.fetch_timeout_ms // 2):
+                    silent = last is None or now_ms - last >= self.cfg.fetch_timeout_ms // 2
+                    if v not in self.roles.asked_ms and silent:
                         self.roles.asked_ms[v] = now_ms
                         fx.append(m.Send(v, begin))
         elif role == FOLLOWER:
@@ -160,8 +163,9 @@ class RaftState:
         if req.pre_vote:
             if req.candidate_epoch <= self.epoch:
                 return self._vote_answer(False, m.FENCED_LEADER_EPOCH), fx
+            roles = self.roles
             hears_leader = (self.role == LEADER or
-                            (self.role == FOLLOWER and now_ms < self.roles.fetch_deadline and not self.roles.leader_resigned))
+                            (self.role == FOLLOWER and now_ms < roles.fetch_deadline and not roles.leader_resigned))
             return self._vote_answer(up_to_date and not hears_leader), fx
         if req.candidate_epoch < self.epoch:
             return self._vote_answer(False, m.FENCED_LEADER_EPOCH), fx
