@@ -4,5 +4,6 @@ scenario (values, pure) -> generator (the timed plan of operations, pure) -> run
 interprets the plan) with nemesis (each fault kind: inject, heal, describe), workload (real
 Kafka clients) and cluster (node configs, the containers) -> results (the ledger, Parquet
 tables, run.json) -> history (pure) -> checkers (verdicts and metrics, pure) -> analysis;
-cli (the ``jbodlab`` command) on top.
+cli (the ``jbodlab`` command) on top; errors (``HarnessError``, the base of the lab's errors)
+below them all.
 """

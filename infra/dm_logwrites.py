@@ -25,6 +25,8 @@ import os
 import struct
 from dataclasses import dataclass
 
+from infra.errors import InfraError
+
 MAGIC = 0x6A736677736872
 VERSION = 1
 FLUSH, FUA, DISCARD, MARK, METADATA = 1, 2, 4, 8, 16
@@ -32,7 +34,7 @@ _SUPER = struct.Struct("<QQQI")
 _ENTRY = struct.Struct("<QQQQ")
 
 
-class LogFormatError(ValueError):
+class LogFormatError(InfraError, ValueError):
     """The file is not a dm-log-writes log (or is cut short)."""
 
 

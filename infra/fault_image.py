@@ -23,13 +23,14 @@ import random
 import threading
 import time
 
+from infra.errors import InfraError
 from infra.faultmodes import BLOCK, FaultMode, flips
 
 OPS = ("read", "write", "fsync")
 MAX_CACHE_BYTES = 256 << 20   # a fuller volatile cache is written back (destaged) as a whole
 
 
-class ImageError(OSError):
+class FaultImageError(InfraError, OSError):
     """An op refused by the image's mode (EIO)."""
 
 
@@ -123,7 +124,7 @@ class ImageState:
                 fail = True
             if fail:
                 self._hit(op)
-                raise ImageError(errno.EIO, os.strerror(errno.EIO))
+                raise FaultImageError(errno.EIO, os.strerror(errno.EIO))
             if mode.kind == "delay" and mode.delay_ms > 0:
                 self._hit(None)
         if mode.kind == "delay" and mode.delay_ms > 0:

@@ -45,11 +45,12 @@ import mmap
 import os
 import time
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 
 from infra import extents, fs, loopdev, permission
 from infra.disks import Disk, DiskBackend, repair_disk
 from infra.errors import FaultError
+from infra.device_probe import (PROBE_SIZE, PROBE_STAMP, bit_diff, device_healthy, drain_stale_errors, probe_device,
+                                read_direct, try_fs_write)
 from infra.faultmodes import FaultMode
 
 KINDS = ("error", "error-reads", "error-writes", "flaky", "delay", "enospc", "remove", "corrupt-reads",
@@ -59,9 +60,7 @@ FILE_KINDS = ("error", "error-reads", "error-writes", "flaky", "delay", "corrupt
 READ_KINDS = ("error", "error-reads", "flaky", "delay", "corrupt-reads", "bad-blocks")   # a read meets them
 P_KINDS = ("flaky", "corrupt-reads", "corrupt-writes")
 FILL_NAME = ".jbodlab-enospc-fill"
-PROBE_SIZE = 4096
 COMPARE_BYTES = 64 << 10       # corrupt-*: how much the probe compares (of the first range / the probe area)
-_PROBE_STAMP = b"jbodlab-probe".ljust(PROBE_SIZE, b"\0")
 
 
 @dataclass(slots=True)
@@ -157,7 +156,7 @@ class DiskFaultHandle:
         ranges = extents.image_ranges(self.disk, self.files) if self.files else ()
         rec.ranges = [list(r) for r in ranges] if self.files else None
         if self.probe and self.kind != "enospc":
-            _drain_stale_errors(self.disk)
+            drain_stale_errors(self.disk)
         rec.injected_ns = time.time_ns()
         if self.kind == "enospc":
             rec.state_after_inject = _fill(self.disk)
@@ -237,7 +236,7 @@ class DiskFaultHandle:
         rec = self.record
         if self.kind == "enospc":
             rec.probe_op = "write-file"
-            err = _try_fs_write(self.disk.mountpoint)
+            err = try_fs_write(self.disk.mountpoint)
             if err is not None:
                 rec.first_io_error_observed_ns, rec.probe_errno = time.time_ns(), err
             return
@@ -249,7 +248,7 @@ class DiskFaultHandle:
         offset = ranges[0][0] if ranges else self.disk.probe_offset
         if self.kind == "delay":
             t0 = time.monotonic()
-            _probe_io(self.disk, "read", offset)
+            probe_device(self.disk, "read", offset)
             rec.probe_op, rec.probe_latency_ms = "read", (time.monotonic() - t0) * 1000.0
             return
         if self.kind in ("corrupt-reads", "corrupt-writes"):
@@ -262,7 +261,7 @@ class DiskFaultHandle:
         while time.monotonic() < deadline:
             op = ops[i % len(ops)]
             i += 1
-            err = _probe_io(self.disk, op, offset)
+            err = probe_device(self.disk, op, offset)
             if err is not None:
                 rec.first_io_error_observed_ns, rec.probe_op, rec.probe_errno = time.time_ns(), op, err
                 return
@@ -280,14 +279,14 @@ class DiskFaultHandle:
             # the stamp into the probe area's blocks; what lands on the medium shows the flips
             start, end = self.disk.probe_offset, self.disk.probe_offset + COMPARE_BYTES
             for off in range(start, end, PROBE_SIZE):
-                _probe_io(self.disk, "write", off)
-            seen = _PROBE_STAMP * ((end - start) // PROBE_SIZE)
+                probe_device(self.disk, "write", off)
+            seen = PROBE_STAMP * ((end - start) // PROBE_SIZE)
         else:
-            seen = _read_direct(self.disk.block_dev, start, end - start)
+            seen = read_direct(self.disk.block_dev, start, end - start)
         with open(self.disk.image, "rb") as fh:   # beneath the fault layer
             fh.seek(start)
             medium = fh.read(end - start)
-        diff = _bit_diff(seen, medium)
+        diff = bit_diff(seen, medium)
         rec.probe_op = "read-compare" if self.kind == "corrupt-reads" else "write-compare"
         rec.probe_flipped_bits = diff
         if diff:
@@ -311,29 +310,8 @@ class DiskFaultHandle:
             fh.seek(self.disk.probe_offset)
             on_medium = fh.read(len(stamp)) == stamp
         rec.probe_op = "write-unsynced"
-        if not on_medium and _read_direct(self.disk.block_dev, self.disk.probe_offset, PROBE_SIZE).startswith(stamp):
+        if not on_medium and read_direct(self.disk.block_dev, self.disk.probe_offset, PROBE_SIZE).startswith(stamp):
             rec.first_io_error_observed_ns = time.time_ns()   # held by the volatile cache, not yet durable
-
-
-def device_healthy(disk: Disk, attempts: int = 3) -> bool:
-    """O_DIRECT read and write probes succeed. Either may first report an error left on the
-    block device's page-cache mapping by an earlier failed writeback (direct I/O on a block
-    device flushes the range first and returns that error once, then it is cleared), so each
-    op gets a few attempts."""
-    return all(any(_probe_io(disk, op) is None for _ in range(attempts)) for op in ("read", "write"))
-
-
-def _drain_stale_errors(disk: Disk) -> None:
-    """Consume writeback errors pending on the device mapping, so the inject probe reports
-    an error of *this* fault and not an old one."""
-    for op in ("read", "write", "read"):
-        _probe_io(disk, op)
-
-
-def probe_device(disk: Disk, op: str = "read", offset: int | None = None) -> int | None:
-    """One O_DIRECT sentinel-block read or write on the disk's device (at ``offset``, by
-    default the probe area outside the filesystem): None if ok, else errno."""
-    return _probe_io(disk, op, offset)
 
 
 def _evict(files) -> list[int]:
@@ -345,64 +323,6 @@ def _evict(files) -> list[int]:
         a, _ = extents.resident_pages(f)
         before, after, total = before + b, after + a, total + n
     return [before, after, total]
-
-
-def _read_direct(dev: str, offset: int, size: int) -> bytes:
-    size = -(-size // PROBE_SIZE) * PROBE_SIZE
-    buf = mmap.mmap(-1, size)
-    try:
-        fd = os.open(dev, os.O_RDONLY | os.O_DIRECT)
-        try:
-            n = os.preadv(fd, [buf], offset)
-        finally:
-            os.close(fd)
-        return bytes(buf[:n])
-    finally:
-        buf.close()
-
-
-def _bit_diff(a: bytes, b: bytes) -> int:
-    n = min(len(a), len(b))
-    return sum(bin(x ^ y).count("1") for x, y in zip(a[:n], b[:n]) if x != y)
-
-
-def _probe_io(disk: Disk, op: str, offset: int | None = None) -> int | None:
-    buf = mmap.mmap(-1, PROBE_SIZE)
-    try:
-        fd = os.open(disk.block_dev, (os.O_RDWR if op == "write" else os.O_RDONLY) | os.O_DIRECT)
-    except OSError as exc:
-        return exc.errno or errno.EIO
-    try:
-        if op == "write":
-            buf.write(_PROBE_STAMP)
-            n = os.pwritev(fd, [buf], disk.probe_offset if offset is None else offset)
-        else:
-            n = os.preadv(fd, [buf], disk.probe_offset if offset is None else offset)
-        return None if n == PROBE_SIZE else errno.EIO
-    except OSError as exc:
-        return exc.errno or errno.EIO
-    finally:
-        os.close(fd)
-        buf.close()
-
-
-def _try_fs_write(mountpoint: Path) -> int | None:
-    path = mountpoint / ".jbodlab-enospc-probe"
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        try:
-            os.write(fd, b"x" * 65536)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        return None
-    except OSError as exc:
-        return exc.errno
-    finally:
-        try:
-            path.unlink()
-        except OSError:
-            pass
 
 
 def _fill(disk: Disk) -> str:

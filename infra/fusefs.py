@@ -39,7 +39,7 @@ import sys
 import threading
 from pathlib import Path
 
-from infra.fault_image import ImageError, ImageState
+from infra.fault_image import FaultImageError, ImageState
 from infra.faultmodes import FaultMode
 
 log = logging.getLogger("jbodlab.fusefs")
@@ -97,19 +97,19 @@ def make_operations(backing: Path, states: dict[str, ImageState], *, host_sync: 
         def read(self, path, size, offset, fh):
             try:
                 return self._state(self._name(path)).read(fh, size, offset)
-            except ImageError:
+            except FaultImageError:
                 raise mfusepy.FuseOSError(errno.EIO) from None
 
         def write(self, path, data, offset, fh):
             try:
                 return self._state(self._name(path)).write(fh, bytes(data), offset)
-            except ImageError:
+            except FaultImageError:
                 raise mfusepy.FuseOSError(errno.EIO) from None
 
         def fsync(self, path, datasync, fh):
             try:
                 self._state(self._name(path)).fsync(fh, bool(datasync), host_sync)
-            except ImageError:
+            except FaultImageError:
                 raise mfusepy.FuseOSError(errno.EIO) from None
             return 0
 

@@ -14,6 +14,8 @@ from typing import Iterator
 
 import crc32c
 
+from kafka_common.errors import KafkaCommonError
+
 HEADER_BYTES = 61
 LOG_OVERHEAD = 12  # baseOffset + batchLength: the bytes not counted by batchLength
 MAGIC_V2 = 2
@@ -26,7 +28,7 @@ TRANSACTIONAL_FLAG = 0x10
 CONTROL_FLAG = 0x20
 
 
-class CorruptBatch(ValueError):
+class CorruptBatch(KafkaCommonError, ValueError):
     """Bytes that are not a valid v2 record batch (bad magic, length or CRC)."""
 
 

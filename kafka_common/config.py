@@ -11,10 +11,11 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from kafka_common.errors import KafkaCommonError
 from kafka_common.meta_properties import parse_properties
 
 
-class ConfigError(ValueError):
+class ConfigError(KafkaCommonError, ValueError):
     """A server.properties value that cannot be used; the message names key and value."""
 
 

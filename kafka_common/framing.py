@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import struct
 
+from kafka_common.errors import KafkaCommonError
+
 DEFAULT_MAX_FRAME_BYTES = 104_857_600
 _SIZE = struct.Struct(">i")
 
 
-class FrameTooLarge(Exception):
+class FrameTooLarge(KafkaCommonError):
     """The peer announced a frame size that is negative or over the limit."""
 
     def __init__(self, size: int, limit: int) -> None:

@@ -16,6 +16,8 @@ import random
 import uuid
 from typing import NewType
 
+from kafka_common.errors import KafkaCommonError
+
 DirectoryId = NewType("DirectoryId", uuid.UUID)
 TopicId = NewType("TopicId", uuid.UUID)
 BrokerId = NewType("BrokerId", int)
@@ -64,7 +66,7 @@ def to_base64(value: uuid.UUID) -> str:
     return base64.urlsafe_b64encode(value.bytes).decode("ascii").rstrip("=")
 
 
-class InvalidUuid(ValueError):
+class InvalidUuid(KafkaCommonError, ValueError):
     """Text that is not a Kafka Uuid."""
 
 

@@ -14,11 +14,12 @@ import uuid
 from dataclasses import dataclass
 
 from kafka_common import ids
+from kafka_common.errors import KafkaCommonError
 
 FILE_NAME = "meta.properties"
 
 
-class MetaPropertiesError(ValueError):
+class MetaPropertiesError(KafkaCommonError, ValueError):
     """A meta.properties file that cannot be used; the message names the field."""
 
 

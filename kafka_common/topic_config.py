@@ -23,6 +23,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Iterable, Mapping
 
+from kafka_common.errors import KafkaCommonError
+
 TOPIC, BROKER = 2, 4  # ConfigResource types (Kafka's ConfigResource.Type)
 
 # DescribeConfigs config_source values
@@ -39,7 +41,7 @@ I32_MAX = 2**31 - 1
 I64_MAX = 2**63 - 1
 
 
-class ConfigProblem(ValueError):
+class ConfigProblem(KafkaCommonError, ValueError):
     """A config name or value that cannot be accepted (answered INVALID_CONFIG)."""
 
 

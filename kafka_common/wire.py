@@ -24,12 +24,13 @@ from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
 
 from kafka_common import wire_guard
+from kafka_common.errors import KafkaCommonError
 from kafka_common.wire_guard import DEFAULT_MAX_ITEMS
 
 E = TypeVar("E")
 
 
-class DecodeError(ValueError):
+class DecodeError(KafkaCommonError, ValueError):
     """Bytes that do not decode as the expected entity."""
 
 

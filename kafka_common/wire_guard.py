@@ -42,6 +42,7 @@ from kio.serial._introspect import (EntityField, EntityTupleField, PrimitiveFiel
                                     PrimitiveTupleField, classify_field, get_field_tag,
                                     is_optional)
 
+from kafka_common.errors import KafkaCommonError
 from kafka_common.varint import encode_uvarint
 
 DEFAULT_MAX_ITEMS = 1_000_000
@@ -61,7 +62,7 @@ _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 
 
-class FrameError(ValueError):
+class FrameError(KafkaCommonError, ValueError):
     """Bytes that kio must not be given (the message says which field and why)."""
 
 

@@ -2,4 +2,5 @@
 
 - ``fsutil``        atomic durable file writes
 - ``properties``    reading server.properties into a validated ServerConfig
+- ``errors``        ``KafkaRuntimeError``, the base of every error the package raises
 """

@@ -21,9 +21,10 @@ from typing import Any
 
 from kafka_common import framing, wire
 from kafka_common.wire import ApiKey, ErrorCode
+from kafka_runtime.errors import KafkaRuntimeError
 
 
-class ClientError(Exception):
+class ClientError(KafkaRuntimeError):
     """The connection failed or the peer answered something unusable."""
 
 

@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 
 from kafka_common import authz, framing, wire
 from kafka_common.wire import ApiKey, ErrorCode
+from kafka_runtime.errors import KafkaRuntimeError
 from kafka_runtime.request_context import DeferredResponse, RequestContext
 from kafka_runtime.request_metrics import RequestTiming
 
@@ -57,7 +58,7 @@ _REASON_CHARS = 300  # a logged reason is cut here (a peer chooses what goes int
 MAX_DEFERRED = 64  # deferred responses outstanding on one connection before it stops handling requests
 
 
-class _Close(Exception):
+class _Close(KafkaRuntimeError):
     """Close this connection (reason in the message)."""
 
 

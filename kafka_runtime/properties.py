@@ -12,9 +12,10 @@ import sys
 
 from kafka_common.config import ConfigError, ServerConfig, parse_config, with_defaults_applied
 from kafka_common.meta_properties import MetaPropertiesError
+from kafka_runtime.errors import KafkaRuntimeError
 
 
-class ConfigLoadError(Exception):
+class ConfigLoadError(KafkaRuntimeError):
     """The config file cannot be used; the message says why (file, key, value)."""
 
 

@@ -31,12 +31,13 @@ from dataclasses import dataclass
 from kafka_common import ids, meta_properties
 from kafka_common.meta_properties import MetaProperties, MetaPropertiesError
 from kafka_runtime import fsutil
+from kafka_runtime.errors import KafkaRuntimeError
 from kafka_runtime.properties import ConfigLoadError, load_config
 
 PROG = "kraft-storage"
 
 
-class StorageToolError(Exception):
+class StorageToolError(KafkaRuntimeError):
     """A dir that cannot be formatted or read; the message names it."""
 
 

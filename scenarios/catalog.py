@@ -1,4 +1,5 @@
-"""S1–S11 of ``scenarios.md``, S12–S14 (the controller quorum under KIP-858 failures), S15
+"""S1–S11 of ``scenarios.md``, S12–S14 (the controller quorum under KIP-858 failures:
+:mod:`scenarios.catalog_quorum`), S15
 (S1 at 300 partitions), S16 (a group coordinator's offsets dir fails) and S20–S23 (partial,
 silent and lost-write disk faults, chmod: :mod:`scenarios.catalog_disks`) as functions
 returning :class:`~harness.scenario.model.Scenario` values.
@@ -25,6 +26,9 @@ from harness.scenario.sections import Expect, ServerConfigs, Topology, TopicSpec
 from scenarios.catalog_disks import DISK_SCENARIOS, FAULT_AT_MS as _DISK_FAULT_AT_MS
 from scenarios.catalog_admin import ADMIN_SCENARIOS, FAULT_AT_MS as _ADMIN_FAULT_AT_MS
 from scenarios.catalog_operator import OPERATOR_SCENARIOS, FAULT_AT_MS as _OPERATOR_FAULT_AT_MS
+from scenarios.catalog_quorum import (CONTROLLER_SCENARIOS, QUORUM_SCENARIOS, FAULT_AT_MS as _QUORUM_FAULT_AT_MS,
+                                      active_controller_killed_during_report, active_controller_metadata_disk_fails,
+                                      active_controller_partitioned_during_report)
 
 __all__ = [
     "leader_dir_fails", "follower_dir_fails", "bounce_after_failure", "failure_timeout_shutdown",
@@ -38,7 +42,7 @@ __all__ = [
 # "before" window): 10 s of each partition's own latency before anything fails
 BASELINE_MS = 10000
 FAULT_AT_MS = 1000 + BASELINE_MS
-assert FAULT_AT_MS == _DISK_FAULT_AT_MS == _ADMIN_FAULT_AT_MS == _OPERATOR_FAULT_AT_MS
+assert FAULT_AT_MS == _DISK_FAULT_AT_MS == _ADMIN_FAULT_AT_MS == _OPERATOR_FAULT_AT_MS == _QUORUM_FAULT_AT_MS
 MANY_PARTITIONS = 300
 MANY_RATE_PER_S = 300          # 1 record/s per partition (S15's docstring: the lab's capacity)
 MANY_FAULT_AT_MS = 23000       # 1 s warm-up + 22 baseline ops per partition (the check needs 20)
@@ -46,7 +50,6 @@ MANY_AFTER_FAULT_MS = 22000    # a recovery plus one more 10-op window (10 s at 
 KAFKA_ROLL_MS = 7 * 24 * 3600 * 1000   # log.roll.ms' default (log.roll.hours 168)
 BOUNCE_AFTER_MS = 1000
 CONTROLLER = "controller:3001"
-ACTIVE_CONTROLLER = "controller:active"
 LEADER = "leader:t1/0"
 FOLLOWER = "follower:t1/0"
 REPLICA_DIR = "replica:t1/0"
@@ -291,51 +294,6 @@ def soak(*, minutes: int = 3, seed: int = 0) -> Scenario:
                       must_show="all checks hold across every fault window"))
 
 
-def active_controller_killed_during_report(*, seed: int = 0) -> Scenario:
-    """S12: kill -9 of the active controller while t1-0's leader reports a failed dir."""
-    return Scenario(
-        id="S12", name="active-controller-killed-during-report", seed=seed,
-        description="fail the dir of t1-0's leader replica; kill -9 the active controller 50 ms later",
-        faults=(DiskFault(at_ms=FAULT_AT_MS, node=LEADER, dir=REPLICA_DIR, mode="error"),
-                ProcessFault(at_ms=FAULT_AT_MS + 50, action="kill", node=ACTIVE_CONTROLLER, signal="SIGKILL",
-                             duration_ms=10000)),
-        checks=("durability", "failover", "liveness", "metadata_invariants", "quorum_logs", "service"),
-        expect=Expect(outcomes={LEADER: "alive"}, leader_moves=True, failover_within_ms=20000,
-                      service_recovery_within_ms=20000,
-                      must_show="another controller takes over and commits the report (the broker retries it "
-                                "there); no committed record lost; no broker fenced by the failover"))
-
-
-def active_controller_metadata_disk_fails(*, seed: int = 0) -> Scenario:
-    """S13: the active controller's metadata disk fails at the block layer → it halts, the
-    others elect a leader, and a broker's dir failure afterwards is committed by it."""
-    return Scenario(
-        id="S13", name="active-controller-metadata-disk-fails", seed=seed,
-        description="fail the metadata disk of the active controller; 4 s later fail t1-0's leader's dir",
-        faults=(DiskFault(at_ms=FAULT_AT_MS, node=ACTIVE_CONTROLLER, dir="metadata", mode="error"),
-                DiskFault(at_ms=FAULT_AT_MS + 4000, node=LEADER, dir=REPLICA_DIR, mode="error")),
-        checks=("durability", "failover", "liveness", "metadata_invariants", "quorum_logs", "service"),
-        expect=Expect(outcomes={ACTIVE_CONTROLLER: "halted", LEADER: "alive"}, leader_moves=True,
-                      failover_within_ms=20000, service_recovery_within_ms=20000,
-                      must_show="the controller halts with a one-line reason; a new one leads and commits the "
-                                "broker's dir failure"))
-
-
-def active_controller_partitioned_during_report(*, seed: int = 0) -> Scenario:
-    """S14: the active controller is cut off from everyone while t1-0's leader reports a
-    failed dir: it resigns (check-quorum), the majority elects another, which commits it."""
-    return Scenario(
-        id="S14", name="active-controller-partitioned-during-report", seed=seed,
-        description="isolate the active controller, fail t1-0's leader's dir 200 ms later, heal after 10 s",
-        faults=(NetworkFault(at_ms=FAULT_AT_MS, action="isolate", node=ACTIVE_CONTROLLER, duration_ms=10000),
-                DiskFault(at_ms=FAULT_AT_MS + 200, node=LEADER, dir=REPLICA_DIR, mode="error")),
-        checks=("durability", "failover", "liveness", "metadata_invariants", "quorum_logs", "service"),
-        expect=Expect(outcomes={LEADER: "alive"}, leader_moves=True, failover_within_ms=25000,
-                      service_recovery_within_ms=25000,
-                      must_show="the cut-off controller commits nothing (a minority); the majority side "
-                                "elects a leader that commits the report; logs agree after the heal"))
-
-
 GROUP_ID = "jbodlab-group"
 OFFSETS_PARTITIONS = 5
 
@@ -364,10 +322,6 @@ def offsets_dir_fails(*, seed: int = 0) -> Scenario:
                                 "group"))
 
 
-CONTROLLER_SCENARIOS = ("active-controller-killed-during-report", "active-controller-metadata-disk-fails",
-                        "active-controller-partitioned-during-report")
-
-
 def all_scenarios(*, seed: int = 0) -> list[Scenario]:
     """The whole matrix: each scenario, ×2 for bounce where :data:`BOUNCE_APPLIES`."""
     out: list[Scenario] = []
@@ -378,8 +332,7 @@ def all_scenarios(*, seed: int = 0) -> list[Scenario]:
             failure_timeout_shutdown(seed=seed), timeout_not_leader(seed=seed), last_dir_fails(seed=seed),
             metadata_dir_fails(seed=seed), restart_fenced_until_assigned(seed=seed), replace_disk(seed=seed),
             move_replica(fail="source", seed=seed), move_replica(fail="target", seed=seed), soak(seed=seed),
-            active_controller_killed_during_report(seed=seed), active_controller_metadata_disk_fails(seed=seed),
-            active_controller_partitioned_during_report(seed=seed), many_partitions(seed=seed),
+            *(make(seed=seed) for make in QUORUM_SCENARIOS.values()), many_partitions(seed=seed),
             offsets_dir_fails(seed=seed)]
     out += [make(seed=seed) for make in DISK_SCENARIOS.values()]
     out += [make(seed=seed) for make in OPERATOR_SCENARIOS.values()]
@@ -407,7 +360,6 @@ SCENARIO_FUNCTIONS: dict[str, Callable[..., Scenario]] = {
     "S1": leader_dir_fails, "S2": follower_dir_fails, "S3": bounce_after_failure,
     "S4": failure_timeout_shutdown, "S5": timeout_not_leader, "S6": last_dir_fails,
     "S7": restart_fenced_until_assigned, "S8": replace_disk, "S9": move_replica, "S10": flaky_and_slow,
-    "S11": soak, "S12": active_controller_killed_during_report, "S13": active_controller_metadata_disk_fails,
-    "S14": active_controller_partitioned_during_report, "S15": many_partitions,
+    "S11": soak, **QUORUM_SCENARIOS, "S15": many_partitions,
     "S16": offsets_dir_fails, **DISK_SCENARIOS, **OPERATOR_SCENARIOS, **ADMIN_SCENARIOS,
 }

@@ -14,6 +14,7 @@ import time
 
 from kafka_runtime.client import KafkaClient
 from kafka_runtime.controller_client import MetadataReader, create_topic
+from kafka_runtime.polling import poll_until
 from kafka_common.ids import UNASSIGNED, is_reserved
 from harness.run.local_processes import ControllerProcess
 from testkit.processes import BrokerProcess
@@ -24,14 +25,10 @@ __all__ = ["Cluster", "FAST", "BackgroundProducer", "consume_all", "wait_until",
 
 def wait_until(pred, timeout_s: float, what: str, interval_s: float = 0.05):
     """``pred()``'s first truthy value; AssertionError naming ``what`` after ``timeout_s``."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = pred()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
-        time.sleep(interval_s)
+    value = poll_until(pred, timeout_s, interval_s=interval_s)
+    if not value:
+        raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
+    return value
 
 
 def _listening(b: BrokerProcess) -> bool:

@@ -23,6 +23,7 @@ import gzip
 import struct
 import zlib
 
+from broker_impl.errors import BrokerError
 from kafka_common import batch_header as bh
 from kafka_common.varint import read_varint
 
@@ -32,7 +33,7 @@ _MSG_HEAD = struct.Struct(">qiIbb")   # offset, size, crc, magic, attributes
 _XERIAL_MAGIC = b"\x82SNAPPY\x00"
 
 
-class Unconvertible(Exception):
+class Unconvertible(BrokerError):
     """A batch the broker cannot down-convert (its codec): UNSUPPORTED_COMPRESSION_TYPE."""
 
 

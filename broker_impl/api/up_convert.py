@@ -24,6 +24,7 @@ import zlib
 import crc32c
 
 from broker_impl.api.down_convert import LOG_APPEND_TIME_FLAG, NONE, Unconvertible, _decompress
+from broker_impl.errors import BrokerError
 from kafka_common.varint import encode_varint
 
 _ENTRY = struct.Struct(">qi")          # offset, size
@@ -32,7 +33,7 @@ _V2_HEAD = struct.Struct(">qiibIhiqqqhii")
 NO_TIMESTAMP = -1
 
 
-class Invalid(Exception):
+class Invalid(BrokerError):
     """A message set that is not valid (``error``: the Kafka error code name)."""
 
     def __init__(self, error: str, message: str) -> None:

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from broker_impl.errors import BrokerError
 from broker_impl.groups.state.model import GroupConfig
 
 
-class ConfigError(ValueError):
+class GroupConfigError(BrokerError, ValueError):
     """A group coordinator key in server.properties with an unusable value."""
 
 
@@ -41,9 +42,9 @@ class CoordinatorConfig:
             try:
                 value = int(text.strip())
             except ValueError:
-                raise ConfigError(f"{key}={text!r}: not an integer") from None
+                raise GroupConfigError(f"{key}={text!r}: not an integer") from None
             if value < minimum or value > 2**31 - 1:
-                raise ConfigError(f"{key}={text!r}: must be in [{minimum}, {2**31 - 1}]")
+                raise GroupConfigError(f"{key}={text!r}: must be in [{minimum}, {2**31 - 1}]")
             (grp if in_group else top)[name] = value
         return cls(groups=GroupConfig(**grp), **top)
 

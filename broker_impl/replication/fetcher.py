@@ -58,10 +58,10 @@ import datetime
 import logging
 import math
 import uuid
-from typing import Any, Callable
+from typing import Any, Protocol
 
-from broker_impl.replication.follow_apply import BACKOFF_S, StorageSteps
-from broker_impl.replication.follow_round import STEP_WAIT_MS, FollowState, is_ready, needs_storage, plan_wait
+from broker_impl.replication.follow_apply import BACKOFF_S, StepsOwner, StorageSteps
+from broker_impl.replication.follow_round import FollowState, is_ready, needs_storage, plan_wait
 from broker_impl.state.effects import TopicPartition
 from kafka_common import ids, wire
 from kafka_common.wire import ErrorCode
@@ -75,7 +75,7 @@ JOIN_SETTLE_S = 1.0         # after a join, polls stay short this long: the join
 REFRESH_S = 1.0             # every partition's fetch state is looked at again at least this often
 
 
-class FetcherHost:
+class FetcherHost(Protocol):
     """What the fetchers need from the runtime (kept narrow for the tests)."""
     node_id: int
 
@@ -85,16 +85,28 @@ class FetcherHost:
     def sasl(self) -> tuple[str, str] | None: ...
 
 
-class LeaderFetcher(StorageSteps):
+class FetcherOwner(StepsOwner, Protocol):
+    """The fetcher manager (:class:`broker_impl.replication.fetcher_manager.FetcherManager`)
+    as each leader's fetcher sees it: the runtime, the settings, the counters."""
+    host: FetcherHost
+    wait_max_ms: int
+    step_wait_ms: int
+    max_bytes: int
+    stats: collections.Counter
+
+
+class LeaderFetcher:
     """A round costs what changed, not what is followed: the partitions whose fetch state may
     have moved since the last request — joined or left, a storage step started or ended, a
     back-off started or ended — are kept in ``dirty``, and an incremental request looks only
     at those (every partition again each ``REFRESH_S``: retention moves a follower's log start
     behind the fetcher's back). Steps and back-offs under way are kept aside (``running``,
     ``backing_off``) for the round's ``max_wait``. With 100 partitions per leader, walking them
-    all was a third of a follower's loop."""
+    all was a third of a follower's loop. Its storage steps are a part, ``steps``
+    (:class:`~broker_impl.replication.follow_apply.StorageSteps`), holding the fetcher as its
+    ``StepsHost``."""
 
-    def __init__(self, mgr: "FetcherManager", leader_id: int) -> None:
+    def __init__(self, mgr: FetcherOwner, leader_id: int) -> None:
         self.mgr = mgr
         self.leader_id = leader_id
         self.partitions: dict[TopicPartition, FollowState] = {}
@@ -111,6 +123,7 @@ class LeaderFetcher(StorageSteps):
         self.session_id, self.session_epoch = 0, 0
         self.sent: dict[TopicPartition, tuple] = {}  # what the leader's session holds per partition
         self.members: dict[TopicPartition, FollowState] = {}   # … and for which of our states
+        self.steps = StorageSteps(self)
         self.task = asyncio.create_task(self._run(), name=f"fetcher-{leader_id}")
 
     def join(self, st: FollowState) -> None:
@@ -367,7 +380,7 @@ class LeaderFetcher(StorageSteps):
                     if p.error_code == ErrorCode.none:  # only the HW: lock-free, on the loop
                         plog.high_watermark = min(p.high_watermark, plog.log_end_offset)
                     else:
-                        self._settle(st, p, ("error", None))
+                        self.steps.settle(st, p, ("error", None))
                     continue
                 got = True
                 by_dir.setdefault(getattr(plog, "log_dir", ""), []).append((st, plog, p))
@@ -377,49 +390,5 @@ class LeaderFetcher(StorageSteps):
         # partition's HW, and its acks=all producers, waited for that poll or another append
         started = loop.time()
         for items in by_dir.values():
-            self._start_steps(items, started)
+            self.steps.start(items, started)
         return got
-
-class FetcherManager:
-    def __init__(self, host: FetcherHost, *, wait_max_ms: int, max_bytes: int,
-                 on_truncated: Callable[[TopicPartition, int], None] | None = None,
-                 step_wait_ms: int = STEP_WAIT_MS) -> None:
-        self.host = host
-        self.wait_max_ms = wait_max_ms
-        self.step_wait_ms = step_wait_ms
-        self.max_bytes = max_bytes
-        self.fetchers: dict[int, LeaderFetcher] = {}
-        self.leader_of: dict[TopicPartition, int] = {}
-        self.errors: dict[str, int] = {}
-        # every fetcher's rounds, interrupts (a fetch in flight dropped for a joining partition)
-        # and session resets since the start: the broker's ``stopped`` event carries them
-        self.stats: collections.Counter = collections.Counter()
-        self._on_truncated = on_truncated
-
-    def on_truncated(self, tp: TopicPartition, offset: int) -> None:
-        if self._on_truncated is not None:
-            self._on_truncated(tp, offset)
-
-    def add(self, tp: TopicPartition, topic_id: uuid.UUID, leader_id: int, leader_epoch: int) -> None:
-        self.remove((tp,))
-        f = self.fetchers.get(leader_id)
-        if f is None:
-            f = self.fetchers[leader_id] = LeaderFetcher(self, leader_id)
-        f.join(FollowState(tp, topic_id, leader_epoch))
-        self.leader_of[tp] = leader_id
-        f.wake()
-
-    def remove(self, tps) -> None:
-        for tp in tps:
-            leader = self.leader_of.pop(tp, None)
-            if leader is not None and leader in self.fetchers:
-                self.fetchers[leader].leave(tp)
-
-    def following(self) -> dict[TopicPartition, int]:
-        return dict(self.leader_of)
-
-    async def close(self, timeout_s: float = 1.0) -> None:
-        """Every fetcher at once, bounded (see :meth:`LeaderFetcher.close`)."""
-        fetchers, self.fetchers = list(self.fetchers.values()), {}
-        if fetchers:
-            await asyncio.wait([asyncio.ensure_future(f.close(timeout_s)) for f in fetchers], timeout=2 * timeout_s)

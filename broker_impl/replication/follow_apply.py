@@ -1,8 +1,9 @@
 """A leader fetcher's storage steps: applying the leader's answer for the partitions that need
 the disk (records, divergence, out of range) on their log dir's worker, one job per dir per
 round, each partition's ``partition_lock`` held across it, then settling the outcome on the
-loop. Mixed into :class:`broker_impl.replication.fetcher.LeaderFetcher` (its ``mgr``,
-``partitions`` and ``changed``).
+loop. A part of :class:`broker_impl.replication.fetcher.LeaderFetcher` (its ``steps``), holding
+no state of its own: the fetcher keeps the bookkeeping (``step_started`` / ``step_ended`` /
+``back_off`` / ``leave``), reached through the :class:`StepsHost` protocol.
 """
 
 from __future__ import annotations
@@ -10,45 +11,69 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import Any
+from typing import Any, Protocol
 
 from broker_impl.replication.follow_round import FollowState, storage_step, storage_steps
+from broker_impl.state.effects import TopicPartition
 from broker_impl.storage.errors import KafkaStorageError, StorageError
 
 log = logging.getLogger(__name__)
 BACKOFF_S = 0.2
 
 
-class StorageSteps:
-    """The host class keeps the bookkeeping: ``step_started`` / ``step_ended`` / ``back_off`` /
-    ``leave`` (:class:`broker_impl.replication.fetcher.LeaderFetcher`)."""
+class StepsOwner(Protocol):
+    """The fetcher manager as the steps see it: the runtime (``host``: ``get_log``, and when
+    it has them ``run_io`` and ``partition_lock``), the error counts, the truncation callback."""
+    host: Any
+    errors: dict[str, int]
 
-    def _start_steps(self, items: list[tuple[FollowState, Any, Any]], now: float) -> None:
+    def on_truncated(self, tp: TopicPartition, offset: int) -> None: ...
+
+
+class StepsHost(Protocol):
+    """The leader fetcher as its storage steps see it."""
+    mgr: StepsOwner
+    partitions: dict[TopicPartition, FollowState]
+    changed: asyncio.Event     # set when a step ends: the fetch loop looks again
+
+    def step_started(self, st: FollowState, task: asyncio.Future, now: float) -> None: ...
+    def step_ended(self, st: FollowState) -> None: ...
+    def back_off(self, st: FollowState, until: float) -> None: ...
+    def leave(self, tp: TopicPartition) -> None: ...
+
+
+class StorageSteps:
+    __slots__ = ("host",)
+
+    def __init__(self, host: StepsHost) -> None:
+        self.host = host
+
+    def start(self, items: list[tuple[FollowState, Any, Any]], now: float) -> None:
         """One job on the dir's worker for the partitions whose locks are free; a partition
         whose lock is held (a move's swap) gets a job of its own."""
-        lock_of = getattr(self.mgr.host, "partition_lock", None)
+        lock_of = getattr(self.host.mgr.host, "partition_lock", None)
         free, busy = [], []
         for item in items:
             (free if lock_of is None or not lock_of(item[0].tp).locked() else busy).append(item)
         for batch in ([free] if free else []) + [[item] for item in busy]:
-            task = asyncio.ensure_future(self._apply_batch(batch))
+            task = asyncio.ensure_future(self.apply_batch(batch))
             for st, _plog, _p in batch:
-                self.step_started(st, task, now)
+                self.host.step_started(st, task, now)
 
-    async def _apply_batch(self, items: list[tuple[FollowState, Any, Any]]) -> None:
+    async def apply_batch(self, items: list[tuple[FollowState, Any, Any]]) -> None:
         try:
             await self._apply_batch_async(items)
         except Exception:  # a bug must not kill replication silently
             log.exception("follower %s", [st.tp for st, _plog, _p in items])
         finally:
             for st, _plog, _p in items:
-                self.step_ended(st)
-            self.changed.set()
+                self.host.step_ended(st)
+            self.host.changed.set()
 
     async def _apply_batch_async(self, items: list[tuple[FollowState, Any, Any]]) -> None:
         """The storage steps of one dir's partitions, in one job on that dir's worker, each
         partition's lock held across it; outcomes settled on the loop."""
-        host = self.mgr.host
+        host = self.host.mgr.host
         run_io = getattr(host, "run_io", None)
         lock_of = getattr(host, "partition_lock", None)
         async with contextlib.AsyncExitStack() as stack:
@@ -68,43 +93,44 @@ class StorageSteps:
                     # batch is on that dir, and every partition of it leaves the fetcher
                     outcomes = [exc] * len(live)
         for (st, _plog, p), outcome in zip(live, outcomes):
-            if self.partitions.get(st.tp) is st:
-                self._settle(st, p, outcome)
+            if self.host.partitions.get(st.tp) is st:
+                self.settle(st, p, outcome)
 
-    def _apply(self, st: FollowState, p: Any) -> bool:
+    def apply(self, st: FollowState, p: Any) -> bool:
         """Apply one partition's answer synchronously (the storage step inline)."""
-        plog = self.mgr.host.get_log(st.tp)
+        plog = self.host.mgr.host.get_log(st.tp)
         if plog is None:
             return False
         try:
             outcome = storage_step(plog, p)
         except (StorageError, OSError) as exc:
             outcome = exc
-        return self._settle(st, p, outcome)
+        return self.settle(st, p, outcome)
 
-    def _settle(self, st: FollowState, p: Any, outcome: Any) -> bool:
+    def settle(self, st: FollowState, p: Any, outcome: Any) -> bool:
         """Bookkeeping on the loop after the storage step: ``outcome`` is its result or the
         storage exception it raised."""
+        fetcher, mgr = self.host, self.host.mgr
         if isinstance(outcome, BaseException):
             exc = outcome
             if isinstance(exc, StorageError) and not isinstance(exc, KafkaStorageError):
                 # bad bytes: retry after a pause, keep the partition
                 log.warning("follower %s: %s", st.tp, exc)
-                self.back_off(st, asyncio.get_running_loop().time() + BACKOFF_S)
-                self.mgr.errors[type(exc).__name__] = self.mgr.errors.get(type(exc).__name__, 0) + 1
+                fetcher.back_off(st, asyncio.get_running_loop().time() + BACKOFF_S)
+                mgr.errors[type(exc).__name__] = mgr.errors.get(type(exc).__name__, 0) + 1
                 return False
             # our dir failed (already reported through the channel) or a raw OSError
             log.warning("follower %s: %s", st.tp, exc)
-            self.leave(st.tp)
+            fetcher.leave(st.tp)
             return False
         kind, value = outcome
         if kind == "truncated":
-            self.mgr.on_truncated(st.tp, value)
+            mgr.on_truncated(st.tp, value)
             return True
         if kind in ("diverged", "appended"):
             return bool(value)
         err = p.error_code
-        self.back_off(st, asyncio.get_running_loop().time() + BACKOFF_S)
-        self.mgr.errors[err.name] = self.mgr.errors.get(err.name, 0) + 1
+        fetcher.back_off(st, asyncio.get_running_loop().time() + BACKOFF_S)
+        mgr.errors[err.name] = mgr.errors.get(err.name, 0) + 1
         return False
 

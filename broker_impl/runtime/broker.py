@@ -39,6 +39,7 @@ import random
 import sys
 from typing import Any, Callable, Coroutine
 
+from broker_impl.errors import BrokerError
 from broker_impl.runtime.controller_requests import ControllerLinks, ControllerRequests
 from broker_impl.runtime.core_loop import CoreLoop, EffectSinks
 from broker_impl.runtime.dataplane import DataPlane
@@ -66,7 +67,7 @@ PROG = "kraft-broker"
 STOP_BUDGET_S = 4.0
 
 
-class StartupError(Exception):
+class StartupError(BrokerError):
     """The broker cannot start (storage rules, config)."""
 
 

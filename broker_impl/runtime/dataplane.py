@@ -28,8 +28,8 @@ import uuid
 from typing import Any
 
 from broker_impl.api.handlers import BrokerApi
-from broker_impl.groups.coordinator_config import ConfigError as GroupConfigError, CoordinatorConfig
-from broker_impl.replication.fetcher import FetcherManager
+from broker_impl.groups.coordinator_config import CoordinatorConfig, GroupConfigError
+from broker_impl.replication.fetcher_manager import FetcherManager
 from broker_impl.replication.mover import DirMover
 from broker_impl.runtime.controller_requests import ControllerRequests
 from broker_impl.runtime.host import Host

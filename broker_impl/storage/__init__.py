@@ -8,7 +8,7 @@ Modules (each documents its part of the API):
 * :mod:`.partition_log` — ``PartitionLog`` (append/read/truncate/flush of one partition),
   ``LogConfig``
 * :mod:`.failure` — ``DirFailureChannel``: ``on_failure(dir_path, errno, op)`` once per dir;
-  ``log_manager.failure_callback_by_id`` turns it into ``DirFailure`` values (by dir id)
+  ``failure_callback_by_id`` turns it into ``DirFailure`` values (by dir id)
 * :mod:`.probe` — ``probe(dir_path)`` (O_DIRECT write + fsync)
 * :mod:`.segment`, :mod:`.epoch_cache`, :mod:`.checkpoint` — on-disk formats (Kafka's)
 * :mod:`.errors` — ``KafkaStorageError`` (56), ``LogDirStartupError``, ``InvalidRecordBatch``,
@@ -18,7 +18,8 @@ Modules (each documents its part of the API):
 from broker_impl.storage.errors import (InconsistentTopicId, InvalidRecordBatch, KafkaStorageError, LogDirStartupError, LogNotFound,
                                         OffsetOutOfRange, StorageError)
 from broker_impl.storage.failure import DirFailureChannel
-from broker_impl.storage.log_manager import DirFailure, LogManager, failure_callback_by_id
+from broker_impl.storage.failure import DirFailure, failure_callback_by_id
+from broker_impl.storage.log_manager import LogManager
 from broker_impl.storage.log_config import LogConfig
 from broker_impl.storage.partition_log import PartitionLog
 from broker_impl.storage.probe import probe

@@ -21,10 +21,11 @@ from __future__ import annotations
 
 import errno
 
+from broker_impl.errors import BrokerError
 from kafka_common import batch_header as bh
 
 
-class CorruptBatchOnDisk(OSError):
+class CorruptBatchOnDisk(BrokerError, OSError):
     """A batch read back from a segment fails its CRC: the dir's data is not what was written."""
 
     def __init__(self, path: str, offset: int, position: int, reason: str) -> None:

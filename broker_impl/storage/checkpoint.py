@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import uuid
 
+from broker_impl.errors import BrokerError
 from kafka_common import ids
 from kafka_runtime import fsutil
 
@@ -35,7 +36,7 @@ PARTITION_METADATA = "partition.metadata"
 VERSION = 0
 
 
-class CheckpointFormatError(ValueError):
+class CheckpointFormatError(BrokerError, ValueError):
     """A checkpoint file whose content is not Kafka's format."""
 
 

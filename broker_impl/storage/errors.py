@@ -26,6 +26,8 @@ never take a dir offline.
 
 from __future__ import annotations
 
+from broker_impl.errors import BrokerError
+
 KAFKA_STORAGE_ERROR = 56
 OFFSET_OUT_OF_RANGE = 1
 CORRUPT_MESSAGE = 2
@@ -34,7 +36,7 @@ OUT_OF_ORDER_SEQUENCE_NUMBER = 45
 INVALID_PRODUCER_EPOCH = 47
 
 
-class StorageError(Exception):
+class StorageError(BrokerError):
     """Base of the storage errors."""
 
 

@@ -12,7 +12,7 @@ Usage inside the storage layer::
 
 ``on_failure`` runs synchronously in the thread that hit the error, possibly while a
 partition lock is held: it must only record/schedule (e.g. ``loop.call_soon_threadsafe``),
-never block or call back into a log. The log manager's ``failure_callback_by_id`` maps the
+never block or call back into a log. :func:`failure_callback_by_id` (the log manager's) maps the
 path to the directory id at this edge; the broker runtime feeds the pure core
 ``on_storage_error(dir_id, errno, op)``.
 
@@ -26,9 +26,14 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-from typing import Callable, Iterator
+import uuid
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable, Iterator
 
 from broker_impl.storage.errors import KafkaStorageError
+
+if TYPE_CHECKING:
+    from broker_impl.storage.startup import LogDirSet
 
 OnFailure = Callable[[str, int, str], None]
 log = logging.getLogger(__name__)
@@ -84,3 +89,22 @@ class DirFailureChannel:
             errno = exc.errno if exc.errno is not None else 5  # EIO when the OS gave none
             self.report(dir_path, errno, op, exc)
             raise KafkaStorageError(dir_path, errno, op, str(exc)) from exc
+
+
+@dataclass(frozen=True, slots=True)
+class DirFailure:
+    """The first OSError on a dir, as it leaves the storage layer: the directory id (None
+    for a dir that has none, e.g. a separate metadata dir without meta.properties); the
+    path only for messages and events."""
+    dir_id: uuid.UUID | None
+    path: str
+    errno: int
+    op: str
+
+
+def failure_callback_by_id(dir_set: LogDirSet, on_failure: Callable[[DirFailure], None]) -> OnFailure:
+    """The storage edge: ``on_failure(path, errno, op)`` of the channel → ``on_failure(DirFailure)``
+    with the dir's id (mapped here, once)."""
+    def report(dir_path: str, errno: int, op: str) -> None:
+        on_failure(DirFailure(dir_set.id_of(dir_path), dir_path, errno, op))
+    return report

@@ -1,7 +1,9 @@
-"""A partition log's settings (``LogConfig``) and the names of partition dirs."""
+"""A partition log's settings (``LogConfig``), the names of partition dirs and each segment's roll
+jitter (``roll_jitter_ms``)."""
 
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass
 
 
@@ -44,3 +46,15 @@ def parse_partition_dir_name(name: str) -> tuple[str, int, str] | None:
     if not dash or not topic or not part.isdigit():
         return None
     return topic, int(part), kind
+
+
+def roll_jitter_ms(topic: str, partition: int, base_offset: int, roll_ms: int, jitter_ms: int) -> int:
+    """How much earlier than ``roll_ms`` the segment at ``base_offset`` rolls: in
+    [0, min(jitter_ms, roll_ms)), as Kafka's ``segment.jitter.ms``. Kafka draws it at random per
+    segment; here it is a hash of the segment's name, the same across restarts and replicas,
+    and different from partition to partition and from one segment of a partition to the next,
+    so partitions created together drift apart instead of rolling in one burst."""
+    bound = min(jitter_ms, roll_ms)
+    if bound <= 0:
+        return 0
+    return zlib.crc32(f"{topic}-{partition}@{base_offset}".encode()) % bound

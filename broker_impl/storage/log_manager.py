@@ -10,7 +10,7 @@ Start-up (as the broker runtime does it)::
                          now_ms=clock.monotonic_ms)
 
 ``on_failure(dir_path, errno, op)`` fires once per dir, synchronously in the thread that hit
-the error (see :mod:`.failure`); ``failure_callback_by_id`` maps the path to the dir id here,
+the error; ``failure_callback_by_id`` (both in :mod:`.failure`) maps the path to the dir id
 at the storage edge, so nothing above storage looks at paths. The operation that failed
 raises :class:`KafkaStorageError` (answer KAFKA_STORAGE_ERROR); after that every operation on
 the dir fails at once without touching the disk.
@@ -41,11 +41,7 @@ Calls::
     lm.close()                             flush, checkpoints, clean-shutdown marker
     lm.online_dirs(), lm.offline_dirs(), lm.is_online(dir_path), lm.dir_set
 
-Files per log dir: ``replication-offset-checkpoint``, ``recovery-point-offset-checkpoint``,
-``log-start-offset-checkpoint`` (log start offsets moved by retention or DeleteRecords),
-``.kafka_cleanshutdown`` (present only between a clean close and the next open: segments are
-then trusted instead of recovered), ``.lock`` (flock held while open; a second broker on the
-same dir is a fatal LogDirStartupError, an unlockable read-only/failed dir goes offline).
+Files per log dir (checkpoints, ``.kafka_cleanshutdown``, ``.lock``): :mod:`.log_dir_loading`.
 
 Locking: ``_lock`` guards the tables only and is never held across disk I/O, so a hung dir
 cannot stall creation or deletion in the others (the broker runs these per dir); operations
@@ -61,10 +57,8 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
 import threading
 import uuid
-from dataclasses import dataclass
 from typing import Callable
 
 from kafka_common import ids
@@ -73,7 +67,8 @@ from broker_impl.storage import checkpoint as ckpt
 from broker_impl.storage.errors import InconsistentTopicId, KafkaStorageError, LogNotFound
 from broker_impl.storage.failure import DirFailureChannel, OnFailure
 from broker_impl.storage.log_config import LogConfig, partition_dir_name
-from broker_impl.storage.log_dir_loading import CLEAN_SHUTDOWN_FILE, Key, LogDirLoading
+from broker_impl.storage.log_dir_loading import CLEAN_SHUTDOWN_FILE, Key, LogDirLoader
+from broker_impl.storage.log_moves import LogMoves
 from broker_impl.storage.log_maintenance import LogMaintenance
 from broker_impl.storage.partition_log import PartitionLog
 from broker_impl.storage.startup import LogDirSet
@@ -81,26 +76,12 @@ from broker_impl.storage.startup import LogDirSet
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True, slots=True)
-class DirFailure:
-    """The first OSError on a dir, as it leaves the storage layer: the directory id (None
-    for a dir that has none, e.g. a separate metadata dir without meta.properties); the
-    path only for messages and events."""
-    dir_id: uuid.UUID | None
-    path: str
-    errno: int
-    op: str
+class LogManager:
+    """The tables of logs and the dirs; three parts, each holding a reference to the manager
+    as its host protocol: ``loader`` (:class:`~.log_dir_loading.LogDirLoader`: start-up, the
+    dirs' locks), ``maintenance`` (:class:`~.log_maintenance.LogMaintenance`: the periodic
+    work), ``moves`` (:class:`~.log_moves.LogMoves`: deletion, future replicas and their swap)."""
 
-
-def failure_callback_by_id(dir_set: LogDirSet, on_failure: Callable[[DirFailure], None]) -> OnFailure:
-    """The storage edge: ``on_failure(path, errno, op)`` of the channel → ``on_failure(DirFailure)``
-    with the dir's id (mapped here, once)."""
-    def report(dir_path: str, errno: int, op: str) -> None:
-        on_failure(DirFailure(dir_set.id_of(dir_path), dir_path, errno, op))
-    return report
-
-
-class LogManager(LogDirLoading, LogMaintenance):
     def __init__(self, dir_set: LogDirSet, config: LogConfig, *, on_failure: OnFailure | None,
                  now_ms: Callable[[], int]) -> None:
         self.dir_set = dir_set
@@ -120,10 +101,31 @@ class LogManager(LogDirLoading, LogMaintenance):
         # manager names which one the metadata claims (``delete_log`` with its dir)
         self._doubles: dict[Key, list[PartitionLog]] = {}
         self._offline_partitions: dict[Key, tuple[str, uuid.UUID | None]] = {}
-        self._lock_fds: dict[str, int] = {}
+        self.loader = LogDirLoader(self)
+        self.maintenance = LogMaintenance(self)
+        self.moves = LogMoves(self)
         for info in dir_set.dirs:
             if not info.online:
                 self.channel.mark_offline_at_start(info.path)
+
+    @classmethod
+    def open(cls, dir_set: LogDirSet, config: LogConfig, *, on_failure: OnFailure | None,
+             now_ms: Callable[[], int]) -> "LogManager":
+        """Load (and recover) every partition log in the online data dirs. A dir whose load
+        hits an OSError goes offline through the failure channel; the others load."""
+        lm = cls(dir_set, config, on_failure=on_failure, now_ms=now_ms)
+        for path in lm.online_dirs():
+            try:
+                lm.loader.lock_dir(path)
+                lm.loader.load_dir(path)
+            except KafkaStorageError as exc:
+                log.error("log dir %s failed while loading logs: %s", path, exc)
+                lm.mark_offline(path)   # its logs dropped and closed, its .lock released
+        return lm
+
+    def _config(self, topic: str) -> LogConfig:
+        return self.config if self.config_for is None else self.config_for(topic)
+
     # ---- dirs ----------------------------------------------------------------------------
     def online_dirs(self) -> list[str]:
         return [p for p in self._data_dirs if not self.channel.is_offline(p)]
@@ -184,12 +186,7 @@ class LogManager(LogDirLoading, LogMaintenance):
         with self._lock:
             if not self.channel.is_offline(dir_path):
                 self.channel.mark_offline_at_start(dir_path)
-            fd = self._lock_fds.pop(dir_path, None)
-            if fd is not None:
-                try:
-                    os.close(fd)
-                except OSError:
-                    pass
+            self.loader.release(dir_path)
             return self._drop_dir(dir_path)
 
     def _drop_dir(self, dir_path: str) -> tuple[list[tuple[str, int, uuid.UUID | None]], list[PartitionLog]]:
@@ -335,108 +332,53 @@ class LogManager(LogDirLoading, LogMaintenance):
             raise InconsistentTopicId(f"{plog.path} has topic id {ids.to_base64(plog.topic_id)}, "
                                       f"metadata says {ids.to_base64(topic_id)}")
 
+    # ---- the parts' calls: deletion and future replicas (LogMoves), periodic work (LogMaintenance)
     def delete_log(self, topic: str, partition: int, *, dir_id: uuid.UUID | None = None) -> str:
-        """Kafka's ``asyncDelete``, its first half: close the log of ``topic``-``partition`` (the
-        one in ``dir_id`` when given: a stray beside a re-created topic's log) and rename its
-        dir ``<topic>-<p>.<uuid hex>-delete`` (the parent synced); returns the new path, for
-        :meth:`remove_deleted`. The name is free at once for a new incarnation; a ``-delete``
-        dir left by a crash is removed at the next start-up."""
-        key = (topic, partition)
-        path = self.path_of(dir_id) if dir_id is not None else None
-        with self._key_lock(key):
-            with self._lock:
-                plog = self._logs.get(key)
-                if plog is not None and (path is None or plog.log_dir == os.path.abspath(path)):
-                    del self._logs[key]
-                    doubles = self._doubles.get(key)
-                    if doubles:   # the other incarnation's log takes the partition's place
-                        self._logs[key] = doubles.pop(0)
-                else:
-                    doubles = self._doubles.get(key, [])
-                    plog = next((d for d in doubles if path is not None and d.log_dir == os.path.abspath(path)), None)
-                    if plog is not None:
-                        doubles.remove(plog)
-                if not self._doubles.get(key):
-                    self._doubles.pop(key, None)
-            if plog is None:
-                raise LogNotFound(f"no log for {topic}-{partition}" + (f" in {path}" if path else ""))
-            plog.close()
-            new = os.path.join(plog.log_dir, f"{partition_dir_name(topic, partition)}.{uuid.uuid4().hex}-delete")
-            with self.channel.io(plog.log_dir, "delete_log"):
-                os.rename(plog.path, new)
-                fsutil.fsync_dir(plog.log_dir)
-            return new
+        return self.moves.delete_log(topic, partition, dir_id=dir_id)
 
     def remove_deleted(self, path: str) -> None:
-        """The second half: remove a ``-delete`` dir and everything in it (an OSError there is
-        a failure of its log dir, as any other)."""
-        log_dir = os.path.dirname(os.path.abspath(path))
-        with self.channel.io(log_dir, "delete_log"):
-            if os.path.lexists(path):
-                shutil.rmtree(path)
+        self.moves.remove_deleted(path)
 
-    # ---- future replicas (AlterReplicaLogDirs) -------------------------------------------
     def create_future_log(self, topic_id: uuid.UUID | None, topic: str, partition: int, dir_path: str | None = None,
                           *, dir_id: uuid.UUID | None = None) -> PartitionLog:
-        key = (topic, partition)
-        if dir_id is not None:
-            dir_path = self._path_of_id(dir_id)
-        assert dir_path is not None, "create_future_log needs a dir"
-        with self._key_lock(key):
-            with self._lock:
-                existing = self._futures.get(key)
-                current = self._logs.get(key)
-            if existing is not None:
-                return existing
-            path = self._require_data_dir(dir_path)
-            if current is not None and current.log_dir == path:
-                raise ValueError(f"{topic}-{partition} already lives in {path}")
-            name = f"{partition_dir_name(topic, partition)}.{uuid.uuid4().hex}-future"
-            plog = PartitionLog.create(path, topic, partition, topic_id, self._config(topic), self.channel, self._now_ms,
-                                       dir_name=name)
-            self._install(self._futures, key, plog)
-            return plog
+        return self.moves.create_future_log(topic_id, topic, partition, dir_path, dir_id=dir_id)
 
     def delete_future_log(self, topic: str, partition: int) -> None:
-        with self._key_lock((topic, partition)):
-            with self._lock:
-                plog = self._futures.pop((topic, partition), None)
-            if plog is not None:
-                plog.delete()
+        self.moves.delete_future_log(topic, partition)
 
     def replace_current_with_future(self, topic: str, partition: int) -> PartitionLog:
-        """Swap: the future log becomes ``<topic>-<p>`` in its dir, the old current is deleted.
-        The disk work runs outside the table lock (readers see the old current until the
-        tables switch); a future dir that went offline meanwhile fails the swap."""
-        key = (topic, partition)
-        with self._key_lock(key):
-            with self._lock:
-                future = self._futures.get(key)
-                current = self._logs.get(key)
-            if future is None:
-                raise LogNotFound(f"no future log for {topic}-{partition}")
-            hw = current.high_watermark if current is not None else future.high_watermark
-            try:
-                future.flush()
-                future.close()
-                final = os.path.join(future.log_dir, partition_dir_name(topic, partition))
-                with self.channel.io(future.log_dir, "roll"):
-                    os.rename(future.path, final)
-                    fsutil.fsync_dir(future.log_dir)
-                new = PartitionLog.load(future.log_dir, os.path.basename(final), self._config(topic), self.channel,
-                                        self._now_ms, recovery_point=future.log_end_offset, high_watermark=hw,
-                                        clean_shutdown=True)
-            finally:
-                with self._lock:    # closed (and maybe renamed): no longer a future to write to
-                    if self._futures.get(key) is future:
-                        del self._futures[key]
-            old = self._install(self._logs, key, new, "roll")
-            if old is not None:
-                try:
-                    old.delete()
-                except KafkaStorageError as exc:  # the old dir failed: the new copy is what counts
-                    log.error("could not delete the old replica of %s-%s: %s", topic, partition, exc)
-            return new
+        return self.moves.replace_current_with_future(topic, partition)
+
+    def flush_all(self) -> list[str]:
+        return self.maintenance.flush_all()
+
+    def maybe_flush_all(self, now_ms: int, *, only_dir: str | None = None) -> list[str]:
+        return self.maintenance.maybe_flush_all(now_ms, only_dir=only_dir)
+
+    def checkpoint_high_watermarks(self, *, only_dir: str | None = None) -> list[str]:
+        return self.maintenance.checkpoint_high_watermarks(only_dir=only_dir)
+
+    def checkpoint_recovery_points(self, *, only_dir: str | None = None) -> list[str]:
+        return self.maintenance.checkpoint_recovery_points(only_dir=only_dir)
+
+    def enforce_retention(self, wall_ms: int, *, only_dir: str, max_segments: int) -> tuple[int, list[str]]:
+        return self.maintenance.enforce_retention(wall_ms, only_dir=only_dir, max_segments=max_segments)
+
+    def refresh_configs(self) -> None:
+        self.maintenance.refresh_configs()
+
+    def probe_dir(self, dir_path: str) -> None:
+        self.maintenance.probe_dir(dir_path)
+
+    def probe_targets(self) -> list[str]:
+        return self.maintenance.probe_targets()
+
+    def probe_all(self) -> list[str]:
+        return self.maintenance.probe_all()
+
+    def release_locks(self) -> None:
+        """Give up every dir's ``.lock`` (the loader's)."""
+        self.loader.release_locks()
 
     def close(self) -> None:
         """Clean shutdown: flush every log, write both checkpoints, then the clean-shutdown

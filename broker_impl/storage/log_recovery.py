@@ -1,6 +1,6 @@
 """Recovery of one partition's segments at load (Kafka's ``LogLoader``): which segments are
 trusted, which are re-read batch by batch and truncated at the first bad one, and the
-leader epochs found on the way. Used by :meth:`broker_impl.storage.partition_log.PartitionLog.load`.
+leader epochs found on the way. Used by :func:`broker_impl.storage.log_open.load`.
 """
 
 from __future__ import annotations

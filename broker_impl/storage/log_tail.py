@@ -17,28 +17,59 @@ append copies its data at most once, a read of whole appends copies nothing) and
 there. An append grows the lists in place past the ``n`` entries of the tuple it then
 publishes, so a reader's snapshot never changes under it; trimming the front (batches below
 the HW, or past the cap) publishes new lists, only once it drops half the entries or the cap
-is passed (then down to half the cap), so that costs O(1) per batch. Mixed into
-:class:`broker_impl.storage.partition_log.PartitionLog`, which owns ``_tail`` and clears it
-whenever the log's end moves other than by an append.
+is passed (then down to half the cap), so that costs O(1) per batch. A part of
+:class:`broker_impl.storage.partition_log.PartitionLog` (its ``tail``), which tells it each
+append (:meth:`TailCache.remember`, under the log's lock) and clears it whenever the log's
+end moves other than by an append (:meth:`TailCache.clear`).
 """
 
 from __future__ import annotations
 
 import bisect
+from typing import TYPE_CHECKING, Protocol
 
 from kafka_common import batch_header as bh
 
+if TYPE_CHECKING:
+    from broker_impl.storage.log_config import LogConfig
+
+Batches = tuple[list[int], list[int], list[int], list[bytes], list[int], int]
+
+
+class TailHost(Protocol):
+    """The log as its tail cache sees it: its current config (replaced whole by a topic
+    config change), whether it was closed, and its end (lock-free reads)."""
+    config: LogConfig
+    closed: bool
+
+    @property
+    def log_end_offset(self) -> int: ...
+
 
 class TailCache:
-    def _remember_tail(self, data: bytes | bytearray | memoryview, headers: list[tuple[int, bh.BatchHeader]]) -> None:
-        cfg = self.config
+    """Owns ``batches``: the published tuple (None: nothing kept), replaced as a whole."""
+
+    __slots__ = ("host", "batches")
+
+    def __init__(self, host: TailHost) -> None:
+        self.host = host
+        self.batches: Batches | None = None
+
+    def clear(self) -> None:
+        self.batches = None
+
+    def remember(self, data: bytes | bytearray | memoryview, headers: list[tuple[int, bh.BatchHeader]],
+                 hw: int) -> None:
+        """An append of ``data`` (its batches' ``headers``), with the log's high watermark
+        ``hw``: kept, the front trimmed (below ``hw``, past the cap)."""
+        cfg = self.host.config
         cap = max(cfg.tail_cache_max_bytes, cfg.tail_cache_bytes)
         size = len(data)
         if size > cap or not headers:
-            self._tail = None
+            self.batches = None
             return
         chunk = data if type(data) is bytes else bytes(data)
-        old = self._tail
+        old = self.batches
         if old is not None:
             bases, ends, cum, chunks, starts, n = old
             # grow in place only where no snapshot can see it: past n entries
@@ -55,35 +86,24 @@ class TailCache:
             total += h.size_bytes
             cum.append(total)
         n += len(headers)
-        drop = self._tail_drop(ends, cum, n, cfg.tail_cache_bytes, cap)
+        drop = _drop(ends, cum, n, hw, cfg.tail_cache_bytes, cap)
         if drop:
             bases, ends, cum, chunks, starts = (bases[drop:n], ends[drop:n], cum[drop:n + 1], chunks[drop:n],
                                                 starts[drop:n])
             n -= drop
-        self._tail = (bases, ends, cum, chunks, starts, n)
+        self.batches = (bases, ends, cum, chunks, starts, n)
 
-    def _tail_drop(self, ends: list[int], cum: list[int], n: int, floor: int, cap: int) -> int:
-        """How many batches to drop from the front (0: keep the lists as they are): those
-        every ISR follower has (below the HW) beyond the newest ``floor`` bytes, once they are
-        half the entries; past the cap, down to half the cap."""
-        total = cum[n]
-        committed = bisect.bisect_right(ends, self._hw, 0, n)
-        beyond_floor = max(0, bisect.bisect_right(cum, total - floor, 0, n + 1) - 1)
-        drop = min(committed, beyond_floor)
-        if total - cum[0] > cap:
-            return min(n - 1, max(drop, bisect.bisect_left(cum, total - cap // 2, 0, n + 1)))
-        return drop if drop * 2 >= n else 0
-
-    def read_tail(self, offset: int, max_bytes: int, upper_offset: int | None = None,
-                  min_one: bool = True) -> bytes | None:
+    def read(self, offset: int, max_bytes: int, upper_offset: int | None = None,
+             min_one: bool = True) -> bytes | None:
         """``read`` served from the newest appended batches kept in memory, without a lock or
         I/O (for the event loop): the same bytes ``read`` would return, or ``None`` when
-        ``offset`` is not among them (read from the disk then)."""
-        t = self._tail
-        if t is None or self.closed:
+        ``offset`` is not among them (read from the disk then). The log's ``read_tail``."""
+        t = self.batches
+        host = self.host
+        if t is None or host.closed:
             return None
         bases, ends, cum, chunks, starts, n = t
-        if not n or ends[n - 1] != self.log_end_offset:
+        if not n or ends[n - 1] != host.log_end_offset:
             return None
         i = bisect.bisect_right(bases, offset, 0, n) - 1
         if i < 0 or offset >= ends[i]:
@@ -109,3 +129,16 @@ class TailCache:
         if len(parts) == 1:
             return parts[0] if type(parts[0]) is bytes else bytes(parts[0])
         return b"".join(parts)
+
+
+def _drop(ends: list[int], cum: list[int], n: int, hw: int, floor: int, cap: int) -> int:
+    """How many batches to drop from the front (0: keep the lists as they are): those
+    every ISR follower has (below the HW) beyond the newest ``floor`` bytes, once they are
+    half the entries; past the cap, down to half the cap."""
+    total = cum[n]
+    committed = bisect.bisect_right(ends, hw, 0, n)
+    beyond_floor = max(0, bisect.bisect_right(cum, total - floor, 0, n + 1) - 1)
+    drop = min(committed, beyond_floor)
+    if total - cum[0] > cap:
+        return min(n - 1, max(drop, bisect.bisect_left(cum, total - cap // 2, 0, n + 1)))
+    return drop if drop * 2 >= n else 0

@@ -33,17 +33,12 @@ broker's event loop may use them while the log's dir worker is inside a slow app
     log.producer_state                              ``broker_impl.state.producers.ProducerState``
 
 Producer state (Kafka's ProducerStateManager): every append — leader, follower, future log —
-records its batches' producer id / epoch / sequences / offsets in ``producer_state``, so a
-follower that becomes leader knows every producer's last batches. A load (recovery) and a
-truncation rebuild it from the log: the batch headers of the newest segments, at most
-``LogConfig.producer_state_scan_bytes`` of log (whole batches from an index entry; the older
-bytes are not read). A producer whose last batch lies only in older bytes is then unknown,
-which the state treats leniently (accepted at any sequence), never as an error. Kafka instead
-snapshots the state at each roll; a header scan of the tail is our bounded equivalent.
+records its batches' producer id / epoch / sequences / offsets in ``producer_state``; a load
+and a truncation rebuild it from the log's tail (:mod:`broker_impl.storage.log_open`).
 
-Retention, the log start offset and truncation: :mod:`broker_impl.storage.log_trim`; flush
-(fsyncs outside the log's lock): :mod:`broker_impl.storage.log_flush`; the in-memory tail
-served by ``read_tail``: :mod:`broker_impl.storage.log_tail`.
+The log's parts, each seeing the log through its own host protocol: retention, the log start
+and truncation (:mod:`.log_trim`); flush, fsyncs outside the lock (:mod:`.log_flush`); the
+in-memory tail ``read_tail`` serves (:mod:`.log_tail`). Creation and loading: :mod:`.log_open`.
 
 Segments roll by size (``log.segment.bytes``) and age (``log.roll.ms``, clock injected as
 ``now_ms``; less each segment's jitter, :func:`roll_jitter_ms`). A new segment is named by its
@@ -53,51 +48,40 @@ base offset; the previous one is fsynced at roll and the recovery point moves to
 from __future__ import annotations
 
 import bisect
-import logging
 import os
 import shutil
 import threading
 import uuid
-import zlib
 from typing import Callable
 
 from kafka_common import batch_header as bh
 from kafka_runtime import fsutil
 from broker_impl.state.producers import Outcome, ProducerState, SequencedBatch
-from broker_impl.storage import batch_crc, flush_deferral
+from broker_impl.storage import batch_crc, flush_deferral, log_open
 from broker_impl.storage import checkpoint as ckpt
 from broker_impl.storage.epoch_cache import LeaderEpochCache, end_offset_for
 from broker_impl.storage.errors import (INVALID_PRODUCER_EPOCH, MESSAGE_TOO_LARGE, OUT_OF_ORDER_SEQUENCE_NUMBER,
                                         InvalidRecordBatch, KafkaStorageError, OffsetOutOfRange,
                                         LogClosed, ProducerSequenceError)
 from broker_impl.storage.failure import DirFailureChannel
-from broker_impl.storage.log_config import LogConfig, parse_partition_dir_name, partition_dir_name
-from broker_impl.storage.log_flush import LogFlushing
-from broker_impl.storage.log_recovery import RecoverySummary, recover_segments, scan_epochs
+from broker_impl.storage.log_config import LogConfig, roll_jitter_ms
+from broker_impl.storage.log_flush import LogFlusher
+from broker_impl.storage.log_recovery import RecoverySummary
 from broker_impl.storage.log_tail import TailCache
-from broker_impl.storage.log_trim import LogTrimming
+from broker_impl.storage.log_trim import LogTrimmer
 from broker_impl.storage.segment import LogSegment
 
-log = logging.getLogger(__name__)
 NowMs = Callable[[], int]
-
-
-def roll_jitter_ms(topic: str, partition: int, base_offset: int, roll_ms: int, jitter_ms: int) -> int:
-    """How much earlier than ``roll_ms`` the segment at ``base_offset`` rolls: in
-    [0, min(jitter_ms, roll_ms)), as Kafka's ``segment.jitter.ms``. Kafka draws it at random per
-    segment; here it is a hash of the segment's name, the same across restarts and replicas,
-    and different from partition to partition and from one segment of a partition to the next,
-    so partitions created together drift apart instead of rolling in one burst."""
-    bound = min(jitter_ms, roll_ms)
-    if bound <= 0:
-        return 0
-    return zlib.crc32(f"{topic}-{partition}@{base_offset}".encode()) % bound
 
 
 FLUSH_NEVER = 2**63 - 1   # log.flush.interval.messages' default: no flush by count
 
 
-class PartitionLog(TailCache, LogTrimming, LogFlushing):
+class PartitionLog:
+    """The segments, offsets, lock and unflushed marks; three parts, each holding a reference
+    to the log as its host protocol: ``tail`` (:class:`~.log_tail.TailCache`), ``flusher``
+    (:class:`~.log_flush.LogFlusher`), ``trimmer`` (:class:`~.log_trim.LogTrimmer`)."""
+
     def __init__(self, *, log_dir: str, path: str, topic: str, partition: int, topic_id: uuid.UUID | None,
                  config: LogConfig, channel: DirFailureChannel, now_ms: NowMs) -> None:
         self.log_dir = log_dir
@@ -116,43 +100,26 @@ class PartitionLog(TailCache, LogTrimming, LogFlushing):
         self.recovery_point = 0
         self._unflushed_messages = 0
         self._dirty: set[int] = set()  # base offsets of segments with unflushed writes
-        self._last_flush_ms = now_ms()
         self.epoch_cache = LeaderEpochCache([], self._persist_epochs, self._epochs_assigned)
         self._epochs_unpersisted = False   # assigned since the file was last written (the next flush writes it)
         self.recovery = RecoverySummary()
         self.producer_state = ProducerState()
         self.closed = False
-        # the newest appended batches, as written: (batch bases, batch ends, byte positions,
-        # bytes), replaced as a whole (readers on the event loop take a snapshot)
-        self._tail: tuple[list[int], list[int], list[int], list[bytes], list[int], int] | None = None   # log_tail
         self._parent_unsynced = False  # a new log's dir entry, not yet synced in the log dir
         self._segment_entry_unsynced = False   # a rolled segment's entry, not yet synced in self.path
-        self._inflight: list = []      # what the flushes under way took (log_flush._Unsynced)
         self._truncations = 0          # counts truncations: a flush across one keeps the recovery point
+        # the newest appended batches, in memory; its read is the log's (lock-free, on the loop)
+        self.tail = TailCache(self)
+        self.read_tail = self.tail.read
+        self.flusher = LogFlusher(self, now_ms())   # fsync, outside the lock; the time-based policy
+        self.trimmer = LogTrimmer(self)             # log start, retention, truncation
 
-    # ---- creation and loading ------------------------------------------------------------
+    # ---- creation and loading: :mod:`broker_impl.storage.log_open` ----------------------------
     @classmethod
     def create(cls, log_dir: str, topic: str, partition: int, topic_id: uuid.UUID | None, config: LogConfig,
                channel: DirFailureChannel, now_ms: NowMs, *, dir_name: str | None = None) -> "PartitionLog":
-        path = os.path.join(log_dir, dir_name or partition_dir_name(topic, partition))
-        plog = cls(log_dir=log_dir, path=path, topic=topic, partition=partition, topic_id=topic_id,
-                   config=config, channel=channel, now_ms=now_ms)
-        with channel.io(log_dir, "create_log"):
-            os.makedirs(path)  # the manager loads an existing dir instead of creating it
-            plog._add_segment(LogSegment.create(path, 0, index_interval_bytes=config.index_interval_bytes,
-                                                created_ms=now_ms()))
-            # one sync of the partition dir makes its entries (segment files, partition.metadata)
-            # durable: write_partition_metadata's atomic write ends with it
-            if topic_id is not None:
-                ckpt.write_partition_metadata(os.path.join(path, ckpt.PARTITION_METADATA), topic_id)
-            else:
-                fsutil.fsync_dir(path)
-        # The partition dir's own entry in the log dir is synced by the log's first flush or
-        # roll, before anything is durable in it (``_parent_unsynced``): an empty log lost in
-        # a crash is created again from the metadata. Creating a 300-partition topic costs
-        # each broker one fsync less per replica (Kafka syncs no dir at creation).
-        plog._parent_unsynced = True
-        return plog
+        """A new, empty log in ``<log_dir>/<dir_name>`` (default: ``<topic>-<partition>``)."""
+        return log_open.create(cls, log_dir, topic, partition, topic_id, config, channel, now_ms, dir_name=dir_name)
 
     @classmethod
     def load(cls, log_dir: str, dir_name: str, config: LogConfig, channel: DirFailureChannel, now_ms: NowMs, *,
@@ -160,56 +127,14 @@ class PartitionLog(TailCache, LogTrimming, LogFlushing):
              log_start_offset: int = 0) -> "PartitionLog":
         """Open an existing partition dir; recover segments at or after ``recovery_point``
         (everything is trusted after a clean shutdown) truncating at the first bad batch."""
-        parsed = parse_partition_dir_name(dir_name)
-        if parsed is None:
-            raise ValueError(f"{dir_name!r} is not a partition dir name")
-        topic, partition, _kind = parsed
-        path = os.path.join(log_dir, dir_name)
-        with channel.io(log_dir, "load"):
-            try:
-                topic_id = ckpt.read_partition_metadata(os.path.join(path, ckpt.PARTITION_METADATA))
-            except ckpt.CheckpointFormatError as exc:
-                log.warning("%s: no usable topic id (treated as a stray by replica management)", exc)
-                topic_id = None
-            plog = cls(log_dir=log_dir, path=path, topic=topic, partition=partition, topic_id=topic_id,
-                       config=config, channel=channel, now_ms=now_ms)
-            segments, recovered_epochs, plog.recovery = recover_segments(
-                path, config.index_interval_bytes, recovery_point, clean_shutdown, now_ms())
-            for seg in segments:
-                plog._add_segment(seg)
-            plog._log_start = plog._segments[0].base_offset
-            plog.recovery_point = plog.log_end_offset
-            plog._log_start = min(max(plog._log_start, log_start_offset), plog.log_end_offset)
-            try:
-                epochs = ckpt.read_epochs(os.path.join(path, ckpt.EPOCH_CHECKPOINT))
-            except ckpt.CheckpointFormatError as exc:
-                log.warning("%s: rebuilding the leader-epoch cache from the batches", exc)
-                epochs = []
-                recovered_epochs = scan_epochs(plog._segments)
-            plog.epoch_cache = LeaderEpochCache(epochs, plog._persist_epochs, plog._epochs_assigned)
-            plog.epoch_cache.assign_many(recovered_epochs)
-            plog.epoch_cache.truncate_from_end(plog.log_end_offset)
-            plog.epoch_cache.truncate_from_start(plog._log_start)
-            if plog._epochs_unpersisted:   # the recovery point is the log end now: so must the file be
-                plog._persist_epochs(plog.epoch_cache.entries)
-            plog._rebuild_producer_state()
-        plog._hw = min(max(high_watermark, plog._log_start), plog.log_end_offset)
-        return plog
+        return log_open.load(cls, log_dir, dir_name, config, channel, now_ms, recovery_point=recovery_point,
+                             high_watermark=high_watermark, clean_shutdown=clean_shutdown,
+                             log_start_offset=log_start_offset)
 
     def _rebuild_producer_state(self) -> None:
-        """Replay the batch headers of the log tail (at most ``producer_state_scan_bytes``,
-        newest segments first back to that bound) into a fresh producer state. Raises OSError
-        (callers run it inside a channel.io block)."""
-        budget = self.config.producer_state_scan_bytes
-        start = len(self._segments) - 1
-        while start > 0 and budget - self._segments[start].size > 0:
-            budget -= self._segments[start].size
-            start -= 1
-
-        def headers():
-            for i, seg in enumerate(self._segments[start:]):
-                yield from seg.iter_headers(seg.tail_start(budget) if i == 0 else 0)
-        self.producer_state.rebuild(headers())
+        """:func:`.log_open.rebuild_producer_state` (raises OSError: callers run it inside a
+        channel.io block)."""
+        log_open.rebuild_producer_state(self._segments, self.config.producer_state_scan_bytes, self.producer_state)
 
     def _add_segment(self, seg: LogSegment) -> None:
         self._segments.append(seg)
@@ -219,6 +144,10 @@ class PartitionLog(TailCache, LogTrimming, LogFlushing):
         with self._channel.io(self.log_dir, "epoch_checkpoint"):
             ckpt.write_epochs(os.path.join(self.path, ckpt.EPOCH_CHECKPOINT), entries)
         self._epochs_unpersisted = False
+
+    def _persist_epochs_if_due(self) -> None:
+        if self._epochs_unpersisted:
+            self._persist_epochs(self.epoch_cache.entries)
 
     def _epochs_assigned(self) -> None:
         """A new epoch entry (a leader's epoch start, a follower's batches of a new epoch): it
@@ -346,10 +275,10 @@ class PartitionLog(TailCache, LogTrimming, LogFlushing):
                              or self._aged(seg, now)
                              or not seg.can_hold(last_offset)):
             seg = self._roll(headers[0][1].base_offset)
-            self._tail = None   # read() does not cross segments: neither does read_tail()
+            self.tail.clear()   # read() does not cross segments: neither does read_tail()
         with self._channel.io(self.log_dir, "append"):
             seg.append(data, headers)
-        self._remember_tail(data, headers)
+        self.tail.remember(data, headers, self._hw)
         for _, header in headers:
             self.producer_state.record_header(header)
         self._dirty.add(seg.base_offset)
@@ -412,7 +341,6 @@ class PartitionLog(TailCache, LogTrimming, LogFlushing):
                         pos += header.size_bytes
             return None
 
-
     def segment_marks(self) -> list[tuple[int, int, int]]:
         """(base offset, size in bytes, file modification time in ms) of every segment, oldest
         first — what ListOffsets v0 answers from (Kafka's ``legacyFetchOffsetsBefore``)."""
@@ -420,6 +348,25 @@ class PartitionLog(TailCache, LogTrimming, LogFlushing):
             with self._channel.io(self.log_dir, "read"):
                 return [(seg.base_offset, seg.size, int(os.stat(seg.log_path).st_mtime * 1000))
                         for seg in self._segments]
+
+    # ---- the parts' calls: flush (LogFlusher), log start / retention / truncation (LogTrimmer)
+    def flush(self) -> bool:
+        return self.flusher.flush()
+
+    def maybe_flush(self, now_ms: int) -> bool:
+        return self.flusher.maybe_flush(now_ms)
+
+    def increment_log_start_offset(self, offset: int) -> int:
+        return self.trimmer.increment_log_start_offset(offset)
+
+    def enforce_retention(self, wall_ms: int, max_segments: int = 1 << 30) -> int:
+        return self.trimmer.enforce_retention(wall_ms, max_segments)
+
+    def truncate_to(self, offset: int) -> bool:
+        return self.trimmer.truncate_to(offset)
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        self.trimmer.truncate_fully_and_start_at(offset)
 
     # ---- life cycle ----------------------------------------------------------------------
     def _check_open(self, op: str) -> None:
@@ -436,7 +383,7 @@ class PartitionLog(TailCache, LogTrimming, LogFlushing):
         with self._lock:
             for seg in self._segments:
                 seg.close()
-            self._tail = None
+            self.tail.clear()
             self.closed = True
 
     def delete(self) -> None:

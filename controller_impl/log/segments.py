@@ -5,11 +5,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from controller_impl.errors import ControllerError
+
 DIR_NAME = "__cluster_metadata-0"
 SUFFIX = ".log"
 
 
-class LogError(Exception):
+class LogError(ControllerError):
     """A misuse of the log (offsets out of order, truncation past the end)."""
 
 

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from controller_impl.errors import ControllerError
+
 UNATTACHED, VOTED, PROSPECTIVE, CANDIDATE, LEADER, FOLLOWER, RESIGNED = (
     "unattached", "voted", "prospective", "candidate", "leader", "follower", "resigned")
 RETRY_MS_MAX = 250
 BACKOFF_BASE_MS = 50
 
 
-class RaftInvariantError(Exception):
+class RaftInvariantError(ControllerError):
     """A rule of Raft would be broken (a committed record would be lost): never expected."""
 
 

@@ -14,8 +14,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from controller_impl.errors import ControllerError
 
-class LogShapeError(Exception):
+
+class LogShapeError(ControllerError):
     """An append or truncation that would break the log's invariants (a bug in the caller)."""
 
 

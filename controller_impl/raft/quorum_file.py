@@ -8,10 +8,12 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from controller_impl.errors import ControllerError
+
 FILE_NAME = "quorum-state"
 
 
-class QuorumFileError(Exception):
+class QuorumFileError(ControllerError):
     """The quorum-state file is unreadable or inconsistent."""
 
 

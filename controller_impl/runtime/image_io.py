@@ -10,6 +10,7 @@ import sys
 import time
 from typing import Any, Callable
 
+from controller_impl.errors import ControllerError
 from kafka_common.metadata import snapshot as snapshot_format
 from kafka_common.metadata.batches import decode_batches, encode_batch
 from kafka_common.metadata import records as r
@@ -32,11 +33,11 @@ DEFERRED_INSTALL_MIN_RECORDS = 1000
 BROKER_RECORDS = frozenset({r.BrokerRegistrationChangeRecord, r.FenceBrokerRecord, r.UnfenceBrokerRecord})
 
 
-class FatalError(Exception):
+class FatalError(ControllerError):
     """The controller cannot go on (metadata log unwritable, replay mismatch, bad storage)."""
 
 
-class ReplayFailed(Exception):
+class ReplayFailed(ControllerError):
     """The image refused a record the state machine produced: image and log would part."""
 
 

@@ -15,6 +15,7 @@ import time
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
+from controller_impl.errors import ControllerError
 from kafka_common.metadata.records import NoOpRecord
 
 from controller_impl.runtime.image_io import (BIG_CHANGE_RECORDS, FatalError, ReplayFailed, compute,
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
 TICK_INTERVAL_MS = 100
 
 
-class NotActive(Exception):
+class NotActive(ControllerError):
     """This controller is not (or no longer) the active one."""
 
 

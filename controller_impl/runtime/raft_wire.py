@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
+from controller_impl.errors import ControllerError
 from kafka_common import ids, wire
 from kafka_common.wire import ApiKey, ErrorCode
 
@@ -26,7 +27,7 @@ VOTER_FETCH_VERSION = 13
 TOPIC = ids.METADATA_TOPIC
 
 
-class RaftWireError(ValueError):
+class RaftWireError(ControllerError, ValueError):
     """A Raft request that does not name exactly __cluster_metadata partition 0."""
 
 

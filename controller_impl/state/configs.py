@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any, Callable
 
+from controller_impl.errors import ControllerError
 from kafka_common import topic_config as tc
 from kafka_common import wire
 from kafka_common.metadata import records as r
@@ -33,7 +34,7 @@ from controller_impl.state.view import WorkingView
 ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS = ApiKey.ALTER_CONFIGS, ApiKey.INCREMENTAL_ALTER_CONFIGS
 
 
-class ResourceError(Exception):
+class ResourceError(ControllerError):
     def __init__(self, code: ErrorCode, message: str) -> None:
         super().__init__(message)
         self.code = code

@@ -20,8 +20,10 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from controller_impl.errors import ControllerError
 
-class PlacementError(ValueError):
+
+class PlacementError(ControllerError, ValueError):
     """The requested replication cannot be placed (the message says why)."""
 
 

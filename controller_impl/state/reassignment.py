@@ -38,6 +38,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from controller_impl.errors import ControllerError
 from kafka_common import wire
 from kafka_common.ids import UNASSIGNED
 from kafka_common.metadata import records as r
@@ -49,7 +50,7 @@ from controller_impl.state.result import ZERO_THROTTLE
 from controller_impl.state.view import WorkingView
 
 
-class ReassignmentError(Exception):
+class ReassignmentError(ControllerError):
     def __init__(self, code: ErrorCode, message: str) -> None:
         super().__init__(message)
         self.code = code

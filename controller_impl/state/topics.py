@@ -26,6 +26,7 @@ import random
 import re
 from typing import Any
 
+from controller_impl.errors import ControllerError
 from kafka_common import wire
 from kafka_common.ids import ZERO_UUID, random_uuid
 from kafka_common.metadata import records as r
@@ -45,7 +46,7 @@ MAX_PARTITIONS_PER_REQUEST = 10_000
 _LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
 
 
-class TopicError(Exception):
+class TopicError(ControllerError):
     def __init__(self, code: ErrorCode, message: str) -> None:
         super().__init__(message)
         self.code = code

@@ -65,7 +65,8 @@ from harness.checkers.corruption import corruption_detect_rows
 from harness.checkers.durability import analyse_durability
 from harness.checkers.operator import leader_rebalance_rows
 from harness.checkers.replay import REGISTRATION_CHANGES, controller_events, is_offline_reason, view_at
-from harness.checkers.service import analyse_service, service_metric_rows
+from harness.checkers.service import analyse_service
+from harness.checkers.service_metrics import service_metric_rows
 from harness.checkers.service_windows import SERVICE_METRICS
 from harness.history.model import History
 

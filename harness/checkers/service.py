@@ -87,10 +87,11 @@ broker took from a Produce request's arrival to its answer (waiting for the foll
 included) — and ``_p99_ms``, the highest p99 of any broker in any of those seconds. A client
 latency far above them was spent in the client's own queue (librdkafka: one partition per
 request, at most 5 in flight), not in the brokers. The event stamps are the nodes' realtime
-clock, the host's.
+clock, the host's (:mod:`harness.checkers.broker_produce`).
 
 The ops, windows, fault domains, bounds and rolling windows are measured in
-:mod:`harness.checkers.service_windows`; this module judges them.
+:mod:`harness.checkers.service_windows`; this module judges them;
+:mod:`harness.checkers.service_metrics` turns the analysis into rows of the ``metrics`` table.
 """
 
 from __future__ import annotations
@@ -100,6 +101,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.checkers.base import UNKNOWN, CheckResult, Valid, merge_valid, valid_text
+from harness.checkers.broker_produce import broker_produce_stats, broker_seconds
 from harness.checkers.common import InjectedFault, injected_faults, partition_timelines
 from harness.checkers.replay import view_at
 from harness.checkers.service_windows import (DEGRADATION_WINDOW_MS, MIN_BASELINE_OPS, MIN_WINDOW_OPS, MS,
@@ -108,9 +110,9 @@ from harness.checkers.service_windows import (DEGRADATION_WINDOW_MS, MIN_BASELIN
                                               ProduceOp, Rolling, ServiceBounds, Windows, fault_domain, is_slow,
                                               percentile, produce_ops, recovery_reference, recovery_start,
                                               service_windows, slow_intervals)
-from harness.history.model import Event, History
+from harness.history.model import History
 
-__all__ = ["PartitionService", "ServiceAnalysis", "analyse_service", "check_service", "service_metric_rows"]
+__all__ = ["PartitionService", "ServiceAnalysis", "analyse_service", "check_service"]
 
 
 @dataclass
@@ -164,41 +166,6 @@ def _window_stats(ops: list[ProduceOp], span: tuple[int, int] | None) -> dict[st
             "per_s": acked / ((b - a) / 1e9), "span_ms": (b - a) / MS}
 
 
-
-PRODUCE_API = "0"
-
-
-def broker_seconds(history: History) -> list[tuple[int, int, int, float, float]]:
-    """The brokers' ``request_metrics`` windows with Produce requests: (start ns, end ns,
-    requests, mean total ms, p99 total ms). A malformed event is not a figure."""
-    out = []
-    for e in history.entries:
-        if not isinstance(e, Event) or e.event != "request_metrics" or e.role != "broker":
-            continue
-        api = (e.attrs.get("apis") or {}).get(PRODUCE_API)
-        window_ms = e.attrs.get("window_ms")
-        if not isinstance(api, dict) or not isinstance(window_ms, (int, float)):
-            continue
-        try:
-            out.append((int(e.ts_ns - window_ms * MS), e.ts_ns, int(api["count"]), float(api["total"]["mean"]),
-                        float(api["total"]["p99"])))
-        except (KeyError, TypeError, ValueError):
-            continue
-    return out
-
-
-def broker_produce_stats(seconds: list[tuple[int, int, int, float, float]],
-                         span: tuple[int, int] | None) -> dict[str, Any] | None:
-    """The brokers' Produce time over ``span`` from their windows (:func:`broker_seconds`)
-    that lie inside it: requests, count-weighted mean of the total, the highest window p99 (ms)."""
-    if span is None:
-        return None
-    wins = [(c, m, q) for a, b, c, m, q in seconds if span[0] <= a and b <= span[1]]
-    n = sum(c for c, _m, _q in wins)
-    if not n:
-        return None
-    return {"requests": n, "windows": len(wins), "mean_ms": sum(c * m for c, m, _q in wins) / n,
-            "p99_ms": max(q for _c, _m, q in wins)}
 
 
 @dataclass
@@ -415,47 +382,3 @@ def _judge(p: PartitionService, ops: list[ProduceOp], windows: Windows, faults, 
 def check_service(scenario, history: History) -> CheckResult:
     a = analyse_service(scenario, history)
     return CheckResult("service", a.valid, a.summary, a.details())
-
-
-# ---------------------------------------------------------------- metric rows
-
-def service_metric_rows(a: ServiceAnalysis, row) -> list[dict]:
-    """Rows of the ``metrics`` table; ``row(metric, value, unit=…, fault=…, **kw)`` builds one."""
-    rows: list[dict] = []
-
-    def windows_of(stats: dict[str, dict[str, Any]], **kw) -> None:
-        for w, s in stats.items():
-            for q in ("p50", "p99"):
-                if s[f"{q}_ms"] is not None:
-                    rows.append(row(f"produce_{w}_{q}_ms", s[f"{q}_ms"], **kw))
-            rows.append(row(f"produce_{w}_per_s", s["per_s"], unit="per_s", **kw))
-
-    windows_of(a.pooled)
-    for w, b in a.brokers.items():
-        rows.append(row(f"broker_produce_{w}_mean_ms", b["mean_ms"]))
-        rows.append(row(f"broker_produce_{w}_p99_ms", b["p99_ms"]))
-    by_id = {f.fault_id: f for f in a.faults}
-    unrecovered = 0
-    worst_outside = None
-    for p in a.partitions:
-        kw = {"topic": p.topic, "partition": p.partition}
-        windows_of(p.stats, **kw)
-        if p.degradation_ratio is not None and math.isfinite(p.degradation_ratio):
-            rows.append(row("latency_degradation_ratio", p.degradation_ratio, unit="ratio", **kw))
-        if p.outside and p.degradation_ratio is not None:
-            worst_outside = p.degradation_ratio if worst_outside is None else max(worst_outside, p.degradation_ratio)
-        for fid, ms in p.recovery_ms.items():
-            if ms is None:
-                unrecovered += 1
-            else:
-                rows.append(row("service_recovery_ms", ms, fault=by_id[fid], **kw))
-    if worst_outside is not None and math.isfinite(worst_outside):
-        rows.append(row("latency_degradation_ratio", worst_outside, unit="ratio"))
-    judged = [p for p in a.partitions if p.name not in a.not_judged and p.window_ms is not None]
-    for f in a.faults:
-        vals = [p.recovery_ms.get(f.fault_id) for p in judged if f.fault_id in p.recovery_ms]
-        if vals and all(v is not None for v in vals):
-            rows.append(row("service_recovery_ms", max(vals), fault=f))
-    if a.faults and judged:
-        rows.append(row("service_unrecovered", unrecovered, unit="count"))
-    return rows

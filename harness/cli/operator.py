@@ -19,6 +19,7 @@ import sys
 import time
 from pathlib import Path
 
+from harness.cli.session_call import call_session
 from harness.run.session import DEFAULT_DIR, SessionError, node_ref, request
 
 
@@ -39,25 +40,24 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     name = args.operator_command
     session_dir = Path(args.session_dir)
-    try:
-        if name == "reassign":
-            if args.wait <= 0 and not args.no_wait:
-                raise SessionError(f"--wait: {args.wait} must be > 0 (or --no-wait)")
-            req = {"cmd": "admin", "action": "reassign", "node": node_ref(args.node)}
-        else:
-            req = {"cmd": "admin", "action": "elect", "election": "unclean" if args.unclean else "preferred"}
-        if args.topic:
-            req["topic"] = args.topic
-        answer = request(session_dir, req, timeout_s=60)
-    except SessionError as exc:
-        print(f"jbodlab {name}: {exc}", file=sys.stderr)
-        return 2
-    if not answer.get("ok"):
-        print(f"jbodlab {name}: {answer.get('error')}", file=sys.stderr)
-        return 1
+    answer, code = call_session(name, lambda: request(session_dir, _request(name, args), timeout_s=60))
+    if answer is None:
+        return code
     if name == "elect":
         return _print_election(answer)
     return _follow_moves(session_dir, answer, args)
+
+
+def _request(name: str, args: argparse.Namespace) -> dict:
+    if name == "reassign":
+        if args.wait <= 0 and not args.no_wait:
+            raise SessionError(f"--wait: {args.wait} must be > 0 (or --no-wait)")
+        req = {"cmd": "admin", "action": "reassign", "node": node_ref(args.node)}
+    else:
+        req = {"cmd": "admin", "action": "elect", "election": "unclean" if args.unclean else "preferred"}
+    if args.topic:
+        req["topic"] = args.topic
+    return req
 
 
 def _print_election(answer: dict) -> int:

@@ -27,6 +27,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from harness.scenario.faults import DISK_MODES, P_MODES
+from harness.cli.session_call import call_session, failed
 from harness.run.session import DEFAULT_DIR, SessionError, format_status, node_ref, request
 
 COMMANDS = ("up", "status", "fail-disk", "heal", "partition", "kill", "delete-topic", "down")
@@ -148,54 +149,58 @@ def _delete_topic_request(args: argparse.Namespace) -> dict:
     return {**req, "recreate": args.recreate, "replication_factor": args.replication_factor, "records": args.records}
 
 
+def _send(name: str, args: argparse.Namespace, session_dir: Path) -> dict:
+    """Check ``name``'s arguments and send its request; the session's answer."""
+    if name == "status":
+        answer = request(session_dir, {"cmd": "status"})
+    elif name == "fail-disk":
+        node_ref(args.node)
+        req = {"cmd": "fail-disk", "node": args.node, "dir": args.dir, "mode": args.mode}
+        if args.mode in P_MODES:
+            p = args.p if args.p is not None else (0.05 if args.mode == "flaky" else 1.0)
+            if not 0 < p <= 1:
+                raise SessionError(f"--p: {p} must be in (0, 1]")
+            req["p"] = p
+        elif args.p is not None:
+            raise SessionError(f"--p: only for modes {', '.join(P_MODES)}")
+        if args.file:
+            req["file"] = args.file
+        if args.mode == "delay":
+            if args.delay_ms < 1:
+                raise SessionError(f"--delay-ms: {args.delay_ms} must be >= 1")
+            req["delay_ms"] = args.delay_ms
+        answer = request(session_dir, req)
+    elif name == "partition":
+        a, b = node_ref(args.a), node_ref(args.b)
+        if a == b:
+            raise SessionError("B: must differ from A")
+        answer = request(session_dir, {"cmd": "partition", "a": args.a, "b": args.b})
+    elif name == "kill":
+        node_ref(args.node)
+        answer = request(session_dir, {"cmd": "kill", "node": args.node, "signal": args.signal,
+                                       "power_cut": bool(args.power_cut)})
+    elif name == "heal":
+        answer = request(session_dir, {"cmd": "heal"})
+    elif name == "delete-topic":
+        answer = request(session_dir, _delete_topic_request(args))
+    elif name == "down":
+        answer = request(session_dir, {"cmd": "down"}, timeout_s=300)
+    else:
+        raise SessionError(f"unknown session command {name!r}")
+    return answer
+
+
 def run(args: argparse.Namespace) -> int:
     name = args.session_command
     session_dir = Path(args.session_dir)
-    try:
-        if name == "up":
+    if name == "up":
+        try:
             return _up(args)
-        if name == "status":
-            answer = request(session_dir, {"cmd": "status"})
-        elif name == "fail-disk":
-            node_ref(args.node)
-            req = {"cmd": "fail-disk", "node": args.node, "dir": args.dir, "mode": args.mode}
-            if args.mode in P_MODES:
-                p = args.p if args.p is not None else (0.05 if args.mode == "flaky" else 1.0)
-                if not 0 < p <= 1:
-                    raise SessionError(f"--p: {p} must be in (0, 1]")
-                req["p"] = p
-            elif args.p is not None:
-                raise SessionError(f"--p: only for modes {', '.join(P_MODES)}")
-            if args.file:
-                req["file"] = args.file
-            if args.mode == "delay":
-                if args.delay_ms < 1:
-                    raise SessionError(f"--delay-ms: {args.delay_ms} must be >= 1")
-                req["delay_ms"] = args.delay_ms
-            answer = request(session_dir, req)
-        elif name == "partition":
-            a, b = node_ref(args.a), node_ref(args.b)
-            if a == b:
-                raise SessionError("B: must differ from A")
-            answer = request(session_dir, {"cmd": "partition", "a": args.a, "b": args.b})
-        elif name == "kill":
-            node_ref(args.node)
-            answer = request(session_dir, {"cmd": "kill", "node": args.node, "signal": args.signal,
-                                           "power_cut": bool(args.power_cut)})
-        elif name == "heal":
-            answer = request(session_dir, {"cmd": "heal"})
-        elif name == "delete-topic":
-            answer = request(session_dir, _delete_topic_request(args))
-        elif name == "down":
-            answer = request(session_dir, {"cmd": "down"}, timeout_s=300)
-        else:
-            raise SessionError(f"unknown session command {name!r}")
-    except SessionError as exc:
-        print(f"jbodlab {name}: {exc}", file=sys.stderr)
-        return 2
-    if not answer.get("ok"):
-        print(f"jbodlab {name}: {answer.get('error')}", file=sys.stderr)
-        return 1
+        except SessionError as exc:
+            return failed(name, exc, 2)
+    answer, code = call_session(name, lambda: _send(name, args, session_dir))
+    if answer is None:
+        return code
     if name == "status":
         if args.json:
             print(json.dumps(answer["status"], indent=1))

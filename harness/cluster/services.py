@@ -36,7 +36,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from harness.errors import HarnessError
 from harness.results.ledger import LedgerWriter
+from harness.cluster.controller_reads import read_metadata, read_quorum_logs
 from harness.cluster.node_configs import BROKER_PORT, CONTAINER_RUN, CONTROLLER_PORT, META_DIR, START_SH, node_defs, \
     properties_text, render_properties
 from harness.scenario.model import Scenario
@@ -48,7 +50,7 @@ Say = Callable[[str], None]
 __all__ = ["Services", "ServiceError"]
 
 
-class ServiceError(RuntimeError):
+class ServiceError(HarnessError, RuntimeError):
     """A node could not be formatted, started, or did not become ready in time."""
 
 
@@ -310,30 +312,15 @@ class Services:
             return self.ip(self.controllers()[0]), CONTROLLER_PORT
 
     def record_quorum_logs(self) -> None:
-        """After the run: every controller's metadata log batches (read-only, from its disk on
-        the host), its newest snapshot's end, and the active controller's high watermark, as
-        one ``quorum_logs`` action for the ``quorum_logs`` check."""
-        from controller_impl.log.recovery import scan_batches
-        from controller_impl.log.segments import DIR_NAME
-        from controller_impl.log.snapshots import SnapshotStore
+        """After the run: every controller's metadata log as one ``quorum_logs`` action for the
+        ``quorum_logs`` check (:func:`~harness.cluster.controller_reads.read_quorum_logs`)."""
         from controller_impl.runtime.status import describe_quorum
-        logs, snapshot_ends, errors = {}, {}, {}
-        committed = None
-        try:  # first: the logs only grow (idle NoOps), so everything below it is on the disks read next
+
+        def committed() -> int:
             active = self.active_controller(timeout_s=15.0)
-            committed = asyncio.run(describe_quorum(self.ip(active), CONTROLLER_PORT, 2.0))["high_watermark"]
-        except Exception as exc:  # noqa: BLE001
-            errors["active"] = str(exc)
-        for c in self.controllers():
-            path = self.lab.disk(self.nodes[c].name, META_DIR).data_path
-            try:
-                logs[str(c)] = [list(b) for b in scan_batches(str(path))]
-                latest = SnapshotStore(str(path / DIR_NAME)).latest()
-                snapshot_ends[str(c)] = latest[0] if latest else 0
-            except OSError as exc:   # a failed metadata disk: that controller's log is not readable
-                errors[str(c)] = str(exc)
-        self._action("quorum_logs", None, logs=logs, snapshot_ends=snapshot_ends, committed=committed,
-                     errors=errors)
+            return asyncio.run(describe_quorum(self.ip(active), CONTROLLER_PORT, 2.0))["high_watermark"]
+        meta_dirs = {c: self.lab.disk(self.nodes[c].name, META_DIR).data_path for c in self.controllers()}
+        self._action("quorum_logs", None, **read_quorum_logs(meta_dirs, committed))
 
     def wait_port(self, node_id: int, timeout_s: float = 30.0) -> None:
         deadline = time.monotonic() + timeout_s
@@ -399,20 +386,3 @@ class Services:
                 (self.run_dir(n) / "container.log").write_text(text)
             except OSError:
                 pass
-
-
-def read_metadata(host: str, port: int, *, timeout_s: float = 10.0):
-    """Fetch ``__cluster_metadata`` from a controller and replay it into a MetadataImage."""
-    from kafka_runtime.controller_client import MetadataReader
-    from kafka_runtime.client import KafkaClient
-
-    async def go():
-        client = await asyncio.wait_for(KafkaClient.connect(host, port, client_id="jbodlab-harness"), timeout_s)
-        try:
-            reader = MetadataReader(client)
-            await asyncio.wait_for(reader.catch_up(timeout_s), timeout_s + 1)
-            return reader.image
-        finally:
-            await client.close()
-
-    return asyncio.run(go())

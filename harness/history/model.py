@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field, replace
-from typing import Any, Iterable, Iterator, Mapping, Sequence, Union
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence, TypeVar, Union
 
 __all__ = [
     "OP_TYPES", "OP_FS", "HARNESS_ACTIONS", "ClientOp", "Event", "Entry", "OpPair", "History",
@@ -32,6 +32,7 @@ __all__ = [
     "fault_injected_event", "fault_healed_event",
 ]
 
+T = TypeVar("T")
 OP_TYPES = ("invoke", "ok", "fail", "info")
 OP_FS = ("produce", "consume")
 HARNESS_ACTIONS = ("fault_injected", "fault_healed", "first_io_error_observed", "node_started",
@@ -181,15 +182,20 @@ def _node_event(obj: Any) -> Event:
 def parse_node_events(lines: Iterable[str], where: str = "events") -> tuple[list[Event], list[str]]:
     """Parse one node's event log (JSON lines). Returns (events, problems); a bad line (e.g. a
     half-written last line after a halt) becomes a problem naming ``where:line``."""
-    events, problems = [], []
+    return _parse_lines(lines, where, _node_event)
+
+
+def _parse_lines(lines: Iterable[str], where: str, parse: Callable[[Any], T]) -> tuple[list[T], list[str]]:
+    """``parse`` of each non-blank JSON line; a line it refuses is a problem naming ``where:line``."""
+    out, problems = [], []
     for n, line in enumerate(lines, 1):
         if not line.strip():
             continue
         try:
-            events.append(_node_event(json.loads(line)))
+            out.append(parse(json.loads(line)))
         except (ValueError, TypeError) as exc:
             problems.append(f"{where}:{n}: {exc}: {line.strip()[:120]!r}")
-    return events, problems
+    return out, problems
 
 
 def _ledger_entry(obj: Any) -> Entry:
@@ -215,15 +221,7 @@ def _ledger_entry(obj: Any) -> Entry:
 
 
 def parse_ledger(lines: Iterable[str], where: str = "ledger") -> tuple[list[Entry], list[str]]:
-    entries, problems = [], []
-    for n, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            entries.append(_ledger_entry(json.loads(line)))
-        except (ValueError, TypeError) as exc:
-            problems.append(f"{where}:{n}: {exc}: {line.strip()[:120]!r}")
-    return entries, problems
+    return _parse_lines(lines, where, _ledger_entry)
 
 
 def entry_to_json(entry: Entry) -> dict[str, Any]:
@@ -247,10 +245,10 @@ def fault_injected_event(fault: Any, fault_index: int, *, ts_ns: int, node_id: i
                          backend: str | None = None) -> Event:
     """The ``fault_injected`` action for a schedule fault, with the attrs the checkers and
     metrics read (``fault_id`` = ``f<index>``)."""
-    from harness.scenario.faults import fault_label, fault_to_dict
+    from harness.scenario.faults import fault_to_dict
     spec = fault_to_dict(fault)
     attrs: dict[str, Any] = {"fault_id": f"f{fault_index}", "fault_index": fault_index, "kind": fault.kind,
-                             "fault_kind": fault_label(fault), "node_ref": spec.get("node"),
+                             "fault_kind": fault.label(), "node_ref": spec.get("node"),
                              "spec": spec}
     for key in ("mode", "action", "topic", "partition"):
         if key in spec:
@@ -273,6 +271,5 @@ def fault_injected_event(fault: Any, fault_index: int, *, ts_ns: int, node_id: i
 
 
 def fault_healed_event(fault: Any, fault_index: int, *, ts_ns: int, node_id: int | None) -> Event:
-    from harness.scenario.faults import fault_label
     return Event(ts_ns=ts_ns, source="harness", event="fault_healed", node_id=node_id,
-                 attrs={"fault_id": f"f{fault_index}", "kind": fault.kind, "fault_kind": fault_label(fault)})
+                 attrs={"fault_id": f"f{fault_index}", "kind": fault.kind, "fault_kind": fault.label()})

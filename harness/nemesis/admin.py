@@ -22,8 +22,9 @@ from typing import Any, Callable
 from harness.history.model import fault_injected_event
 from harness.nemesis.protocol import ActiveFault, NemesisHost
 from harness.results.ledger import LedgerWriter
-from harness.scenario.faults import OPERATOR_ACTIONS, AdminAction, fault_label
+from harness.scenario.faults import OPERATOR_ACTIONS, AdminAction
 from kafka_common import ids
+from kafka_runtime.polling import poll_until
 
 Say = Callable[[str], None]
 __all__ = ["AdminNemesis", "run_admin_action", "AdminResult", "VALUE_BYTES"]
@@ -43,14 +44,10 @@ def _error_name(exc: BaseException) -> str:
 
 
 def _wait(what: str, pred: Callable[[], Any], timeout_s: float = WAIT_S) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = pred()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{what}: not within {timeout_s:.0f} s")
-        time.sleep(0.2)
+    value = poll_until(pred, timeout_s, interval_s=0.2)
+    if not value:
+        raise TimeoutError(f"{what}: not within {timeout_s:.0f} s")
+    return value
 
 
 def run_admin_action(index: int, action: AdminAction, *, bootstrap: str, metadata: Callable[[], Any],
@@ -154,4 +151,4 @@ class AdminNemesis:
         """Over when injected."""
 
     def describe(self, fault: AdminAction) -> str:
-        return f"{fault_label(fault)} {fault.node or fault.topic} {fault.dir}"
+        return f"{fault.label()} {fault.node or fault.topic} {fault.dir}"

@@ -16,14 +16,14 @@ from typing import Any
 from harness.cluster.node_configs import META_DIR
 from harness.history.model import fault_injected_event
 from harness.nemesis.protocol import ActiveFault, NemesisHost
-from harness.scenario.faults import DIR_LOSING_MODES, P_MODES, DiskFault, ReplaceDisk, fault_label, fault_seed
+from harness.scenario.faults import DIR_LOSING_MODES, P_MODES, DiskFault, ReplaceDisk, fault_seed
 from infra import host as host_ops
 
 __all__ = ["DiskNemesis", "ReplaceDiskNemesis", "cold_disks", "repair_healed_disks"]
 
 
 def _label(fault: Any) -> str:
-    return f"{fault_label(fault)} {fault.node} {fault.dir}"
+    return f"{fault.label()} {fault.node} {fault.dir}"
 
 
 class DiskNemesis:

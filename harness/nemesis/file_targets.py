@@ -13,12 +13,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from harness.errors import HarnessError
 from harness.scenario.faults import FileTarget, parse_file_target
 
 METADATA_LOG_DIR = "__cluster_metadata-0"
 
 
-class FileTargetError(ValueError):
+class FileTargetError(HarnessError, ValueError):
     """The file target names no file in that dir."""
 
 

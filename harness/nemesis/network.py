@@ -9,7 +9,7 @@ from typing import Any
 
 from harness.history.model import fault_injected_event
 from harness.nemesis.protocol import ActiveFault, NemesisHost
-from harness.scenario.faults import NetworkFault, fault_label
+from harness.scenario.faults import NetworkFault
 
 __all__ = ["NetworkNemesis"]
 
@@ -43,4 +43,4 @@ class NetworkNemesis:
         """Nothing beyond the handle: the namespace's rules are gone."""
 
     def describe(self, fault: NetworkFault) -> str:
-        return f"{fault_label(fault)} {fault.node}" + (f" <-> {fault.peer}" if fault.peer else "")
+        return f"{fault.label()} {fault.node}" + (f" <-> {fault.peer}" if fault.peer else "")

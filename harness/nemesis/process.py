@@ -11,7 +11,7 @@ from collections.abc import Callable
 from harness.history.model import fault_injected_event
 from harness.nemesis.disk import cold_disks, repair_healed_disks
 from harness.nemesis.protocol import ActiveFault, NemesisHost
-from harness.scenario.faults import DiskFault, ProcessFault, fault_label
+from harness.scenario.faults import DiskFault, ProcessFault
 
 __all__ = ["ProcessNemesis", "power_cut"]
 
@@ -62,7 +62,7 @@ class ProcessNemesis:
             host.svc.start(act.node_id)
 
     def describe(self, fault: ProcessFault) -> str:
-        return f"{fault_label(fault)} {fault.node}"
+        return f"{fault.label()} {fault.node}"
 
 
 def power_cut(host: NemesisHost, index: int, node_id: int, name: str) -> None:

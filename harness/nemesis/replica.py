@@ -10,7 +10,7 @@ import time
 from harness.cluster.node_configs import BROKER_PORT
 from harness.history.model import fault_injected_event
 from harness.nemesis.protocol import ActiveFault, NemesisHost
-from harness.scenario.faults import MoveReplica, fault_label
+from harness.scenario.faults import MoveReplica
 from kafka_common.wire import ApiKey
 
 __all__ = ["MoveReplicaNemesis", "alter_replica_log_dir"]
@@ -39,7 +39,7 @@ class MoveReplicaNemesis:
         """Over when injected."""
 
     def describe(self, fault: MoveReplica) -> str:
-        return f"{fault_label(fault)} {fault.node}"
+        return f"{fault.label()} {fault.node}"
 
 
 async def alter_replica_log_dir(host: str, port: int, path: str, topic: str, partition: int) -> str:

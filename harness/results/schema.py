@@ -41,6 +41,8 @@ from typing import Any, Mapping
 
 import pyarrow as pa
 
+from harness.errors import HarnessError
+
 SCHEMA_VERSION = 1
 PARTITION_COLUMN = "scenario"
 RUN_JSON = "run.json"
@@ -205,7 +207,7 @@ EVENT_TYPED_FIELDS = ("role", "dir_id", "path", "topic", "partition", "leader", 
 _SCENARIO_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
-class ResultsError(ValueError):
+class ResultsError(HarnessError, ValueError):
     """Bad results input or a malformed results directory (the message names the problem)."""
 
 

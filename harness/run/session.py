@@ -33,6 +33,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from harness.errors import HarnessError
 from harness.scenario.faults import (P_MODES, AdminAction, DiskFault, NetworkFault, ProcessFault, parse_dir_ref,
                                      parse_node_ref)
 from infra import jsonline
@@ -43,7 +44,7 @@ SOCKET = "session.sock"
 __all__ = ["SessionError", "request", "node_ref", "serve", "DEFAULT_DIR", "format_status"]
 
 
-class SessionError(RuntimeError):
+class SessionError(HarnessError, RuntimeError):
     """Bad session command input, or no session running; the message says which."""
 
 
@@ -219,7 +220,7 @@ class _Session:
         return out
 
     def _inject(self, fault) -> dict[str, Any]:
-        from harness.scenario.faults import fault_label, fault_to_dict
+        from harness.scenario.faults import fault_to_dict
         from harness.scenario.fault_tables import TargetCheck, fault_from_dict
         from harness.scenario.fields import Problems
         topo, problems = self.scenario.topology, Problems()
@@ -237,8 +238,8 @@ class _Session:
         except Exception as exc:
             self.applied.pop()
             self.executor.active.pop(index, None)
-            raise SessionError(f"{fault_label(fault)} on {fault.node or fault.topic} not applied: {type(exc).__name__}: {exc}") from exc
-        return {"ok": True, "fault": f"f{index}", "label": fault_label(fault), "node_id": self.executor.active[index].node_id}
+            raise SessionError(f"{fault.label()} on {fault.node or fault.topic} not applied: {type(exc).__name__}: {exc}") from exc
+        return {"ok": True, "fault": f"f{index}", "label": fault.label(), "node_id": self.executor.active[index].node_id}
 
     def status(self) -> dict[str, Any]:
         from kafka_common import ids

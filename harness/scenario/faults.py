@@ -58,6 +58,11 @@ admin           action (delete-topic, create-topic[partitions,                  
 ==============  ===============================================================  ==========
 
 ``duration_ms`` ``None`` means the fault stays until the final heal (which always runs).
+Each fault value names itself with ``label()``: the ``fault_kind`` label of the results tables
+(``error``, ``flaky(0.05)``, ``delay(50ms)``, ``corrupt-reads(0.1)[t1-0:segments]``,
+``partition``, ``net-delay(50ms)``, ``loss(5.0%)``, ``kill(SIGKILL)``, ``restart``,
+``replace-disk``, ``move-replica``, ``delete-topic``, ``elect(preferred)``); the labels are
+stored in Parquet, so a label never changes its spelling.
 :func:`soak_schedule` builds a seeded random mix (scenario S11), deterministic per seed.
 A fault table of a scenario file is validated into these values by :mod:`harness.scenario.fault_tables`.
 """
@@ -75,7 +80,7 @@ __all__ = [
     "DiskFault", "NetworkFault", "ProcessFault", "ReplaceDisk", "MoveReplica", "AdminAction", "ADMIN_ACTIONS",
     "OPERATOR_ACTIONS", "ELECTIONS", "Fault",
     "NodeRef", "ACTIVE_CONTROLLER", "parse_node_ref", "parse_dir_ref", "fault_to_dict", "FAULT_CLASSES", "SIGNALS",
-    "soak_schedule", "end_ms", "fault_label", "RefBindings", "fault_seed", "FileTarget", "parse_file_target",
+    "soak_schedule", "end_ms", "RefBindings", "fault_seed", "FileTarget", "parse_file_target",
     "FILE_MODES", "P_MODES", "READ_MODES", "FILE_TARGET_KINDS",
 ]
 
@@ -178,6 +183,15 @@ class DiskFault:
     duration_ms: int | None = None
     file: str | None = None         # a file target: only that file's blocks (FILE_MODES)
 
+    def label(self) -> str:
+        if self.mode in P_MODES:
+            label = f"{self.mode}({self.p})"
+        elif self.mode == "delay":
+            label = f"delay({self.delay_ms}ms)"
+        else:
+            label = self.mode
+        return f"{label}[{self.file}]" if self.file else label
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class NetworkFault:
@@ -193,6 +207,13 @@ class NetworkFault:
     loss_pct: float | None = None
     duration_ms: int | None = None
 
+    def label(self) -> str:
+        if self.action == "delay":
+            return f"net-delay({self.delay_ms}ms)"
+        if self.action == "loss":
+            return f"loss({self.loss_pct}%)"
+        return self.action
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ProcessFault:
@@ -206,6 +227,9 @@ class ProcessFault:
     clean: bool = True              # restart: clean shutdown (SIGTERM, wait) before start
     duration_ms: int | None = None  # kill: start again after; pause: resume after
 
+    def label(self) -> str:
+        return f"kill({self.signal})" if self.action == "kill" else self.action
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ReplaceDisk:
@@ -215,6 +239,9 @@ class ReplaceDisk:
     at_ms: int
     node: str
     dir: str
+
+    def label(self) -> str:
+        return self.kind
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -227,6 +254,9 @@ class MoveReplica:
     topic: str
     partition: int
     to_dir: str
+
+    def label(self) -> str:
+        return self.kind
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -252,7 +282,11 @@ class AdminAction:
     election: str | None = None   # elect: preferred (None) or unclean
     dir: str | None = None      # reassign: only the replicas of ``node`` in this dir (a dir ref)
 
+    def label(self) -> str:
+        return f"elect({self.election or 'preferred'})" if self.action == "elect" else self.action
 
+
+# every member has ``kind`` (its ``kind`` field in files) and ``label()`` (its results-table label)
 Fault = Union[DiskFault, NetworkFault, ProcessFault, ReplaceDisk, MoveReplica, AdminAction]
 FAULT_CLASSES: dict[str, type] = {c.kind: c for c in (DiskFault, NetworkFault, ProcessFault, ReplaceDisk, MoveReplica,
                                                      AdminAction)}
@@ -275,31 +309,6 @@ def fault_seed(scenario_seed: int, fault_index: int) -> int:
     """The seed of fault ``fault_index``'s own randomness (flaky): derived, so one scenario
     seed replays every fault's failure sequence."""
     return (scenario_seed * 1_000_003 + fault_index) % (2**31 - 1)
-
-
-def fault_label(fault: Fault) -> str:
-    """The ``fault_kind`` label of results tables: ``error``, ``flaky(0.05)``, ``delay(50ms)``,
-    ``partition``, ``kill(SIGKILL)``, ``restart``, ``replace-disk``, ``move-replica``,
-    ``delete-topic``, ``create-topic``."""
-    if isinstance(fault, DiskFault):
-        if fault.mode in P_MODES:
-            label = f"{fault.mode}({fault.p})"
-        elif fault.mode == "delay":
-            label = f"delay({fault.delay_ms}ms)"
-        else:
-            label = fault.mode
-        return f"{label}[{fault.file}]" if fault.file else label
-    if isinstance(fault, NetworkFault):
-        if fault.action == "delay":
-            return f"net-delay({fault.delay_ms}ms)"
-        if fault.action == "loss":
-            return f"loss({fault.loss_pct}%)"
-        return fault.action
-    if isinstance(fault, ProcessFault):
-        return f"kill({fault.signal})" if fault.action == "kill" else fault.action
-    if isinstance(fault, AdminAction):
-        return f"elect({fault.election or 'preferred'})" if fault.action == "elect" else fault.action
-    return fault.kind
 
 
 class RefBindings:

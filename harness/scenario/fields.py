@@ -14,10 +14,12 @@ import difflib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from harness.errors import HarnessError
+
 __all__ = ["ScenarioError", "Problems", "Fields", "REQUIRED", "join"]
 
 
-class ScenarioError(ValueError):
+class ScenarioError(HarnessError, ValueError):
     """A scenario value that cannot be used; one line per problem, each naming its field."""
 
     def __init__(self, problems: Sequence[tuple[str, str]]) -> None:

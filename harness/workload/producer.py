@@ -54,9 +54,9 @@ class SafeLedger(LedgerWriter):
         super().__init__(path)
         self._lock = threading.Lock()
 
-    def write(self, entry) -> None:
+    def write(self, entry, *, flush: bool = True) -> None:
         with self._lock:
-            super().write(entry)
+            super().write(entry, flush=flush)
 
 
 def value_of(value_id: str, size: int, rng: random.Random | None = None) -> bytes:

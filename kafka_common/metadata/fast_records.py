@@ -13,6 +13,7 @@ import struct
 import uuid
 from typing import Any
 
+from kafka_common.errors import KafkaCommonError
 from kafka_common.varint import encode_uvarint
 
 _I32 = struct.Struct(">i")
@@ -27,7 +28,7 @@ def _ints(values) -> bytes:
     return _uv(len(values) + 1) + struct.pack(f">{len(values)}i", *values)
 
 
-class Unsupported(Exception):
+class Unsupported(KafkaCommonError):
     """Not a shape this codec handles: use kio."""
 
 

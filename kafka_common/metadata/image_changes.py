@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from kafka_common.errors import KafkaCommonError
 from kafka_common.ids import TopicId
 from kafka_common.metadata.model import BrokerRegistration, PartitionRegistration, TopicRegistration
 
 PartitionKey = tuple[TopicId, int]
 
 
-class ImageError(ValueError):
+class ImageError(KafkaCommonError, ValueError):
     """A record that cannot be applied to the image (broken invariant, unknown entity)."""
 
 

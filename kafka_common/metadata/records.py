@@ -27,6 +27,7 @@ from typing import Any, ClassVar, Union
 from kio.static.constants import EntityType
 
 from kafka_common import wire
+from kafka_common.errors import KafkaCommonError
 from kafka_common.ids import from_wire
 from kafka_common.metadata import fast_records
 from kafka_common.varint import encode_uvarint
@@ -47,11 +48,11 @@ def _tag(kafka_type: str, tag: int) -> dict[str, Any]:
     return {"kafka_type": kafka_type, "tag": tag}
 
 
-class RecordDecodeError(ValueError):
+class RecordDecodeError(KafkaCommonError, ValueError):
     """Bytes that are not a framed metadata record we understand."""
 
 
-class RecordEncodeError(ValueError):
+class RecordEncodeError(KafkaCommonError, ValueError):
     """A record value that cannot be written (wrong field type or out of range)."""
 
 

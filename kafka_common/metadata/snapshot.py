@@ -17,6 +17,7 @@ import struct
 
 import crc32c
 
+from kafka_common.errors import KafkaCommonError
 from kafka_common.metadata.image import MetadataImage
 
 MAGIC = b"JBODSNAP"
@@ -25,7 +26,7 @@ _HEAD = struct.Struct(">8sIqiI")
 HEADER_BYTES = _HEAD.size
 
 
-class SnapshotError(ValueError):
+class SnapshotError(KafkaCommonError, ValueError):
     """Not a snapshot, an unknown format, or a CRC mismatch."""
 
 

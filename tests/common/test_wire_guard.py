@@ -26,7 +26,7 @@ from kio.static.primitive import Records
 
 from kafka_common import wire, wire_guard
 from kafka_common.varint import encode_uvarint
-from testkit import fuzz
+from testkit import fuzz, fuzz_corpus
 
 pytestmark = pytest.mark.unit
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -147,7 +147,7 @@ def test_unknown_tags_inside_a_known_tagged_field_are_cut_and_its_size_rewritten
                                                               for op in wire_guard.plan_for(c).tagged.values()))
     tag, op = next((t, op) for t, op in sorted(wire_guard.plan_for(cls).tagged.items())
                    if op[0] == wire_guard._OP_ENTITY)
-    value = fuzz.random_value(cls, __import__("random").Random(3))
+    value = fuzz_corpus.random_value(cls, __import__("random").Random(3))
     inner_cls = type(getattr(value, op[3])) if getattr(value, op[3]) is not None else None
     if inner_cls is None or not inner_cls.__flexible__:
         pytest.fail(f"{cls.__name__}.{op[3]}: expected a flexible tagged struct")
@@ -167,7 +167,7 @@ def test_a_known_tag_whose_value_does_not_fill_its_size_is_refused():
                                                               for op in wire_guard.plan_for(c).tagged.values()))
     tag, op = next((t, op) for t, op in sorted(wire_guard.plan_for(cls).tagged.items())
                    if op[0] == wire_guard._OP_FIXED)
-    value = fuzz.random_value(cls, __import__("random").Random(5))
+    value = fuzz_corpus.random_value(cls, __import__("random").Random(5))
     data = wire.encode(value)
     # rebuild the top-level tagged section: only our tag, its value one byte too long
     sections = [p for p, _e, role in wire_guard.length_fields(data, (cls,)) if role == "tags"]
@@ -182,7 +182,7 @@ DIFFERENTIAL = textwrap.dedent('''
     import kio.index
     from kio.serial import entity_reader
     from kafka_common import wire, wire_guard
-    from testkit import fuzz
+    from testkit import fuzz, fuzz_corpus
     schemas = []
     for key in range(0, 100):
         for version in range(0, 20):
@@ -197,7 +197,7 @@ DIFFERENTIAL = textwrap.dedent('''
     for cls in schemas:
         for _ in range(3):
             try:
-                data = wire.encode(fuzz.random_value(cls, rng))
+                data = wire.encode(fuzz_corpus.random_value(cls, rng))
             except Exception:
                 continue
             lengths = wire_guard.length_fields(data, (cls,))

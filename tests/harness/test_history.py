@@ -65,11 +65,11 @@ def test_unmatched_invoke_is_indeterminate():
 
 def test_runner_helpers_write_what_the_checkers_read(tmp_path):
     from harness.checkers.common import injected_faults
-    from harness.scenario.faults import DiskFault, NetworkFault, RefBindings, fault_label
+    from harness.scenario.faults import DiskFault, NetworkFault, RefBindings
     from harness.history.model import fault_healed_event, fault_injected_event
     fault = DiskFault(at_ms=5000, node="leader:t1/0", dir="replica:t1/0", mode="flaky", p=0.05, duration_ms=100)
     net = NetworkFault(at_ms=1, action="partition", node="leader:t1/0", peer="controller:3001")
-    assert fault_label(fault) == "flaky(0.05)" and fault_label(net) == "partition"
+    assert fault.label() == "flaky(0.05)" and net.label() == "partition"
     bindings, calls = RefBindings(), []
     lookup = lambda ref: calls.append(ref) or 2  # noqa: E731
     assert bindings.node("leader:t1/0", lookup) == 2 and bindings.node("leader:t1/0", lookup) == 2

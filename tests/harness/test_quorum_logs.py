@@ -62,3 +62,26 @@ def test_scan_batches_reads_a_log_without_touching_it(tmp_path):
     batches = scan_batches(str(tmp_path))
     assert [(b, l, e) for b, l, e, _ in batches] == [(0, 2, 1), (3, 5, 1), (6, 8, 2)]
     assert os.path.getsize(seg) == size
+
+
+@pytest.mark.integration
+def test_the_quorum_logs_action_reads_every_controller_and_says_what_it_could_not(tmp_path):
+    """The high watermark asked first, each controller's log from its dir, and an unreadable
+    dir or an unanswered DescribeQuorum as an error beside the others' logs."""
+    from controller_impl.log import MetadataLog
+    from harness.cluster.controller_reads import read_quorum_logs
+    from kafka_common.metadata.records import NoOpRecord
+    log = MetadataLog.open(str(tmp_path / "c1"), segment_bytes=1024)
+    log.append([NoOpRecord()] * 2, leader_epoch=3, timestamp_ms=0)
+    log.close()
+    asked = []
+    got = read_quorum_logs({1: tmp_path / "c1", 2: tmp_path / "gone"}, lambda: asked.append(1) or 1)
+    assert asked == [1] and got["committed"] == 1
+    assert [tuple(b[:3]) for b in got["logs"]["1"]] == [(0, 1, 3)] and got["snapshot_ends"] == {"1": 0}
+    assert set(got["errors"]) == {"2"} and "2" not in got["logs"]
+
+    def no_leader() -> int:
+        raise RuntimeError("no active controller")
+    got = read_quorum_logs({1: tmp_path / "c1"}, no_leader)
+    assert got["committed"] is None and got["errors"] == {"active": "no active controller"}
+    assert len(got["logs"]["1"]) == 1

@@ -5,7 +5,9 @@ import json
 
 import pytest
 
-from harness.scenario.faults import DiskFault, ProcessFault, soak_schedule
+from harness.scenario.faults import (ADMIN_ACTIONS, DISK_MODES, FAULT_CLASSES, FAULT_KINDS, NETWORK_ACTIONS, PROCESS_ACTIONS,
+                                     AdminAction, DiskFault, MoveReplica, NetworkFault, ProcessFault, ReplaceDisk,
+                                     soak_schedule)
 from harness.scenario.fields import ScenarioError
 from harness.cli.scenario import add_scenario_arguments, scenario_from_args
 from harness.scenario.model import Scenario
@@ -295,3 +297,52 @@ def test_partial_silent_and_lost_write_faults_validate(fault, problem):
     with pytest.raises(ScenarioError) as exc:
         Scenario.from_dict(data)
     assert any(problem in msg for _path, msg in exc.value.problems), exc.value.problems
+
+
+# the ``fault_kind`` label of every fault kind, as the results tables (Parquet) store it: a label
+# that changed its spelling would split one kind of fault into two across old and new runs
+FAULT_LABELS = [
+    (DiskFault(at_ms=0, node="broker:1", dir="d1"), "error"),
+    *[(DiskFault(at_ms=0, node="broker:1", dir="d1", mode=m), m)
+      for m in ("error-reads", "error-writes", "enospc", "remove", "bad-blocks", "lose-unsynced", "permission")],
+    (DiskFault(at_ms=0, node="broker:1", dir="d1", mode="flaky", p=0.05), "flaky(0.05)"),
+    (DiskFault(at_ms=0, node="broker:1", dir="d1", mode="corrupt-reads", p=0.1), "corrupt-reads(0.1)"),
+    (DiskFault(at_ms=0, node="broker:1", dir="d1", mode="corrupt-writes", p=1.0), "corrupt-writes(1.0)"),
+    (DiskFault(at_ms=0, node="broker:1", dir="d1", mode="delay", delay_ms=50), "delay(50ms)"),
+    (DiskFault(at_ms=0, node="broker:1", dir="d1", mode="error", file="t1-0:segments"), "error[t1-0:segments]"),
+    (DiskFault(at_ms=0, node="broker:1", dir="d1", mode="flaky", p=0.2, file="checkpoint:recovery-point-offset-checkpoint"),
+     "flaky(0.2)[checkpoint:recovery-point-offset-checkpoint]"),
+    (DiskFault(at_ms=0, node="broker:1", dir="d1", mode="delay", delay_ms=5, file="metadata-log"),
+     "delay(5ms)[metadata-log]"),
+    (NetworkFault(at_ms=0, action="partition", node="broker:1", peer="controller:0"), "partition"),
+    (NetworkFault(at_ms=0, action="isolate", node="broker:1"), "isolate"),
+    (NetworkFault(at_ms=0, action="delay", node="broker:1", delay_ms=50, jitter_ms=5), "net-delay(50ms)"),
+    (NetworkFault(at_ms=0, action="loss", node="broker:1", loss_pct=5.0), "loss(5.0%)"),
+    (ProcessFault(at_ms=0, action="kill", node="broker:1"), "kill(SIGKILL)"),
+    (ProcessFault(at_ms=0, action="kill", node="broker:1", signal="SIGTERM"), "kill(SIGTERM)"),
+    (ProcessFault(at_ms=0, action="pause", node="broker:1"), "pause"),
+    (ProcessFault(at_ms=0, action="restart", node="broker:1", clean=False), "restart"),
+    (ProcessFault(at_ms=0, action="power-cut", node="broker:1"), "power-cut"),
+    (ReplaceDisk(at_ms=0, node="broker:1", dir="d1"), "replace-disk"),
+    (MoveReplica(at_ms=0, node="broker:1", topic="t1", partition=0, to_dir="d2"), "move-replica"),
+    (AdminAction(at_ms=0, action="delete-topic", topic="t1"), "delete-topic"),
+    (AdminAction(at_ms=0, action="create-topic", topic="t2", partitions=3, replication_factor=3), "create-topic"),
+    (AdminAction(at_ms=0, action="reassign", node="broker:1"), "reassign"),
+    (AdminAction(at_ms=0, action="elect"), "elect(preferred)"),
+    (AdminAction(at_ms=0, action="elect", election="preferred"), "elect(preferred)"),
+    (AdminAction(at_ms=0, action="elect", election="unclean"), "elect(unclean)"),
+]
+
+
+@pytest.mark.parametrize("fault, label", FAULT_LABELS, ids=[lbl for _f, lbl in FAULT_LABELS])
+def test_every_fault_kind_names_itself_as_the_results_tables_store_it(fault, label):
+    assert fault.label() == label
+
+
+def test_the_label_table_covers_every_fault_kind_and_mode():
+    faults = [f for f, _l in FAULT_LABELS]
+    assert {f.kind for f in faults} == set(FAULT_KINDS) == set(FAULT_CLASSES)
+    assert {f.mode for f in faults if isinstance(f, DiskFault)} == set(DISK_MODES)
+    assert {f.action for f in faults if isinstance(f, NetworkFault)} == set(NETWORK_ACTIONS)
+    assert {f.action for f in faults if isinstance(f, ProcessFault)} == set(PROCESS_ACTIONS)
+    assert {f.action for f in faults if isinstance(f, AdminAction)} == set(ADMIN_ACTIONS)

@@ -6,7 +6,7 @@ import pytest
 from builders import DIRS, H
 from harness.checkers.durability import analyse_durability
 from harness.checkers.topic_admin import check_topic_admin
-from harness.scenario.faults import AdminAction, fault_label, fault_to_dict
+from harness.scenario.faults import AdminAction, fault_to_dict
 from harness.scenario.fault_tables import TargetCheck, fault_from_dict
 from harness.scenario.fields import Problems
 from scenarios.catalog import by_name
@@ -109,7 +109,7 @@ def test_admin_action_validation_and_label():
                          "replication_factor": 3, "records": 10}, "faults[0]", problems, targets)
     assert not problems.items and a == AdminAction(at_ms=5, action="create-topic", topic="t2", partitions=3,
                                                    replication_factor=3, records=10)
-    assert fault_label(a) == "create-topic" and a.node is None and fault_to_dict(a)["kind"] == "admin"
+    assert a.label() == "create-topic" and a.node is None and fault_to_dict(a)["kind"] == "admin"
     for bad, where in (({"action": "create-topic", "topic": "t2"}, "partitions"),
                        ({"action": "delete-topic", "topic": "t2", "records": 3}, "records"),
                        ({"action": "delete-topic", "topic": "bad/name"}, "topic"),

@@ -7,7 +7,7 @@ import errno
 import pytest
 
 from infra import dm
-from infra.faults import device_healthy, probe_device
+from infra.device_probe import device_healthy, probe_device
 from infra.lab import Lab, NodeSpec, Topology
 from tests.infra.conftest import start_writer, wait_log
 

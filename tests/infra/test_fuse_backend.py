@@ -10,7 +10,7 @@ import time
 import pytest
 
 from infra import fs
-from infra.faults import device_healthy, probe_device
+from infra.device_probe import device_healthy, probe_device
 from infra.lab import Lab, NodeSpec, Topology
 from tests.infra.conftest import container_python, fuse_skip_reason, start_writer, wait_log
 

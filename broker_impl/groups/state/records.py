@@ -30,13 +30,14 @@ from typing import Iterator, Sequence, Union
 
 import crc32c
 
+from broker_impl.errors import BrokerError
 from broker_impl.groups.state.group import Member, OffsetEntry
 from kafka_common.varint import encode_varint, read_varint
 
 OFFSETS_TOPIC = "__consumer_offsets"
 
 
-class RecordFormatError(ValueError):
+class RecordFormatError(BrokerError, ValueError):
     """A ``__consumer_offsets`` batch or record that does not parse."""
 
 

@@ -1,6 +1,6 @@
 """The replication pieces on real partition logs (temp dirs), without processes:
 
-- the follower's handling of a leader's Fetch answer (``LeaderFetcher._apply``): append as
+- the follower's handling of a leader's Fetch answer (``LeaderFetcher.steps.apply``): append as
   the leader wrote it, HW = min(leader HW, LEO), truncation on ``diverging_epoch`` (capped
   by the local end of that epoch), OFFSET_OUT_OF_RANGE (leader's log starts after us →
   start over there; else truncate to the leader's HW), retriable errors back off and keep
@@ -20,7 +20,7 @@ import pytest
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "storage"))
 from storage_batches import make_batch  # noqa: E402
 
-from broker_impl.replication.fetcher import FetcherManager  # noqa: E402
+from broker_impl.replication.fetcher_manager import FetcherManager  # noqa: E402
 from broker_impl.replication.follow_round import FollowState  # noqa: E402
 from broker_impl.replication.mover import copy_step  # noqa: E402
 from broker_impl.state.effects import TopicPartition  # noqa: E402
@@ -95,7 +95,7 @@ def run_apply(follower: PartitionLog, partitions: list) -> tuple[list[bool], Fet
         mgr.add(TP, TID, 1, 5)
         f = mgr.fetchers[1]
         st = f.partitions[TP]
-        out = [f._apply(st, p) for p in partitions]
+        out = [f.steps.apply(st, p) for p in partitions]
         await mgr.close()
         return out, mgr
     out, mgr = asyncio.run(go())
@@ -154,7 +154,7 @@ def test_local_storage_failure_drops_the_partition(new_log):
         mgr = FetcherManager(Host(follower), wait_max_ms=100, max_bytes=1 << 20)
         mgr.add(TP, TID, 1, 5)
         f = mgr.fetchers[1]
-        got = f._apply(f.partitions[TP], part(records=leader.read(0, 1 << 20), hw=2))
+        got = f.steps.apply(f.partitions[TP], part(records=leader.read(0, 1 << 20), hw=2))
         left = dict(f.partitions)
         await mgr.close()
         return got, left

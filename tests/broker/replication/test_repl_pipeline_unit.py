@@ -111,7 +111,7 @@ def test_fetcher_close_is_bounded_even_when_its_task_swallows_the_cancel():
     completing request, so a fetch loop can survive its cancel; closing the fetchers (part of
     the broker's stop) must not wait for it forever (it once did, and a controlled shutdown
     ran into the test's 20 s kill)."""
-    from broker_impl.replication.fetcher import FetcherManager
+    from broker_impl.replication.fetcher_manager import FetcherManager
 
     async def go():
         mgr = FetcherManager(_NoLeader(), wait_max_ms=100, max_bytes=1)
@@ -162,7 +162,7 @@ def _named(req) -> list[int]:
 def _hand_driven(host, n: int, **kw):
     """A FetcherManager following partitions 0..n-1 of "t" from leader 1, its fetch loop
     cancelled so the test drives the rounds by hand: (manager, fetcher)."""
-    from broker_impl.replication import fetcher as fmod
+    from broker_impl.replication import fetcher_manager as fmod
     mgr = fmod.FetcherManager(host, max_bytes=1 << 20, **kw)
     for p in range(n):
         mgr.add(TopicPartition("t", p), TID, 1, 5)
@@ -284,7 +284,7 @@ def test_a_dir_failing_in_the_steps_flush_drops_its_partitions_without_a_traceba
         items = [(f.partitions[TopicPartition("t", p)], host.logs[TopicPartition("t", p)], part(records=b"x" * 70))
                  for p in range(2)]
         with caplog.at_level(logging.WARNING):
-            await f._apply_batch(items)
+            await f.steps.apply_batch(items)
         assert not f.partitions and not f.running
         assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
         await mgr.close()

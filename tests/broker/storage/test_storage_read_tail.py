@@ -151,7 +151,7 @@ def test_a_stuck_hw_keeps_at_most_the_cap(tmp_path):
     log = new_log(tmp_path, "stuck", tail_cache_bytes=1000, tail_cache_max_bytes=20_000)
     for _ in range(30):
         log.append_as_leader(make_batch(2, 1000), 1)   # ~2 KB each, 60 KB in all
-        t = log._tail
+        t = log.tail.batches
         assert t is not None and t[2][t[5]] - t[2][0] <= 20_000 + 2_200
     leo = log.log_end_offset
     assert log.read_tail(0, 1 << 20) is None
