@@ -1,4 +1,4 @@
-"""Suite-wide (tests/ and scenarios/): a SIGTERM — CI's or `timeout`'s, a cancelled job — stops
+"""Suite-wide (tests/): a SIGTERM — CI's or `timeout`'s, a cancelled job — stops
 the session the way Ctrl-C does (KeyboardInterrupt, once), so the lab runner heals and tears
 its lab down and the fixtures' finalizers run. SIGTERM's default ends the process at once and
 left a running system test's lab behind: its mounts, loop devices, containers and FUSE daemon

@@ -24,7 +24,7 @@ import pytest
 pytestmark = pytest.mark.unit
 
 REPO = Path(__file__).resolve().parents[1]
-CHECKED = ("kafka_common", "kafka_runtime", "controller_impl", "broker_impl", "infra", "harness", "scenarios", "testkit")
+CHECKED = ("kafka_common", "kafka_runtime", "controller_impl", "broker_impl", "infra", "harness", "testkit")
 CITATION = re.compile(r"\b(?:issues?|stops?|rounds?)[ \t]+#?\d+\b|/work/|\.\./shared/|/tmp/wt", re.IGNORECASE)
 
 

@@ -62,9 +62,9 @@ def resolve_scenarios(names: list[str], *, overrides: list[str], seed: int | Non
                       all_scenarios: bool = False):
     """Scenario values for every name × run (``all_scenarios``: every catalog variant, then
     the names); raises ScenarioError naming the field/problem."""
-    from scenarios.resolve import resolve_runs
+    from harness.catalog.resolve import resolve_runs
     if all_scenarios:
-        from scenarios.catalog import all_scenarios as catalog
+        from harness.catalog.catalog import all_scenarios as catalog
         variants = [s.variant for s in catalog()]
         names = variants + [n for n in names if n not in set(variants)]
     if not names:

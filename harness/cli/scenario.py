@@ -12,7 +12,7 @@ import sys
 
 from harness.scenario.fields import ScenarioError
 from harness.scenario.model import Scenario
-from scenarios.resolve import load_scenario, resolve
+from harness.catalog.resolve import load_scenario, resolve
 
 
 def add_scenario_arguments(parser: argparse.ArgumentParser) -> None:
@@ -41,7 +41,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if args.action == "list":
-        from scenarios.catalog import all_scenarios
+        from harness.catalog.catalog import all_scenarios
         for s in all_scenarios():
             print(f"{s.id:4} {s.variant:34} {s.expect.must_show}")
         return 0

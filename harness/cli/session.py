@@ -87,7 +87,7 @@ def _up(args: argparse.Namespace) -> int:
             return 1
         except SessionError:
             (session_dir / "session.sock").unlink(missing_ok=True)
-    from scenarios.resolve import resolve
+    from harness.catalog.resolve import resolve
     try:
         base = resolve(args.scenario)
     except ScenarioError as exc:

@@ -6,9 +6,9 @@ client, acks=all, unique values), the fault schedule (:mod:`harness.scenario.fau
 checks to run with the expected outcome, the seed and the bounce flag.
 
 Round trip: ``Scenario.from_dict(s.to_dict()) == s``. ``to_dict()`` is the ``scenario`` object
-of ``run.json``. Text: :mod:`harness.scenario.text` reads JSON or TOML (files by suffix: :mod:`scenarios.resolve`) and
+of ``run.json``. Text: :mod:`harness.scenario.text` reads JSON or TOML (files by suffix: :mod:`harness.catalog.resolve`) and
 applies ``PATH=VALUE`` overrides (catalog names and files are resolved by
-:mod:`scenarios.resolve`, above this module and the catalog). Every problem raises
+:mod:`harness.catalog.resolve`, above this module and the catalog). Every problem raises
 :class:`~harness.scenario.fields.ScenarioError` naming the field path, e.g.
 ``faults[1].mode: 'eror' is not one of error, error-reads, … (did you mean 'error'?)``.
 """
@@ -136,6 +136,6 @@ def _scenario(data: Any, problems: Problems) -> Scenario | None:
     if "durability" in checks and workload.acks != "all":
         problems.add("checks", f"'durability' needs workload.acks='all', not {workload.acks!r}")
     if bounce and not any(isinstance(x, ProcessFault) and x.action == "restart" for x in faults):
-        problems.add("bounce", "true but the schedule has no process restart (add one, as scenarios.catalog does)")
+        problems.add("bounce", "true but the schedule has no process restart (add one, as harness.catalog.catalog does)")
     f.finish()
     return value

@@ -1,6 +1,6 @@
 """Scenario text and command-line overrides (pure): :func:`parse_scenario_text` reads JSON (also a
 run.json) or TOML text, :func:`apply_override` applies one ``PATH=VALUE`` to plain scenario data.
-Reading a file is :func:`scenarios.resolve.load_scenario`."""
+Reading a file is :func:`harness.catalog.resolve.load_scenario`."""
 
 from __future__ import annotations
 

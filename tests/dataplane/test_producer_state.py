@@ -78,7 +78,7 @@ def test_epoch_bump_restarts_at_zero_and_old_epochs_are_fenced():
 
 
 def test_values_appended_one_by_one_cannot_come_again_as_one_batch_in_the_same_epoch():
-    """The lab's S15 duplicates (scenarios/test_system.py DUPLICATES): 12 values of one producer
+    """The lab's S15 duplicates (tests/system/test_system.py DUPLICATES): 12 values of one producer
     appended as 12 one-record batches, then the same 12 as ONE batch. In the same epoch that
     batch matches no remembered batch and does not continue the sequence, so it is refused
     (never appended twice); only a bumped epoch starting at 0 — a new producer to the broker —

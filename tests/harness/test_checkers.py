@@ -10,7 +10,7 @@ from harness.checkers.fencing import check_fencing
 from harness.checkers.liveness import check_liveness
 from harness.checkers.metadata import check_metadata_invariants
 from harness.checkers.timeout import check_timeout_accuracy
-from scenarios import catalog
+from harness.catalog import catalog
 from harness.checkers.replay import LOST as LOST_B64
 from tests.harness.builders import DIRS, H
 

@@ -9,7 +9,7 @@ import pytest
 from harness.generator.plan import CreateTopic, Heal, Inject, Plan, StartReader, plan_of
 from harness.scenario.faults import DiskFault, NetworkFault, ProcessFault, ReplaceDisk
 from harness.scenario.sections import ReaderSpec, TopicSpec
-from scenarios import catalog
+from harness.catalog import catalog
 
 pytestmark = pytest.mark.unit
 

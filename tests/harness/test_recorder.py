@@ -9,8 +9,8 @@ from harness.results import tables as rio
 from harness.results import schema as rs
 from harness.checkers import run_checks
 from harness.results.recorder import record_run
-from scenarios.resolve import load_scenario
-from scenarios import catalog
+from harness.catalog.resolve import load_scenario
+from harness.catalog import catalog
 from tests.harness.builders import ns
 from tests.harness.test_checkers import s1_history
 

@@ -12,8 +12,8 @@ from harness.scenario.fields import ScenarioError
 from harness.cli.scenario import add_scenario_arguments, scenario_from_args
 from harness.scenario.model import Scenario
 from harness.scenario.text import apply_override, parse_scenario_text
-from scenarios.resolve import load_scenario
-from scenarios import catalog
+from harness.catalog.resolve import load_scenario
+from harness.catalog import catalog
 
 pytestmark = pytest.mark.unit
 

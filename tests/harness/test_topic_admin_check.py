@@ -9,7 +9,7 @@ from harness.checkers.topic_admin import check_topic_admin
 from harness.scenario.faults import AdminAction, fault_to_dict
 from harness.scenario.fault_tables import TargetCheck, fault_from_dict
 from harness.scenario.fields import Problems
-from scenarios.catalog import by_name
+from harness.catalog.catalog import by_name
 
 pytestmark = pytest.mark.unit
 OLD, NEW = "OLDtopicidaaaaaaaaaaaa", "NEWtopicidaaaaaaaaaaaa"

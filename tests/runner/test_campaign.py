@@ -9,7 +9,7 @@ import pytest
 from harness.run.campaign import (DEFAULT_OVERHEAD_S, Progress, Record, campaign_header, campaign_root_name, fmt_duration,
                               summarize, summary_lines, summary_markdown)
 from harness.cli.run import resolve_scenarios, results_root
-from scenarios.catalog import all_scenarios
+from harness.catalog.catalog import all_scenarios
 
 pytestmark = pytest.mark.unit
 

@@ -16,7 +16,7 @@ from harness.cluster.node_configs import CONTAINER_RUN, node_defs, properties_te
 from harness.run.session import SessionError, node_ref
 from harness.workload.producer import value_id_of, value_of
 from kafka_common.config import parse_config
-from scenarios.catalog import by_name
+from harness.catalog.catalog import by_name
 
 pytestmark = pytest.mark.unit
 

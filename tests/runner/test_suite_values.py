@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from scenarios.catalog import by_name
-from scenarios.test_system import (AFTER_LAST_FAULT_MS, MANY_DURATION_MS, MARGINAL, MISSING, SLOW_FAULT_MS,
+from harness.catalog.catalog import by_name
+from tests.system.test_system import (AFTER_LAST_FAULT_MS, MANY_DURATION_MS, MARGINAL, MISSING, SLOW_FAULT_MS,
                                    SUITE, SUITE_DURATION_MS, suite_scenario)
 
 pytestmark = pytest.mark.unit
@@ -40,7 +40,7 @@ def test_soak_is_short_and_heals_before_the_end() -> None:
 
 
 def test_known_duplicates_only_where_a_leader_leads_several_partitions() -> None:
-    from scenarios.test_system import DUPLICATES
+    from tests.system.test_system import DUPLICATES
     assert set(DUPLICATES) <= set(SUITE)
     assert all(by_name(v).workload.topics[0].partitions > 1 for v in DUPLICATES if v != "soak")
 
@@ -75,14 +75,14 @@ def _history(extra) -> object:
 ], ids=["duplicates", "duplicates+lost", "duplicates+phantom", "lost", "clean"])
 def test_known_duplicates_xfail_only_when_duplicates_are_the_only_error(extra, only: bool) -> None:
     from harness.checkers.durability import check_durability
-    from scenarios.test_system import only_duplicates
+    from tests.system.test_system import only_duplicates
     r = check_durability(by_name("leader-dir-fails"), _history(extra))
     assert only_duplicates(r) is only, r
 
 
 def test_known_duplicates_xfail_fails_on_reordering() -> None:
     from harness.checkers.durability import check_durability
-    from scenarios.test_system import only_duplicates
+    from tests.system.test_system import only_duplicates
     from tests.harness.builders import H
     h = H()
     h.produce(1000, 1005, "a", 0, offset=1).produce(1010, 1015, "b", 0, offset=0)   # b invoked after a's ack

@@ -33,12 +33,12 @@ from harness.scenario.sections import Expect, ReaderSpec, ServerConfigs, Workloa
 
 __all__ = ["segment_blocks_fail", "silent_corruption", "power_cut", "permission_denied", "DISK_SCENARIOS"]
 
-FAULT_AT_MS = 11000            # = scenarios.catalog.FAULT_AT_MS (1 s warm-up + 10 s baseline)
+FAULT_AT_MS = 11000            # = harness.catalog.catalog.FAULT_AT_MS (1 s warm-up + 10 s baseline)
 LEADER = "leader:t1/0"
 FOLLOWER = "follower:t1/0"
 REPLICA_DIR = "replica:t1/0"
 READER_AFTER_MS = 1000         # the reader starts behind: after the fault is in place
-AFTER_FENCING_MS = 10000       # a killed broker is fenced after the session timeout (scenarios.catalog)
+AFTER_FENCING_MS = 10000       # a killed broker is fenced after the session timeout (harness.catalog.catalog)
 CHECKS = ("durability", "failover", "liveness", "metadata_invariants", "service", "no_corrupt_consumed")
 
 

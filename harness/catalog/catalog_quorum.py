@@ -12,7 +12,7 @@ from harness.scenario.sections import Expect
 __all__ = ["active_controller_killed_during_report", "active_controller_metadata_disk_fails",
            "active_controller_partitioned_during_report", "CONTROLLER_SCENARIOS", "QUORUM_SCENARIOS"]
 
-FAULT_AT_MS = 11000            # = scenarios.catalog.FAULT_AT_MS (1 s warm-up + 10 s baseline)
+FAULT_AT_MS = 11000            # = harness.catalog.catalog.FAULT_AT_MS (1 s warm-up + 10 s baseline)
 ACTIVE_CONTROLLER = "controller:active"
 LEADER = "leader:t1/0"
 REPLICA_DIR = "replica:t1/0"

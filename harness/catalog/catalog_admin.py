@@ -26,12 +26,12 @@ from harness.scenario.sections import Expect, Workload
 
 __all__ = ["delete_topic_while_dir_offline", "ADMIN_SCENARIOS"]
 
-FAULT_AT_MS = 11000        # = scenarios.catalog.FAULT_AT_MS (1 s warm-up + 10 s baseline)
+FAULT_AT_MS = 11000        # = harness.catalog.catalog.FAULT_AT_MS (1 s warm-up + 10 s baseline)
 T2 = "t2"
 T2_FOLLOWER = "follower:t2/0"
 T2_PARTITIONS = 3
 T2_RECORDS = 60
-AFTER_FENCING_MS = 10000   # scenarios.catalog: the restarted broker's leaders move and come back
+AFTER_FENCING_MS = 10000   # harness.catalog.catalog: the restarted broker's leaders move and come back
 
 
 def delete_topic_while_dir_offline(*, seed: int = 0) -> Scenario:

@@ -1,7 +1,7 @@
 """S1–S11 of ``scenarios.md``, S12–S14 (the controller quorum under KIP-858 failures:
-:mod:`scenarios.catalog_quorum`), S15
+:mod:`harness.catalog.catalog_quorum`), S15
 (S1 at 300 partitions), S16 (a group coordinator's offsets dir fails) and S20–S23 (partial,
-silent and lost-write disk faults, chmod: :mod:`scenarios.catalog_disks`) as functions
+silent and lost-write disk faults, chmod: :mod:`harness.catalog.catalog_disks`) as functions
 returning :class:`~harness.scenario.model.Scenario` values.
 
 Each function takes ``bounce`` (where kafkatest's ``bounce_broker`` matrix applies: the
@@ -23,10 +23,10 @@ from broker_impl.groups.state.records import partition_for
 from broker_impl.storage.partition_log import FLUSH_NEVER
 from harness.scenario.model import CHECK_NAMES, Scenario
 from harness.scenario.sections import Expect, ServerConfigs, Topology, TopicSpec, Workload
-from scenarios.catalog_disks import DISK_SCENARIOS, FAULT_AT_MS as _DISK_FAULT_AT_MS
-from scenarios.catalog_admin import ADMIN_SCENARIOS, FAULT_AT_MS as _ADMIN_FAULT_AT_MS
-from scenarios.catalog_operator import OPERATOR_SCENARIOS, FAULT_AT_MS as _OPERATOR_FAULT_AT_MS
-from scenarios.catalog_quorum import (CONTROLLER_SCENARIOS, QUORUM_SCENARIOS, FAULT_AT_MS as _QUORUM_FAULT_AT_MS,
+from harness.catalog.catalog_disks import DISK_SCENARIOS, FAULT_AT_MS as _DISK_FAULT_AT_MS
+from harness.catalog.catalog_admin import ADMIN_SCENARIOS, FAULT_AT_MS as _ADMIN_FAULT_AT_MS
+from harness.catalog.catalog_operator import OPERATOR_SCENARIOS, FAULT_AT_MS as _OPERATOR_FAULT_AT_MS
+from harness.catalog.catalog_quorum import (CONTROLLER_SCENARIOS, QUORUM_SCENARIOS, FAULT_AT_MS as _QUORUM_FAULT_AT_MS,
                                       active_controller_killed_during_report, active_controller_metadata_disk_fails,
                                       active_controller_partitioned_during_report)
 

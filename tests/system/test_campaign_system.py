@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from scenarios.test_system import _capable
+from tests.system.test_system import _capable
 
 pytestmark = pytest.mark.system
 SHORT = ["--set", "workload.duration_ms=17000", "--set", "workload.drain_timeout_ms=8000", "--quiet"]

@@ -147,7 +147,7 @@ def _results_root() -> Path:
 def suite_scenario(variant: str):
     from harness.scenario.model import Scenario
     from harness.scenario.text import apply_override
-    from scenarios.catalog import by_name, soak
+    from harness.catalog.catalog import by_name, soak
     base = soak(minutes=1) if variant == "soak" else by_name(variant)
     data = base.to_dict()
     duration = SOAK_DURATION_MS if variant == "soak" else (
@@ -207,7 +207,7 @@ def outcome_of(variant: str):
 
 
 def _cases():
-    from scenarios.catalog import by_name
+    from harness.catalog.catalog import by_name
     out = []
     for v in SUITE:
         checks = by_name(v).checks if v != "soak" else ("durability", "failover", "liveness", "timeout_accuracy",

@@ -29,7 +29,7 @@ from harness.scenario.sections import Expect, ServerConfigs, Topology, Workload
 
 __all__ = ["replace_disk_by_reassignment", "preferred_leaders_return", "OPERATOR_SCENARIOS"]
 
-FAULT_AT_MS = 11000            # = scenarios.catalog.FAULT_AT_MS
+FAULT_AT_MS = 11000            # = harness.catalog.catalog.FAULT_AT_MS
 LEADER = "leader:t1/0"
 REPLICA_DIR = "replica:t1/0"
 REASSIGN_AFTER_MS = 3000       # the operator reacts 3 s after the dir failed

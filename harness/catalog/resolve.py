@@ -13,7 +13,7 @@ from typing import Iterable
 from harness.scenario.fields import ScenarioError
 from harness.scenario.model import Scenario
 from harness.scenario.text import apply_override, parse_scenario_text
-from scenarios.catalog import by_name
+from harness.catalog.catalog import by_name
 
 __all__ = ["resolve", "resolve_runs", "load_scenario"]
 

@@ -1,0 +1,1 @@
+"""The scenario catalog: S1-S23 as values (`catalog`, by theme in `catalog_*`) and `resolve` (a name, id or file + `--set` overrides + seed -> scenario values; the one place `jbodlab run` and `jbodlab scenario` do it). Built on `harness.scenario`; read by `harness.cli`."""

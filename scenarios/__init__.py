@@ -1,1 +1,0 @@
-"""(see docs/design.md)"""
