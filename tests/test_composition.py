@@ -16,7 +16,7 @@ import pytest
 
 pytestmark = pytest.mark.unit
 RUNTIMES = ("kafka_common", "kafka_runtime", "controller_impl", "broker_impl")
-PROJECT = RUNTIMES + ("infra", "harness", "scenarios", "testkit")
+PROJECT = RUNTIMES + ("infra", "harness", "testkit")
 # (class, base) pairs that stay, each with why
 ALLOWED = {
     # the runtime's view is the complete storage view (what the tests mount) plus the
