@@ -1,11 +1,12 @@
 """What a request handler gets: the :class:`ApiContext` protocol.
 
 Each handler module (``produce``, ``fetch``, ``metadata``, ``admin``, ``log_dirs``,
-``configs``, ``delete_records``, ``broker_impl.api.group_handlers``) is a set
-of ``async handle_<api>(api: ApiContext, ctx, request)`` functions. They are typed against
-this protocol, not against :class:`broker_impl.api.handlers.BrokerApi` (which holds the
-dispatch table and so imports every handler module): the handler modules depend on this
-module only, and ``handlers`` depends on them, so the package has no import cycle.
+``configs``, ``delete_records``, ``topic_admin``, ``group_handlers``, ``offset_handlers``,
+``operator_calls``) is a set of ``async handle_<api>(api: ApiContext, ctx, request)`` functions. They are typed against
+this protocol, not against :class:`broker_impl.api.handlers.BrokerApi` (which serves the
+request table, :mod:`broker_impl.api.request_table`, and so imports every handler module
+through it): the handler modules depend on this module only, and the table depends on them,
+so the package has no import cycle.
 """
 
 from __future__ import annotations

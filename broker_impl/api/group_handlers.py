@@ -3,8 +3,9 @@
 Versions (Kafka 4.0's ranges for the classic protocol, all in kio 0.6.5):
 FindCoordinator 0–6 (v4+ batched ``coordinator_keys``), JoinGroup 0–9, SyncGroup 0–5,
 Heartbeat 0–4, LeaveGroup 0–5, OffsetCommit 0–9, OffsetFetch 0–9 (v8+ several groups per
-request), ListGroups 0–5, DescribeGroups 0–6, DeleteGroups 0–2, OffsetDelete 0.
-(OffsetCommit/OffsetFetch v10 address topics by id, KIP-848's consumer protocol: not served.)
+request), ListGroups 0–5, DescribeGroups 0–6, DeleteGroups 0–2, OffsetDelete 0: their rows in
+:data:`broker_impl.api.request_table.REQUESTS`. (OffsetCommit/OffsetFetch v10 address topics
+by id, KIP-848's consumer protocol: not served.)
 
 Every group request is first checked against :meth:`GroupCoordinator.status`: a group
 this broker does not coordinate → NOT_COORDINATOR, one whose partition is loading →
@@ -24,8 +25,6 @@ from broker_impl.api.entities import NO_THROTTLE, build, error, ms, response_typ
 from broker_impl.api.metadata import listener_of
 from broker_impl.groups.state import codes as E
 from broker_impl.groups.state import records as R
-from broker_impl.api.offset_handlers import (OFFSET_COMMIT, OFFSET_DELETE, OFFSET_FETCH, handle_offset_commit,
-                                               handle_offset_delete, handle_offset_fetch)
 from broker_impl.groups.state.model import GroupState, JoinResult, SyncResult
 
 if TYPE_CHECKING:
@@ -34,20 +33,6 @@ if TYPE_CHECKING:
 FIND_COORDINATOR, JOIN_GROUP, HEARTBEAT = ApiKey.FIND_COORDINATOR, ApiKey.JOIN_GROUP, ApiKey.HEARTBEAT
 (LEAVE_GROUP, SYNC_GROUP, DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS) = (
     ApiKey.LEAVE_GROUP, ApiKey.SYNC_GROUP, ApiKey.DESCRIBE_GROUPS, ApiKey.LIST_GROUPS, ApiKey.DELETE_GROUPS)
-
-SUPPORTED_APIS: dict[int, tuple[int, int]] = {
-    OFFSET_COMMIT: (0, 9),   # v0-1 schemas: kafka_common.legacy_schemas
-    OFFSET_FETCH: (0, 9),
-    FIND_COORDINATOR: (0, 6),
-    JOIN_GROUP: (0, 9),
-    HEARTBEAT: (0, 4),
-    LEAVE_GROUP: (0, 5),
-    SYNC_GROUP: (0, 5),
-    DESCRIBE_GROUPS: (0, 6),
-    LIST_GROUPS: (0, 5),
-    DELETE_GROUPS: (0, 2),
-    OFFSET_DELETE: (0, 0),
-}
 
 
 def _peer_host(ctx: Any) -> str:
@@ -251,19 +236,3 @@ async def handle_delete_groups(api: ApiContext, ctx: Any, req: Any) -> Any:
     codes = await asyncio.gather(*(one(gid) for gid in req.groups_names))
     return build(resp_cls, throttle_time=NO_THROTTLE, results=tuple(
         build(result_cls, group_id=gid, error_code=error(c)) for gid, c in zip(req.groups_names, codes)))
-
-
-
-HANDLERS = {
-    FIND_COORDINATOR: handle_find_coordinator,
-    JOIN_GROUP: handle_join_group,
-    SYNC_GROUP: handle_sync_group,
-    HEARTBEAT: handle_heartbeat,
-    LEAVE_GROUP: handle_leave_group,
-    OFFSET_COMMIT: handle_offset_commit,
-    OFFSET_FETCH: handle_offset_fetch,
-    LIST_GROUPS: handle_list_groups,
-    DESCRIBE_GROUPS: handle_describe_groups,
-    DELETE_GROUPS: handle_delete_groups,
-    OFFSET_DELETE: handle_offset_delete,
-}

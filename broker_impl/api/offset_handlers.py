@@ -1,7 +1,7 @@
 """The committed-offset group APIs: OffsetCommit 0–9, OffsetFetch 0–9 (v8+ several groups per
 request; both v0 answered UNSUPPORTED_VERSION per partition as Kafka 3.9 in KRaft does, see
-:mod:`broker_impl.api.legacy_versions`) and OffsetDelete 0, kio requests → the coordinator → kio responses. Registered in
-:data:`broker_impl.api.group_handlers.HANDLERS`; each request is first checked against
+:mod:`broker_impl.api.legacy_versions`) and OffsetDelete 0, kio requests → the coordinator → kio responses. Rows of
+:data:`broker_impl.api.request_table.REQUESTS`; each request is first checked against
 :meth:`GroupCoordinator.status` like every group request.
 """
 

@@ -27,11 +27,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 (ELECT_LEADERS, ALTER_PARTITION_REASSIGNMENTS, LIST_PARTITION_REASSIGNMENTS) = (
     ApiKey.ELECT_LEADERS, ApiKey.ALTER_PARTITION_REASSIGNMENTS, ApiKey.LIST_PARTITION_REASSIGNMENTS)
-SUPPORTED_APIS: dict[int, tuple[int, int]] = {
-    ELECT_LEADERS: (0, 2),
-    ALTER_PARTITION_REASSIGNMENTS: (0, 1),
-    LIST_PARTITION_REASSIGNMENTS: (0, 0),
-}
 FORWARD_TIMEOUT_S = 30.0
 _NAMES = {ELECT_LEADERS: "ElectLeaders", ALTER_PARTITION_REASSIGNMENTS: "AlterPartitionReassignments",
           LIST_PARTITION_REASSIGNMENTS: "ListPartitionReassignments"}
@@ -81,10 +76,3 @@ async def handle_list_partition_reassignments(api: ApiContext, ctx: Any, req: An
     resp_cls = response_type(LIST_PARTITION_REASSIGNMENTS, req.__version__, "ListPartitionReassignmentsResponse")
     return build(resp_cls, throttle_time=NO_THROTTLE, error_code=ErrorCode.request_timed_out,
                  error_message=reason, topics=())
-
-
-HANDLERS = {
-    ELECT_LEADERS: handle_elect_leaders,
-    ALTER_PARTITION_REASSIGNMENTS: handle_alter_partition_reassignments,
-    LIST_PARTITION_REASSIGNMENTS: handle_list_partition_reassignments,
-}

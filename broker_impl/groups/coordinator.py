@@ -9,7 +9,8 @@ stops being the leader or the partition's dir goes offline — parked JoinGroup/
 requests then get NOT_COORDINATOR and requests for those groups too, until the new leader
 has loaded them (COORDINATOR_LOAD_IN_PROGRESS meanwhile).
 
-- **Load** (:mod:`.offsets_ownership`): the partition's log from its start to its end, read on the dir's worker
+- **Load** (:mod:`.offsets_ownership`, the composed part that owns ``owned``): the
+  partition's log from its start to its end, read on the dir's worker
   (``BrokerView.replica_io``), records applied last-writer-wins (tombstones delete), groups
   with members come back Stable with fresh session deadlines (Kafka's behaviour).
 - **Write**: one batch per request (an OffsetCommit's offsets, a group record, a deletion's
@@ -41,7 +42,7 @@ from typing import Any, Awaitable, Callable
 from kio.schema.errors import ErrorCode
 
 from broker_impl.groups.coordinator_config import CoordinatorConfig
-from broker_impl.groups.offsets_ownership import OFFSETS_TOPIC, OffsetsOwnership, OwnedPartition, Ownership
+from broker_impl.groups.offsets_ownership import OFFSETS_TOPIC, OffsetsOwnership, Ownership
 from broker_impl.groups.state import codes as E
 from broker_impl.groups.state import records as R
 from broker_impl.groups.state.group import Groups, GroupState, JoinResult, Reply, StoreGroup, SyncResult
@@ -52,7 +53,11 @@ TICK_MAX_S = 0.1
 CREATE_TIMEOUT_S = 10.0
 
 
-class GroupCoordinator(OffsetsOwnership):
+class GroupCoordinator:
+    """The coordinator of the groups of the offsets partitions led here; composes its
+    :class:`OffsetsOwnership` (``ownership``: which partitions, their loads), which sees it
+    as an :class:`~broker_impl.groups.offsets_ownership.OwnershipHost`."""
+
     def __init__(self, view: Any, purgatory: Any, notify_partition: Callable[[uuid.UUID, int], None],
                  config: CoordinatorConfig, *, rng: random.Random | None = None,
                  now_ms: Callable[[], int] | None = None, emit: Callable[..., Any] | None = None) -> None:
@@ -62,7 +67,6 @@ class GroupCoordinator(OffsetsOwnership):
         self.config = config
         self.groups = Groups(config.groups, rng or random.SystemRandom())
         self._now_ms = now_ms or (lambda: time.monotonic_ns() // 1_000_000)
-        self.owned: dict[int, OwnedPartition] = {}
         self._waiters: dict[int, asyncio.Future[Any]] = {}
         self._tokens = itertools.count(1)
         self._timer: asyncio.Task[None] | None = None
@@ -70,7 +74,9 @@ class GroupCoordinator(OffsetsOwnership):
         self._creating: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self._started = False
-        self._emit = emit or (lambda event, **fields: None)   # the node event log
+        self.emit = emit or (lambda event, **fields: None)   # the node event log
+        self.ownership = OffsetsOwnership(self)
+        self.owned = self.ownership.owned   # the part's dict itself (it is never replaced)
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
@@ -86,7 +92,11 @@ class GroupCoordinator(OffsetsOwnership):
         self._timer = asyncio.get_running_loop().create_task(self._timer_loop())
         self.reconcile_all()
 
-    def _spawn(self, coro: Awaitable[Any]) -> asyncio.Task[Any]:
+    @property
+    def started(self) -> bool:
+        return self._started
+
+    def spawn(self, coro: Awaitable[Any]) -> asyncio.Task[Any]:
         task = asyncio.get_running_loop().create_task(coro)  # type: ignore[arg-type]
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -114,6 +124,24 @@ class GroupCoordinator(OffsetsOwnership):
             return E.COORDINATOR_LOAD_IN_PROGRESS
         return E.NONE
 
+    # ------------------------------------------------------------------ the ownership part's calls
+    @property
+    def offsets_topic_id(self) -> uuid.UUID | None:
+        return self.ownership.offsets_topic_id
+
+    def partition_count(self) -> int:
+        return self.ownership.partition_count()
+
+    def partition_of(self, group_id: str) -> int:
+        return self.ownership.partition_of(group_id)
+
+    def on_partition_changed(self, topic_id: uuid.UUID, partition: int) -> None:
+        """A partition's leadership, ISR or local dir state changed (or it was appended to)."""
+        self.ownership.on_partition_changed(topic_id, partition)
+
+    def reconcile_all(self) -> None:
+        self.ownership.reconcile_all()
+
     # ------------------------------------------------------------------ FindCoordinator
     def find(self, key: str, listener_name: str) -> tuple[int, int, str, int, str | None]:
         """(error, node id, host, port, message) of the coordinator of group ``key``."""
@@ -134,7 +162,7 @@ class GroupCoordinator(OffsetsOwnership):
 
     def _ensure_topic(self) -> None:
         if self._creating is None or self._creating.done():
-            self._creating = self._spawn(self._create_topic())
+            self._creating = self.spawn(self._create_topic())
 
     async def _create_topic(self) -> None:
         req_cls = wire.request_class(19, 7)
@@ -175,8 +203,8 @@ class GroupCoordinator(OffsetsOwnership):
             if isinstance(e, Reply):
                 self._deliver(e)
             elif isinstance(e, StoreGroup):
-                self._spawn(self._store_group(e))
-        self._wake_timer()
+                self.spawn(self._store_group(e))
+        self.wake_timer()
 
     def execute(self, effects: list[Any]) -> None:
         self._execute(effects)
@@ -253,7 +281,7 @@ class GroupCoordinator(OffsetsOwnership):
         return E.NONE
 
     # ------------------------------------------------------------------ timers
-    def _wake_timer(self) -> None:
+    def wake_timer(self) -> None:
         if self._wake is not None:
             self._wake.set()
 

@@ -45,8 +45,10 @@ from controller_impl.raft.quorum_file import ElectionState
 from controller_impl.raft.transitions import RoleTransitions
 
 
-class RaftState(RoleTransitions):
-    """One voter's Raft state: inputs ``handle_*``, ``tick``, ``on_log_*``; outputs effects."""
+class RaftState:
+    """One voter's Raft state: inputs ``handle_*``, ``tick``, ``on_log_*``; outputs effects.
+    Composes its :class:`RoleTransitions` (``roles``: the transitions and the election
+    bookkeeping), which sees it as a :class:`~controller_impl.raft.transitions.VoterHost`."""
 
     def __init__(self, cfg: RaftConfig, log: LogShape, election: ElectionState, rng: random.Random,
                  now_ms: int) -> None:
@@ -58,24 +60,15 @@ class RaftState(RoleTransitions):
         self.epoch = election.epoch
         self.voted_for = election.voted_for
         self.leader_id = election.leader_id
-        self._persisted = (self.epoch, self.voted_for, self.leader_id)
-        self._announced_epoch, self._announced_leader = self.epoch, self.leader_id
         self.high_watermark = log.snapshot[0] if log.snapshot else 0
         self.flushed_end = log.end_offset   # what is on disk at start is durable
-        self._leader_hw = -1
-        self._leader_resigned = False
-        self._abandoned_leader = -1
-        self._failed_rounds = 0
-        self._granted: set[int] = set()
-        self._refused: set[int] = set()
-        self._asked_ms: dict[int, int] = {}
+        self._leader_hw = -1                # the followed leader's, as last heard
         self.replica_end: dict[int, int] = {}
         self.replica_fetch_ms: dict[int, int] = {}
         self._fetched_since_check: set[int] = set()
         self._check_quorum_deadline = 0
         self.epoch_start_offset = 0
-        self._election_deadline = now_ms + self._election_timeout()
-        self._fetch_deadline = now_ms + cfg.fetch_timeout_ms
+        self.roles = RoleTransitions(self, now_ms)
         if self.leader_id == cfg.node_id:
             self.role = RESIGNED      # a leader that restarted has lost its unflushed state
         elif self.leader_id >= 0:
@@ -94,6 +87,16 @@ class RaftState(RoleTransitions):
     def others(self) -> tuple[int, ...]:
         return tuple(v for v in self.cfg.voters if v != self.cfg.node_id)
 
+    def start_leading(self, now_ms: int) -> None:
+        self.epoch_start_offset = self.log.end_offset
+        self.replica_end = {v: -1 for v in self.others}
+        self.replica_fetch_ms = {}
+        self._fetched_since_check = set()
+        self._check_quorum_deadline = now_ms + self.cfg.fetch_timeout_ms * 3 // 2
+
+    def start_following(self) -> None:
+        self._leader_hw = -1
+
     def election_state(self) -> ElectionState:
         return ElectionState(self.epoch, self.voted_for, self.leader_id, self.cfg.voters)
 
@@ -105,18 +108,20 @@ class RaftState(RoleTransitions):
 
     def next_deadline_ms(self) -> int:
         """When :meth:`tick` next has something to do (the runtime may tick earlier)."""
+        roles = self.roles
         if self.role == LEADER:
-            return min([self._check_quorum_deadline] + [t + self._retry_ms() for t in self._asked_ms.values()])
+            return min([self._check_quorum_deadline] + [t + roles.retry_ms() for t in roles.asked_ms.values()])
         if self.role == FOLLOWER:
-            return self._fetch_deadline
-        pending = [t + self._retry_ms() for t in self._asked_ms.values()] if self.role in (PROSPECTIVE, CANDIDATE) else []
-        return min([self._election_deadline] + pending)
+            return roles.fetch_deadline
+        asking = self.role in (PROSPECTIVE, CANDIDATE)
+        pending = [t + roles.retry_ms() for t in roles.asked_ms.values()] if asking else []
+        return min([roles.election_deadline] + pending)
 
     # ------------------------------------------------------------------ start, tick
     def start(self, now_ms: int) -> list[m.Effect]:
         fx: list[m.Effect] = []
         if self.cfg.voters == (self.cfg.node_id,):
-            self._to_candidate(now_ms, fx)
+            self.roles.to_candidate(now_ms, fx)
         return fx
 
     def tick(self, now_ms: int) -> list[m.Effect]:
@@ -124,28 +129,29 @@ class RaftState(RoleTransitions):
         role = self.role
         if role == LEADER:
             if len(self.cfg.voters) > 1 and now_ms >= self._check_quorum_deadline:
-                self._to_resigned(now_ms, fx)
+                self.roles.to_resigned(now_ms, fx)
             else:
                 begin = m.BeginEpochRequest(self.cfg.node_id, self.epoch)
-                self._resend(now_ms, fx, lambda: begin)
+                self.roles.resend(now_ms, fx, lambda: begin)
                 # a voter silent for half the fetch timeout is told again who leads (it may
                 # have given up on us while cut off, and others' answers cannot convince it)
                 for v in self.others:
                     last = self.replica_fetch_ms.get(v)
-                    if v not in self._asked_ms and (last is None or now_ms - last >= self.cfg.fetch_timeout_ms // 2):
-                        self._asked_ms[v] = now_ms
+                    silent = last is None or now_ms - last >= self.cfg.fetch_timeout_ms // 2
+                    if v not in self.roles.asked_ms and silent:
+                        self.roles.asked_ms[v] = now_ms
                         fx.append(m.Send(v, begin))
         elif role == FOLLOWER:
-            if now_ms >= self._fetch_deadline:
-                self._to_prospective(now_ms, fx)
+            if now_ms >= self.roles.fetch_deadline:
+                self.roles.to_prospective(now_ms, fx)
         elif role in (UNATTACHED, VOTED, RESIGNED):
-            if now_ms >= self._election_deadline:
-                self._to_prospective(now_ms, fx)
+            if now_ms >= self.roles.election_deadline:
+                self.roles.to_prospective(now_ms, fx)
         elif role in (PROSPECTIVE, CANDIDATE):
-            if now_ms >= self._election_deadline:
-                self._to_prospective(now_ms, fx)  # a new round; pre-vote again, then bump
+            if now_ms >= self.roles.election_deadline:
+                self.roles.to_prospective(now_ms, fx)  # a new round; pre-vote again, then bump
             else:
-                self._resend(now_ms, fx, self._vote_request)
+                self.roles.resend(now_ms, fx, self.roles.vote_request)
         return fx
 
     # ------------------------------------------------------------------ Vote
@@ -157,42 +163,43 @@ class RaftState(RoleTransitions):
         if req.pre_vote:
             if req.candidate_epoch <= self.epoch:
                 return self._vote_answer(False, m.FENCED_LEADER_EPOCH), fx
+            roles = self.roles
             hears_leader = (self.role == LEADER or
-                            (self.role == FOLLOWER and now_ms < self._fetch_deadline and not self._leader_resigned))
+                            (self.role == FOLLOWER and now_ms < roles.fetch_deadline and not roles.leader_resigned))
             return self._vote_answer(up_to_date and not hears_leader), fx
         if req.candidate_epoch < self.epoch:
             return self._vote_answer(False, m.FENCED_LEADER_EPOCH), fx
         if req.candidate_epoch > self.epoch:
-            self._to_unattached(req.candidate_epoch, now_ms, fx)
+            self.roles.to_unattached(req.candidate_epoch, now_ms, fx)
         grant = (up_to_date and self.leader_id < 0 and self.voted_for in (-1, req.candidate_id)
                  and self.role in (UNATTACHED, VOTED, PROSPECTIVE))
         if grant and self.voted_for != req.candidate_id:
-            self._to_voted(req.candidate_id, now_ms, fx)
+            self.roles.to_voted(req.candidate_id, now_ms, fx)
         return self._vote_answer(grant), fx
 
     def handle_vote_response(self, from_id: int, resp: m.VoteResponse, pre_vote: bool,
                              now_ms: int) -> list[m.Effect]:
         fx: list[m.Effect] = []
         if resp.epoch > self.epoch:
-            self._to_epoch_of(resp.epoch, resp.leader_id, now_ms, fx)
+            self.roles.to_epoch_of(resp.epoch, resp.leader_id, now_ms, fx)
             return fx
         if (resp.leader_id >= 0 and resp.epoch == self.epoch and self.role in (PROSPECTIVE, UNATTACHED, VOTED)
-                and resp.leader_id not in (self.cfg.node_id, self._abandoned_leader)):
-            self._to_follower(resp.epoch, resp.leader_id, now_ms, fx)
+                and resp.leader_id not in (self.cfg.node_id, self.roles.abandoned_leader)):
+            self.roles.to_follower(resp.epoch, resp.leader_id, now_ms, fx)
             return fx
         expected = PROSPECTIVE if pre_vote else CANDIDATE
-        if self.role != expected or resp.epoch != self.epoch or from_id not in self._asked_ms:
+        if self.role != expected or resp.epoch != self.epoch or from_id not in self.roles.asked_ms:
             return fx
-        del self._asked_ms[from_id]
+        del self.roles.asked_ms[from_id]
         if resp.vote_granted:
-            self._granted.add(from_id)
-            self._maybe_won(now_ms, fx)
+            self.roles.granted.add(from_id)
+            self.roles.maybe_won(now_ms, fx)
         else:
-            self._refused.add(from_id)
-            if len(self._refused) >= self.cfg.majority or \
-                    len(self._refused) > len(self.cfg.voters) - self.cfg.majority:
-                self._failed_rounds += 1
-                self._election_deadline = min(self._election_deadline, now_ms + self._backoff_ms())
+            self.roles.refused.add(from_id)
+            if len(self.roles.refused) >= self.cfg.majority or \
+                    len(self.roles.refused) > len(self.cfg.voters) - self.cfg.majority:
+                self.roles.failed_rounds += 1
+                self.roles.election_deadline = min(self.roles.election_deadline, now_ms + self.roles.backoff_ms())
         return fx
 
     # ------------------------------------------------------------------ Begin/EndQuorumEpoch
@@ -205,15 +212,15 @@ class RaftState(RoleTransitions):
         if req.leader_epoch == self.epoch and self.role == LEADER and req.leader_id != self.cfg.node_id:
             raise RaftInvariantError(f"two leaders in epoch {self.epoch}: {self.cfg.node_id} and {req.leader_id}")
         if req.leader_epoch > self.epoch or self.role != FOLLOWER or self.leader_id != req.leader_id:
-            self._to_follower(req.leader_epoch, req.leader_id, now_ms, fx)
+            self.roles.to_follower(req.leader_epoch, req.leader_id, now_ms, fx)
         return self._epoch_answer(m.NONE), fx
 
     def handle_begin_epoch_response(self, from_id: int, resp: m.EpochResponse, now_ms: int) -> list[m.Effect]:
         fx: list[m.Effect] = []
         if resp.epoch > self.epoch:
-            self._to_epoch_of(resp.epoch, resp.leader_id, now_ms, fx)
+            self.roles.to_epoch_of(resp.epoch, resp.leader_id, now_ms, fx)
         elif self.role == LEADER and resp.epoch == self.epoch and resp.error == m.NONE:
-            self._asked_ms.pop(from_id, None)
+            self.roles.asked_ms.pop(from_id, None)
         return fx
 
     def handle_end_epoch(self, req: m.EndEpochRequest, now_ms: int) -> tuple[m.EpochResponse, list[m.Effect]]:
@@ -223,16 +230,16 @@ class RaftState(RoleTransitions):
         if req.leader_epoch < self.epoch:
             return self._epoch_answer(m.FENCED_LEADER_EPOCH), fx
         if req.leader_epoch > self.epoch:
-            self._to_unattached(req.leader_epoch, now_ms, fx)
+            self.roles.to_unattached(req.leader_epoch, now_ms, fx)
         if self.role in (FOLLOWER, UNATTACHED, VOTED) and self.leader_id in (req.leader_id, -1):
             # the leader stepped down: its preferred successors stand first, in order
-            self._leader_resigned = True
+            self.roles.leader_resigned = True
             succ = list(req.preferred_successors)
             pos = succ.index(self.cfg.node_id) if self.cfg.node_id in succ else len(succ)
             delay = 0 if pos == 0 else min(self.cfg.election_backoff_max_ms, BACKOFF_BASE_MS << pos) \
                 + self.rng.randint(0, BACKOFF_BASE_MS)
-            self._fetch_deadline = min(self._fetch_deadline, now_ms + delay)
-            self._election_deadline = min(self._election_deadline, now_ms + delay)
+            self.roles.fetch_deadline = min(self.roles.fetch_deadline, now_ms + delay)
+            self.roles.election_deadline = min(self.roles.election_deadline, now_ms + delay)
         return self._epoch_answer(m.NONE), fx
 
     # ------------------------------------------------------------------ Fetch (leader side)
@@ -268,7 +275,7 @@ class RaftState(RoleTransitions):
         if len(self._fetched_since_check) + 1 >= self.cfg.majority:
             self._fetched_since_check.clear()
             self._check_quorum_deadline = now_ms + self.cfg.fetch_timeout_ms * 3 // 2
-        self._asked_ms.pop(req.replica_id, None)  # it knows the leader: stop BeginQuorumEpoch
+        self.roles.asked_ms.pop(req.replica_id, None)  # it knows the leader: stop BeginQuorumEpoch
         self._advance_leader_hw(fx)
         return self._answer(read_from=req.fetch_offset, read_limit=log.end_offset), fx
 
@@ -279,12 +286,12 @@ class RaftState(RoleTransitions):
         :meth:`on_log_appended` per batch and :meth:`on_log_flushed`."""
         fx: list[m.Effect] = []
         if resp.epoch > self.epoch:
-            self._to_epoch_of(resp.epoch, resp.leader_id, now_ms, fx)
+            self.roles.to_epoch_of(resp.epoch, resp.leader_id, now_ms, fx)
             return False, fx
         if self.role != FOLLOWER or from_id != self.leader_id or resp.epoch != self.epoch or resp.error != m.NONE:
             return False, fx
-        self._fetch_deadline = now_ms + self.cfg.fetch_timeout_ms
-        self._leader_resigned = False
+        self.roles.fetch_deadline = now_ms + self.cfg.fetch_timeout_ms
+        self.roles.leader_resigned = False
         if resp.diverging is not None:
             d_epoch, d_end = resp.diverging
             own_epoch, own_end = self.log.end_offset_for_epoch(d_epoch)
@@ -326,7 +333,7 @@ class RaftState(RoleTransitions):
         """Step down gracefully (shutdown): EndQuorumEpoch to the others."""
         fx: list[m.Effect] = []
         if self.role == LEADER:
-            self._to_resigned(now_ms, fx)
+            self.roles.to_resigned(now_ms, fx)
         return fx
 
     def describe(self) -> dict:
@@ -334,3 +341,39 @@ class RaftState(RoleTransitions):
         return {"leader_id": self.leader_id, "epoch": self.epoch, "high_watermark": self.high_watermark,
                 "role": self.role, "end_offset": self.log.end_offset, "flushed_end": self.flushed_end,
                 "replica_end": dict(self.replica_end), "replica_fetch_ms": dict(self.replica_fetch_ms)}
+
+    # ------------------------------------------------------------------ answers, the log, the high watermark
+    def _vote_answer(self, granted: bool, error=m.NONE) -> m.VoteResponse:
+        return m.VoteResponse(error, self.epoch, self.leader_id, granted)
+
+    def _epoch_answer(self, error) -> m.EpochResponse:
+        return m.EpochResponse(error, self.epoch, self.leader_id)
+
+    def _fetch_refusal(self, error) -> m.FetchAnswer:
+        return m.FetchAnswer(error, self.epoch, self.leader_id, self.high_watermark, self.log.start_offset)
+
+    def _answer(self, **kw) -> m.FetchAnswer:
+        return m.FetchAnswer(m.NONE, self.epoch, self.leader_id, self.high_watermark, self.log.start_offset, **kw)
+
+    def _truncate(self, offset: int, fx: list[m.Effect]) -> None:
+        if offset < self.high_watermark:
+            raise RaftInvariantError(f"truncation to {offset} below the high watermark {self.high_watermark}")
+        if offset < self.log.end_offset:
+            self.log.truncate_to(offset)
+            self.flushed_end = min(self.flushed_end, offset)
+            fx.append(m.TruncateTo(offset))
+
+    def _set_hw(self, hw: int, fx: list[m.Effect]) -> None:
+        if hw > self.high_watermark:
+            self.high_watermark = hw
+            fx.append(m.HighWatermark(hw))
+
+    def _advance_leader_hw(self, fx: list[m.Effect]) -> None:
+        ends = sorted([self.flushed_end] + [self.replica_end.get(v, -1) for v in self.others], reverse=True)
+        candidate = ends[self.cfg.majority - 1]
+        if candidate > self.epoch_start_offset:
+            self._set_hw(candidate, fx)
+
+    def _advance_follower_hw(self, fx: list[m.Effect]) -> None:
+        if self._leader_hw >= 0:
+            self._set_hw(min(self._leader_hw, self.flushed_end), fx)

@@ -1,8 +1,27 @@
 """The metadata image: the cluster state that replaying the metadata log produces.
 
 :class:`MetadataImage` is mutable and replayed in place; each record costs O(1) plus the
-size of what it names (a RemoveTopicRecord costs its partitions). Its tables and the indexes
-kept in step with them are :class:`~kafka_common.metadata.image_tables.ImageTables`'s.
+size of what it names (a RemoveTopicRecord costs its partitions). It holds the tables and
+answers the reads itself; it composes its reverse indexes
+(:class:`~kafka_common.metadata.image_indexes.ImageIndexes`, ``indexes``) and its pending
+changes (:class:`~kafka_common.metadata.image_changes.ImageChanges`), and replays each record
+by its rule in :mod:`kafka_common.metadata.image_replay` (functions over the image's tables:
+no inheritance). The hot reads — ``partition``, ``partitions_of``, ``brokers``,
+``topic_ids`` — are dict lookups on the image itself.
+
+Reads besides the tables (the index ones each O(replicas) per partition to maintain):
+
+- ``partitions_in_dir(dir_id)``: partitions with a replica assigned to that directory
+  (reserved ids never indexed); ``partitions_with_isr_member(broker)``: partitions whose ISR
+  holds the broker; ``partitions_of_broker(broker)``: partitions the broker is a replica of.
+- ``register_offsets[broker]``: offset of the broker's latest RegisterBrokerRecord
+  (the "caught up" rule for unfencing).
+- ``dir_owner(dir_id)``: the registered broker whose online dirs include ``dir_id``.
+- ``known_dirs(broker)`` / ``offline_dirs(broker)``: every dir the broker ever registered
+  (until unregistered) / those of them not online now (a resent OfflineLogDirs is known).
+
+The sets returned by the index accessors are live views: do not mutate them, and copy
+them before replaying more records while iterating.
 
 Replay rules (reference §1.1, §2.4): BrokerRegistrationChangeRecord ``log_dirs`` empty = no
 change, ``fenced`` -1/0/1 = unfence/no change/fence; every PartitionChangeRecord bumps the
@@ -25,21 +44,78 @@ from __future__ import annotations
 import uuid
 from typing import Any, Iterable
 
-from kafka_common.ids import TopicId, is_reserved
-from kafka_common.metadata import records as r
-from kafka_common.metadata.image_changes import ImageError
-from kafka_common.metadata.image_tables import ImageTables
-from kafka_common.metadata.model import BrokerRegistration, Endpoint, PartitionRegistration, TopicRegistration
-from kafka_common.metadata.registration_merge import (aligned_directories, checked, is_isr_leader_change,
-                                                      merge_broker_change, merge_isr_leader,
-                                                      merge_partition_change, sorted_dirs, validate)
+from kafka_common.ids import TopicId
+from kafka_common.metadata.image_changes import ImageChanges, ImageError, PartitionKey
+from kafka_common.metadata.image_indexes import ImageIndexes
+from kafka_common.metadata.image_replay import RECORD_RULES, install
+from kafka_common.metadata.model import BrokerRegistration, PartitionRegistration, TopicRegistration
 from kafka_common.metadata.snapshot_state import restore_snapshot_state, snapshot_state
 
-TOPIC_RESOURCE = 2  # ConfigRecord.resource_type of a topic
+_EMPTY: frozenset = frozenset()
 
 
-class MetadataImage(ImageTables):
+class MetadataImage:
     """The cluster state, replayed in place from metadata records."""
+
+    def __init__(self) -> None:
+        self.last_offset: int = -1
+        self.brokers: dict[int, BrokerRegistration] = {}
+        self.register_offsets: dict[int, int] = {}
+        self.topics: dict[TopicId, TopicRegistration] = {}
+        self.topic_ids: dict[str, TopicId] = {}
+        self.features: dict[str, int] = {}
+        # dynamic configs: (resource type, resource name) -> {name: value} (ConfigRecord)
+        self.configs: dict[tuple[int, str], dict[str, str]] = {}
+        self._partitions: dict[TopicId, dict[int, PartitionRegistration]] = {}
+        self._dir_owner: dict[uuid.UUID, int] = {}
+        self._known_dirs: dict[int, frozenset[uuid.UUID]] = {}
+        self.indexes = ImageIndexes()
+        self._changes = ImageChanges()
+
+    # --- reads ----------------------------------------------------------------------
+
+    def partition(self, topic_id: TopicId, partition_id: int) -> PartitionRegistration | None:
+        parts = self._partitions.get(topic_id)
+        return None if parts is None else parts.get(partition_id)
+
+    def partitions_of(self, topic_id: TopicId) -> dict[int, PartitionRegistration]:
+        return self._partitions.get(topic_id, {})
+
+    def partitions_in_dir(self, dir_id: uuid.UUID) -> set[PartitionKey] | frozenset:
+        return self.indexes.by_dir.get(dir_id, _EMPTY)
+
+    def partitions_with_isr_member(self, broker_id: int) -> set[PartitionKey] | frozenset:
+        return self.indexes.by_isr.get(broker_id, _EMPTY)
+
+    def partitions_of_broker(self, broker_id: int) -> set[PartitionKey] | frozenset:
+        return self.indexes.by_replica.get(broker_id, _EMPTY)
+
+    def dir_owner(self, dir_id: uuid.UUID) -> int | None:
+        return self._dir_owner.get(dir_id)
+
+    def known_dirs(self, broker_id: int) -> frozenset[uuid.UUID]:
+        """Every dir the broker has registered (any incarnation) since it was last
+        unregistered: its online dirs plus those that went offline."""
+        return self._known_dirs.get(broker_id, frozenset())
+
+    def offline_dirs(self, broker_id: int) -> frozenset[uuid.UUID]:
+        """Known dirs of the broker that are not among its online dirs now (and that no
+        other broker owns now)."""
+        reg = self.brokers.get(broker_id)
+        online = set(reg.log_dirs) if reg else set()
+        return frozenset(d for d in self.known_dirs(broker_id)
+                         if d not in online and self._dir_owner.get(d) in (None, broker_id))
+
+    def partition_count(self) -> int:
+        return self.indexes.count
+
+    def all_partitions(self) -> Iterable[PartitionRegistration]:
+        for parts in self._partitions.values():
+            yield from parts.values()
+
+    def drain_changes(self) -> ImageChanges:
+        changes, self._changes = self._changes, ImageChanges()
+        return changes
 
     # --- snapshots (kafka_common.metadata.snapshot frames these) -------------------
 
@@ -64,11 +140,11 @@ class MetadataImage(ImageTables):
             for pid in set(old_parts) | set(new_parts):
                 old, new = old_parts.get(pid), new_parts.get(pid)
                 if old != new:
-                    self._note_partition(old, new, key=(tid, pid))
+                    changes.note_partition(old, new, key=(tid, pid))
         for bid in set(self.brokers) | set(other.brokers):
             old_b, new_b = self.brokers.get(bid), other.brokers.get(bid)
             if old_b != new_b:
-                self._note_broker(bid, old_b, new_b)
+                changes.note_broker(bid, old_b, new_b)
         for tid, topic in other.topics.items():
             if tid not in self.topics:
                 changes.created_topics[tid] = topic
@@ -87,10 +163,10 @@ class MetadataImage(ImageTables):
     def replay(self, record: Any, offset: int) -> None:
         if offset <= self.last_offset:
             raise ImageError(f"offset {offset} not after last applied offset {self.last_offset}")
-        handler = _HANDLERS.get(type(record))
-        if handler is None:
+        rule = RECORD_RULES.get(type(record))
+        if rule is None:
             raise ImageError(f"cannot replay {type(record).__name__}")
-        handler(self, record, offset)
+        rule(self, record, offset)
         self.last_offset = offset
 
     def replay_all(self, items: Iterable[tuple[int, Any]]) -> None:
@@ -98,158 +174,7 @@ class MetadataImage(ImageTables):
         for offset, record in items:
             self.replay(record, offset)
 
-    # broker records
-
-    def _register(self, rec: r.RegisterBrokerRecord, offset: int) -> None:
-        dirs = sorted_dirs(rec.log_dirs)
-        if len(dirs) != len(rec.log_dirs):
-            raise ImageError(f"RegisterBrokerRecord broker {rec.broker_id}: duplicate log dirs")
-        for d in dirs:
-            if is_reserved(d):
-                raise ImageError(f"RegisterBrokerRecord broker {rec.broker_id}: reserved dir {d}")
-            owner = self._dir_owner.get(d)
-            if owner is not None and owner != rec.broker_id:
-                raise ImageError(f"RegisterBrokerRecord broker {rec.broker_id}: dir {d} owned by broker {owner}")
-        old = self.brokers.get(rec.broker_id)
-        new = BrokerRegistration(
-            broker_id=rec.broker_id, epoch=rec.broker_epoch, incarnation_id=rec.incarnation_id,
-            endpoints=tuple(Endpoint(e.name, e.host, e.port, e.security_protocol) for e in rec.end_points),
-            rack=rec.rack, fenced=rec.fenced, in_controlled_shutdown=rec.in_controlled_shutdown,
-            log_dirs=dirs)
-        self._set_dirs(rec.broker_id, old.log_dirs if old else (), dirs)
-        self.brokers[rec.broker_id] = new
-        self.register_offsets[rec.broker_id] = offset
-        self._known_dirs[rec.broker_id] = self._known_dirs.get(rec.broker_id, frozenset()) | set(dirs)
-        self._note_broker(rec.broker_id, old, new)
-
-    def _unregister(self, rec: r.UnregisterBrokerRecord, offset: int) -> None:
-        old = self._broker_at_epoch(rec.broker_id, rec.broker_epoch, "UnregisterBrokerRecord")
-        self._set_dirs(rec.broker_id, old.log_dirs, ())
-        del self.brokers[rec.broker_id]
-        self.register_offsets.pop(rec.broker_id, None)
-        self._known_dirs.pop(rec.broker_id, None)
-        self._note_broker(rec.broker_id, old, None)
-
-    def _fence(self, rec: r.FenceBrokerRecord, offset: int) -> None:
-        self._change_broker(rec.id, rec.epoch, 1, 0, (), "FenceBrokerRecord")
-
-    def _unfence(self, rec: r.UnfenceBrokerRecord, offset: int) -> None:
-        self._change_broker(rec.id, rec.epoch, -1, 0, (), "UnfenceBrokerRecord")
-
-    def _registration_change(self, rec: r.BrokerRegistrationChangeRecord, offset: int) -> None:
-        self._change_broker(rec.broker_id, rec.broker_epoch, rec.fenced, rec.in_controlled_shutdown,
-                            rec.log_dirs, "BrokerRegistrationChangeRecord")
-
-    def _change_broker(self, broker_id: int, epoch: int, fenced: int, in_cs: int,
-                       log_dirs: tuple[uuid.UUID, ...], what: str) -> None:
-        old = self._broker_at_epoch(broker_id, epoch, what)
-        new = merge_broker_change(old, fenced, in_cs, log_dirs, what)
-        for d in new.log_dirs:
-            owner = self._dir_owner.get(d)
-            if owner is not None and owner != broker_id:
-                raise ImageError(f"{what} broker {broker_id}: dir {d} owned by broker {owner}")
-        if new.log_dirs != old.log_dirs:
-            self._known_dirs[broker_id] = self._known_dirs.get(broker_id, frozenset()) | set(new.log_dirs)
-            self._set_dirs(broker_id, old.log_dirs, new.log_dirs)
-        self.brokers[broker_id] = new
-        self._note_broker(broker_id, old, new)
-
-    def _broker_at_epoch(self, broker_id: int, epoch: int, what: str) -> BrokerRegistration:
-        reg = self.brokers.get(broker_id)
-        if reg is None:
-            raise ImageError(f"{what}: broker {broker_id} is not registered")
-        if reg.epoch != epoch:
-            raise ImageError(f"{what}: broker {broker_id} epoch {epoch} != registered epoch {reg.epoch}")
-        return reg
-
-    def _set_dirs(self, broker_id: int, old: tuple[uuid.UUID, ...], new: tuple[uuid.UUID, ...]) -> None:
-        for d in old:
-            if self._dir_owner.get(d) == broker_id:
-                del self._dir_owner[d]
-        for d in new:
-            self._dir_owner[d] = broker_id
-
-    # topic and partition records
-
-    def _topic(self, rec: r.TopicRecord, offset: int) -> None:
-        if rec.topic_id in self.topics:
-            raise ImageError(f"TopicRecord: topic id {rec.topic_id} already exists")
-        if rec.name in self.topic_ids:
-            raise ImageError(f"TopicRecord: topic name {rec.name!r} already exists")
-        if is_reserved(rec.topic_id):
-            raise ImageError(f"TopicRecord {rec.name!r}: reserved topic id {rec.topic_id}")
-        topic = TopicRegistration(name=rec.name, topic_id=TopicId(rec.topic_id))
-        self.topics[topic.topic_id] = topic
-        self.topic_ids[rec.name] = topic.topic_id
-        self._partitions[topic.topic_id] = {}
-        self._changes.created_topics[topic.topic_id] = topic
-
-    def _remove_topic(self, rec: r.RemoveTopicRecord, offset: int) -> None:
-        topic = self.topics.get(TopicId(rec.topic_id))
-        if topic is None:
-            raise ImageError(f"RemoveTopicRecord: unknown topic id {rec.topic_id}")
-        for part in self._partitions.pop(topic.topic_id).values():
-            self._unindex(part)  # per partition, whatever its ISR (reference §3.4)
-            self._note_partition(part, None)
-        del self.topics[topic.topic_id]
-        del self.topic_ids[topic.name]
-        self.configs.pop((TOPIC_RESOURCE, topic.name), None)  # a topic's configs go with it
-        if self._changes.created_topics.pop(topic.topic_id, None) is None:
-            self._changes.removed_topics[topic.topic_id] = topic
-
-    def _partition(self, rec: r.PartitionRecord, offset: int) -> None:
-        tid = TopicId(rec.topic_id)
-        parts = self._partitions.get(tid)
-        if parts is None:
-            raise ImageError(f"PartitionRecord {rec.topic_id}:{rec.partition_id}: unknown topic")
-        if rec.partition_id < 0:
-            raise ImageError(f"PartitionRecord {rec.topic_id}: invalid partition id {rec.partition_id}")
-        dirs = aligned_directories(rec.directories, rec.replicas, f"PartitionRecord {rec.topic_id}:{rec.partition_id}")
-        new = checked(PartitionRegistration, f"PartitionRecord {rec.topic_id}:{rec.partition_id}",
-                       topic_id=tid, partition_id=rec.partition_id, replicas=tuple(rec.replicas),
-                       isr=tuple(rec.isr), leader=rec.leader, leader_epoch=rec.leader_epoch,
-                       partition_epoch=rec.partition_epoch, directories=dirs,
-                       removing_replicas=tuple(rec.removing_replicas),
-                       adding_replicas=tuple(rec.adding_replicas),
-                       leader_recovery_state=rec.leader_recovery_state)
-        validate(new)
-        old = parts.get(rec.partition_id)
-        if old is not None:
-            self._unindex(old)
-        parts[rec.partition_id] = new
-        self._index(new)
-        self._note_partition(old, new, key=(tid, rec.partition_id))
-
-    def _partition_change(self, rec: r.PartitionChangeRecord, offset: int) -> None:
-        tid = rec.topic_id  # a TopicId (NewType: the uuid itself)
-        pid = rec.partition_id
-        parts = self._partitions.get(tid)
-        old = None if parts is None else parts.get(pid)
-        if old is None:
-            raise ImageError(f"PartitionChangeRecord {rec.topic_id}:{rec.partition_id}: unknown partition")
-        if is_isr_leader_change(rec, old):
-            self._install(parts, old, merge_isr_leader(old, rec))
-            return
-        new = merge_partition_change(old, rec)
-        parts[pid] = new
-        if new.replicas == old.replicas and new.directories == old.directories:
-            # the common case (ISR/leader moves): only the ISR index can change
-            if new.isr != old.isr:
-                key = (tid, rec.partition_id)
-                for b in old.isr:
-                    if b not in new.isr:
-                        members = self._by_isr.get(b)
-                        if members is not None:
-                            members.discard(key)
-                            if not members:
-                                del self._by_isr[b]
-                for b in new.isr:
-                    if b not in old.isr:
-                        self._by_isr.setdefault(b, set()).add(key)
-        else:
-            self._unindex(old)
-            self._index(new)
-        self._note_partition(old, new)
+    # --- merged installs (the controller's write path) ------------------------------
 
     def replay_merged(self, record: r.PartitionChangeRecord, offset: int, old: PartitionRegistration,
                       new: PartitionRegistration) -> None:
@@ -262,7 +187,7 @@ class MetadataImage(ImageTables):
                 or record.partition_id != old.partition_id or record.topic_id != old.topic_id):
             self.replay(record, offset)
             return
-        self._install(parts, old, new)
+        install(self, parts, old, new)
         self.last_offset = offset
 
     def merges_apply(self, merged: Iterable[tuple[PartitionRegistration, PartitionRegistration]]) -> bool:
@@ -297,72 +222,11 @@ class MetadataImage(ImageTables):
         """Install the pairs :meth:`merges_apply` approved (the replay of their records,
         the last at ``last_offset``)."""
         partitions = self._partitions
-        install = self._install
         last_tid = parts = None
         for old, new in merged:
             tid = old.topic_id
             if tid is not last_tid:
                 parts = partitions[tid]
                 last_tid = tid
-            install(parts, old, new)
+            install(self, parts, old, new)
         self.last_offset = max(self.last_offset, last_offset)
-
-    def _install(self, parts: dict[int, PartitionRegistration], old: PartitionRegistration,
-                 new: PartitionRegistration) -> None:
-        tid, pid = new.topic_id, new.partition_id
-        parts[pid] = new
-        key = (tid, pid)
-        old_isr, isr = old.isr, new.isr
-        if isr != old_isr:
-            by_isr = self._by_isr
-            for b in old_isr:
-                if b not in isr:
-                    members = by_isr.get(b)
-                    if members is not None:
-                        members.discard(key)
-                        if not members:
-                            del by_isr[b]
-            for b in isr:
-                if b not in old_isr:
-                    members = by_isr.get(b)
-                    if members is None:
-                        members = by_isr[b] = set()
-                    members.add(key)
-        changes = self._changes.partitions
-        prev = changes.get(key)
-        changes[key] = (old if prev is None else prev[0], new)
-
-    def _config(self, rec: r.ConfigRecord, offset: int) -> None:
-        key = (rec.resource_type, rec.resource_name)
-        if rec.value is None:
-            values = self.configs.get(key)
-            if values is not None:
-                values.pop(rec.name, None)
-                if not values:
-                    del self.configs[key]
-        else:
-            self.configs.setdefault(key, {})[rec.name] = rec.value
-
-    def _feature(self, rec: r.FeatureLevelRecord, offset: int) -> None:
-        self.features[rec.name] = rec.feature_level
-        self._changes.features[rec.name] = rec.feature_level
-
-    def _noop(self, rec: r.NoOpRecord, offset: int) -> None:
-        pass
-
-
-
-_HANDLERS: dict[type, Any] = {
-    r.RegisterBrokerRecord: MetadataImage._register,
-    r.UnregisterBrokerRecord: MetadataImage._unregister,
-    r.FenceBrokerRecord: MetadataImage._fence,
-    r.UnfenceBrokerRecord: MetadataImage._unfence,
-    r.BrokerRegistrationChangeRecord: MetadataImage._registration_change,
-    r.TopicRecord: MetadataImage._topic,
-    r.RemoveTopicRecord: MetadataImage._remove_topic,
-    r.PartitionRecord: MetadataImage._partition,
-    r.PartitionChangeRecord: MetadataImage._partition_change,
-    r.FeatureLevelRecord: MetadataImage._feature,
-    r.ConfigRecord: MetadataImage._config,
-    r.NoOpRecord: MetadataImage._noop,
-}

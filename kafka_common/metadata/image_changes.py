@@ -29,3 +29,20 @@ class ImageChanges:
         return not (self.partitions or self.brokers or self.created_topics or self.removed_topics
                     or self.features)
 
+    def note_partition(self, old: PartitionRegistration | None, new: PartitionRegistration | None,
+                       key: PartitionKey | None = None) -> None:
+        """A partition went from ``old`` to ``new``: kept as (first old, latest new)."""
+        if key is None:
+            ref = old if old is not None else new
+            assert ref is not None
+            key = (ref.topic_id, ref.partition_id)
+        prev = self.partitions.get(key)
+        first_old = prev[0] if prev else old
+        if first_old is None and new is None:
+            del self.partitions[key]  # created and deleted within one drain
+        else:
+            self.partitions[key] = (first_old, new)
+
+    def note_broker(self, broker_id: int, old: BrokerRegistration | None, new: BrokerRegistration | None) -> None:
+        prev = self.brokers.get(broker_id)
+        self.brokers[broker_id] = (prev[0] if prev else old, new)

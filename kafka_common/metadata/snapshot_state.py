@@ -1,18 +1,19 @@
 """The metadata image as plain tuples (what :mod:`kafka_common.metadata.snapshot` frames)
 and back. Fills the image's own tables and indexes directly: these two functions are part
-of :class:`~kafka_common.metadata.image.MetadataImage`'s implementation."""
+of :class:`~kafka_common.metadata.image.MetadataImage`'s implementation (``image`` is one;
+typed ``Any`` because the image imports this module)."""
 
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 from kafka_common.ids import TopicId, is_reserved
 from kafka_common.metadata.image_changes import ImageError
-from kafka_common.metadata.image_tables import ImageTables
 from kafka_common.metadata.model import BrokerRegistration, Endpoint, PartitionRegistration, TopicRegistration
 
 
-def snapshot_state(image: ImageTables) -> tuple:
+def snapshot_state(image: Any) -> tuple:
     """The whole image as plain tuples of ints/bytes/str (fast to marshal). Directory
     and topic ids are interned in a table so a partition carries small indexes."""
     ids_table: dict[uuid.UUID, int] = {}
@@ -49,7 +50,7 @@ def snapshot_state(image: ImageTables) -> tuple:
     return (2, image.last_offset, table, brokers, topics, tuple(image.features.items()), configs)
 
 
-def restore_snapshot_state(img: ImageTables, state: tuple) -> None:
+def restore_snapshot_state(img: Any, state: tuple) -> None:
     """Fill ``img``, a fresh empty image, from :func:`snapshot_state` (no change tracking)."""
     version = state[0]
     if version == 1:  # written before configs were stored
@@ -73,7 +74,7 @@ def restore_snapshot_state(img: ImageTables, state: tuple) -> None:
         for d in log_dirs:
             img._dir_owner[d] = bid
     reserved = [is_reserved(u) for u in uuids]
-    by_dir, by_isr, by_replica = img._by_dir, img._by_isr, img._by_replica
+    by_dir, by_isr, by_replica = img.indexes.by_dir, img.indexes.by_isr, img.indexes.by_replica
     count = 0
     new_part = PartitionRegistration
     dir_tuples: dict[tuple, tuple] = {}
@@ -104,4 +105,4 @@ def restore_snapshot_state(img: ImageTables, state: tuple) -> None:
                     members = by_replica[b] = set()
                 members.add(key)
             count += 1
-    img._partition_count = count
+    img.indexes.count = count

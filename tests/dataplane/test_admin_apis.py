@@ -11,8 +11,10 @@ from kio.schema.errors import ErrorCode
 
 from broker_impl.api import legacy_produce
 from broker_impl.api.log_dirs import DescribeLogDirsResponseV4
+from broker_impl.api.request_table import REQUESTS
 from kafka_common import ids, wire
 from kafka_common.metadata import records as r
+from kafka_runtime.connection import API_VERSIONS_RANGE
 from tests.dataplane.inprocess_broker import Broker
 from testkit.protocol import RawConnection, make_batch, produce_request
 
@@ -305,8 +307,9 @@ def test_advertised_versions(broker):
             table = {a.api_key: (a.min_version, a.max_version) for a in resp.api_keys}
         finally:
             await c.close()
-        for key, span in broker.api.supported_apis.items():
-            assert table[key] == span
+        # exactly the request table's rows, each with a handler, plus ApiVersions itself
+        assert table == {**{k: row.versions for k, row in REQUESTS.items()}, 18: API_VERSIONS_RANGE}
+        assert broker.api.supported_apis == {k: row.versions for k, row in REQUESTS.items()}
         assert table[0][0] == 0 and table[10][0] == 0   # librdkafka's gzip/snappy/lz4 gates
         assert table[1][1] >= 13 and table[3][1] >= 12
     broker.loop.run(go())

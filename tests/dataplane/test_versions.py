@@ -10,13 +10,14 @@ from types import SimpleNamespace
 import pytest
 from kio.schema.errors import ErrorCode
 
-from broker_impl.api.handlers import SUPPORTED_APIS
+from broker_impl.api.request_table import supported_apis
 from broker_impl.api.log_dirs import DescribeLogDirsResponseV4, DescribeLogDirsResponseV5
 from kafka_common import wire
 from kafka_common.metadata import records as r
 from testkit.protocol import RawConnection, fetch_request, make_batch, produce_request
 
 pytestmark = pytest.mark.integration
+SUPPORTED_APIS = supported_apis()
 
 
 def _request(api_key: int, version: int, topic: str, topic_id, log_dir: str):

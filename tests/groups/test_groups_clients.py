@@ -239,14 +239,15 @@ def test_kafkajs_group_consumes_commits_and_describes(cluster):
     """A client outside Python and librdkafka: KafkaJS (Node.js, installed by
     scripts/bootstrap.sh) consumes in a group, commits, describes the group, fetches the
     offsets (and describes the topic's configs when the broker serves DescribeConfigs)."""
-    from broker_impl.api.handlers import SUPPORTED_APIS
+    from broker_impl.api.request_table import REQUESTS
+    from kafka_common.wire import ApiKey
     node = shutil.which("node")
     assert node is not None, "node not installed: run scripts/bootstrap.sh as root"
     assert os.path.isdir(os.path.join(NODE_TOOLS, "node_modules", "kafkajs")), "run scripts/bootstrap.sh (npm ci)"
     topic, group = "kafkajs-t", "kafkajs-g"
     make_topic(cluster, topic, 3)
     produce(cluster, topic, [f"j{i}".encode() for i in range(30)], 3)
-    describe_configs = 32 in SUPPORTED_APIS
+    describe_configs = ApiKey.DESCRIBE_CONFIGS in REQUESTS
     out = subprocess.run([node, os.path.join(NODE_TOOLS, "group_consume.js"), cluster.bootstrap, topic, group, "30",
                           *(["--describe-configs"] if describe_configs else [])],
                          capture_output=True, timeout=120, text=True)

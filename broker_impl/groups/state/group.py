@@ -38,6 +38,7 @@ Membership rules (Kafka 3.x classic protocol):
 """
 from __future__ import annotations
 
+import random
 from typing import Iterable
 
 from broker_impl.groups.state import codes as E
@@ -46,12 +47,73 @@ from broker_impl.groups.state.model import (  # noqa: F401  (the values are part
     parse_subscription,
 )
 from broker_impl.groups.state.membership import Membership
+from broker_impl.groups.state.store import GroupStore, fenced, member_at, touch, transition
 
 
-class Groups(Membership):
-    """Every group this broker coordinates: the membership rules (JoinGroup and rebalancing in
-    :class:`Membership`; SyncGroup, Heartbeat, LeaveGroup, timers here) over :class:`GroupStore`
-    (offsets, load/unload)."""
+class Groups:
+    """Every group this broker coordinates, composed of two parts over one catalogue: the
+    :class:`GroupStore` (``store``: the groups, offsets, load/unload) and the membership rules
+    (``membership``: JoinGroup and rebalancing); SyncGroup, Heartbeat, LeaveGroup and the
+    timers are here. The store's and the membership's calls are this object's API."""
+
+    def __init__(self, config: GroupConfig, rng: random.Random) -> None:
+        self.store = GroupStore(config, rng)
+        self.membership = Membership(self.store)
+        self.config = config
+        self.groups = self.store.groups   # the store's dict itself (it is never replaced)
+
+    # ------------------------------------------------------------------ the parts' calls
+    def get(self, group_id: str) -> Group | None:
+        return self.store.get(group_id)
+
+    def join(self, group_id: str, *, member_id: str, instance_id: str | None, protocol_type: str,
+             protocols: Iterable[tuple[str, bytes]], session_timeout_ms: int, rebalance_timeout_ms: int,
+             client_id: str, client_host: str, require_known_member_id: bool, token: int,
+             now_ms: int) -> tuple[JoinResult | None, list[Effect]]:
+        """JoinGroup (:meth:`Membership.join`): (an immediate answer, or None when it is parked
+        under ``token``; effects)."""
+        return self.membership.join(
+            group_id, member_id=member_id, instance_id=instance_id, protocol_type=protocol_type,
+            protocols=protocols, session_timeout_ms=session_timeout_ms, rebalance_timeout_ms=rebalance_timeout_ms,
+            client_id=client_id, client_host=client_host, require_known_member_id=require_known_member_id,
+            token=token, now_ms=now_ms)
+
+    def validate_commit(self, group_id: str, *, member_id: str, instance_id: str | None, generation: int,
+                        now_ms: int) -> int:
+        return self.store.validate_commit(group_id, member_id=member_id, instance_id=instance_id,
+                                          generation=generation, now_ms=now_ms)
+
+    def commit(self, group_id: str, entries: Iterable[tuple[str, int, OffsetEntry]]) -> None:
+        self.store.commit(group_id, entries)
+
+    def delete_offsets(self, group_id: str, keys: Iterable[tuple[str, int]]) -> None:
+        self.store.delete_offsets(group_id, keys)
+
+    def offset_delete_errors(self, group_id: str, topics: Iterable[str]) -> tuple[int, dict[str, int]]:
+        return self.store.offset_delete_errors(group_id, topics)
+
+    def delete_group(self, group_id: str, now_ms: int) -> int:
+        return self.store.delete_group(group_id, now_ms)
+
+    def undelete(self, group_id: str, now_ms: int) -> None:
+        self.store.undelete(group_id, now_ms)
+
+    def forget(self, group_id: str) -> None:
+        self.store.forget(group_id)
+
+    def load_group(self, group_id: str, *, protocol_type: str | None, generation: int, protocol: str | None,
+                   leader: str | None, state_timestamp_ms: int, members: Iterable[Member], now_ms: int) -> None:
+        self.store.load_group(group_id, protocol_type=protocol_type, generation=generation, protocol=protocol,
+                              leader=leader, state_timestamp_ms=state_timestamp_ms, members=members, now_ms=now_ms)
+
+    def load_tombstone(self, group_id: str) -> None:
+        self.store.load_tombstone(group_id)
+
+    def load_offset(self, group_id: str, topic: str, partition: int, entry: OffsetEntry | None) -> None:
+        self.store.load_offset(group_id, topic, partition, entry)
+
+    def unload(self, group_ids: Iterable[str]) -> list[Effect]:
+        return self.store.unload(group_ids)
 
     # ------------------------------------------------------------------ SyncGroup
     def sync(self, group_id: str, *, member_id: str, instance_id: str | None, generation: int,
@@ -60,9 +122,9 @@ class Groups(Membership):
         g = self.get(group_id)
         if g is None:
             return SyncResult(E.UNKNOWN_MEMBER_ID), []
-        fenced = self._fenced(g, member_id, instance_id)
-        if fenced:
-            return SyncResult(fenced), []
+        err = fenced(g, member_id, instance_id)
+        if err:
+            return SyncResult(err), []
         m = g.members.get(member_id)
         if m is None:
             return SyncResult(E.UNKNOWN_MEMBER_ID), []
@@ -73,7 +135,7 @@ class Groups(Membership):
             return SyncResult(E.INCONSISTENT_GROUP_PROTOCOL), []
         if g.state is GroupState.PREPARING_REBALANCE:
             return SyncResult(E.REBALANCE_IN_PROGRESS), []
-        self._touch(m, now_ms)
+        touch(m, now_ms)
         m.synced = True
         if g.state is GroupState.STABLE:
             return SyncResult(E.NONE, g.protocol_type, g.protocol, m.assignment), []
@@ -87,7 +149,7 @@ class Groups(Membership):
         given = dict(assignments)
         for mm in g.members.values():
             mm.assignment = given.get(mm.member_id, b"")
-        self._transition(g, GroupState.STABLE, now_ms)
+        transition(g, GroupState.STABLE, now_ms)
         g.sync_deadline_ms = None
         replies = []
         for mm in g.members.values():
@@ -105,7 +167,7 @@ class Groups(Membership):
             return []
         for m in g.members.values():
             m.assignment = b""
-        return self._prepare_rebalance(g, now_ms)
+        return self.membership.prepare_rebalance(g, now_ms)
 
     # ------------------------------------------------------------------ Heartbeat, LeaveGroup
     def heartbeat(self, group_id: str, *, member_id: str, instance_id: str | None, generation: int,
@@ -113,10 +175,10 @@ class Groups(Membership):
         g = self.get(group_id)
         if g is None:
             return E.UNKNOWN_MEMBER_ID
-        err, m = self._member_at(g, member_id, instance_id, generation)
+        err, m = member_at(g, member_id, instance_id, generation)
         if m is None:
             return err
-        self._touch(m, now_ms)
+        touch(m, now_ms)
         if g.state is GroupState.PREPARING_REBALANCE:
             return E.REBALANCE_IN_PROGRESS
         return E.NONE
@@ -143,13 +205,13 @@ class Groups(Membership):
             if member_id in g.pending_members:
                 del g.pending_members[member_id]
                 errors.append(E.NONE)
-                effects += self._maybe_complete_join(g, now_ms)
+                effects += self.membership.maybe_complete_join(g, now_ms)
                 continue
             if member_id not in g.members:
                 errors.append(E.UNKNOWN_MEMBER_ID)
                 continue
             errors.append(E.NONE)
-            effects += self._member_gone(g, member_id, now_ms)
+            effects += self.membership.member_gone(g, member_id, now_ms)
         return E.NONE, errors, effects
 
     # ------------------------------------------------------------------ timers
@@ -170,18 +232,18 @@ class Groups(Membership):
                     g.initial_joined = False
                 else:
                     g.initial_delay_end_ms = None
-                    effects += self._complete_join(g, now_ms)
+                    effects += self.membership.complete_join(g, now_ms)
                     continue
             for mid, m in list(g.members.items()):
                 parked = m.join_token is not None or m.sync_token is not None
                 if not parked and now_ms >= m.heartbeat_deadline_ms and mid in g.members:
-                    effects += self._member_gone(g, mid, now_ms)
-            effects += self._maybe_complete_join(g, now_ms)
+                    effects += self.membership.member_gone(g, mid, now_ms)
+            effects += self.membership.maybe_complete_join(g, now_ms)
             if g.state is GroupState.COMPLETING_REBALANCE and g.sync_deadline_ms is not None \
                     and now_ms >= g.sync_deadline_ms:
                 for mid in [mid for mid, m in g.members.items() if not m.synced]:
-                    effects += self._remove_member(g, mid)
-                effects += self._prepare_rebalance(g, now_ms)
+                    effects += self.membership.remove_member(g, mid)
+                effects += self.membership.prepare_rebalance(g, now_ms)
         return effects
 
     def next_deadline_ms(self) -> int | None:

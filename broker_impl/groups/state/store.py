@@ -1,10 +1,13 @@
 """The groups a coordinator holds, their offsets, and how they are loaded and dropped (pure).
 
-:class:`GroupStore` is the base of :class:`broker_impl.groups.state.group.Groups`: the
-catalogue of groups (``groups``), offset commits (validated against the membership rules),
-DeleteGroups / OffsetDelete rules, and the replay of ``__consumer_offsets`` records when a
-partition is loaded (:meth:`load_group`, :meth:`load_offset`, :meth:`load_tombstone`) or
-dropped (:meth:`unload`).
+:class:`GroupStore` is a part of :class:`broker_impl.groups.state.group.Groups` (which
+composes it with :class:`~broker_impl.groups.state.membership.Membership`): the catalogue of
+groups (``groups``, the one dict both parts work on), offset commits (validated against the
+membership rules), DeleteGroups / OffsetDelete rules, and the replay of ``__consumer_offsets``
+records when a partition is loaded (:meth:`load_group`, :meth:`load_offset`,
+:meth:`load_tombstone`) or dropped (:meth:`unload`). The member rules every part applies —
+:func:`transition`, :func:`touch`, :func:`fenced`, :func:`member_at` — are functions of a
+group or member here.
 """
 
 from __future__ import annotations
@@ -18,14 +21,48 @@ from broker_impl.groups.state.model import (
 )
 
 
+def transition(g: Group, state: GroupState, now_ms: int) -> None:
+    g.state = state
+    g.state_timestamp_ms = now_ms
+
+
+def touch(m: Member, now_ms: int) -> None:
+    m.heartbeat_deadline_ms = now_ms + m.session_timeout_ms
+
+
+def fenced(g: Group, member_id: str, instance_id: str | None) -> int:
+    """FENCED_INSTANCE_ID when ``instance_id`` now belongs to another member id."""
+    if instance_id is None:
+        return E.NONE
+    current = g.static_members.get(instance_id)
+    if current is not None and current != member_id:
+        return E.FENCED_INSTANCE_ID
+    return E.NONE
+
+
+def member_at(g: Group, member_id: str, instance_id: str | None, generation: int) -> tuple[int, Member | None]:
+    """(NONE, the member) when ``member_id`` (with ``instance_id``) is a member of ``g``
+    at ``generation``, else (the error, None): fenced instance, unknown member, or
+    ILLEGAL_GENERATION."""
+    err = fenced(g, member_id, instance_id)
+    if err:
+        return err, None
+    m = g.members.get(member_id)
+    if m is None:
+        return E.UNKNOWN_MEMBER_ID, None
+    if generation != g.generation:
+        return E.ILLEGAL_GENERATION, None
+    return E.NONE, m
+
+
 class GroupStore:
     def __init__(self, config: GroupConfig, rng: random.Random) -> None:
         self.config = config
         self.rng = rng
         self.groups: dict[str, Group] = {}
 
-    # ------------------------------------------------------------------ helpers
-    def _new_member_id(self, client_id: str) -> str:
+    def new_member_id(self, client_id: str) -> str:
+        """A fresh member id: the client id and a random uuid, as Kafka forms them."""
         bits = self.rng.getrandbits(128)
         h = f"{bits:032x}"
         return f"{client_id}-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
@@ -33,37 +70,6 @@ class GroupStore:
     def get(self, group_id: str) -> Group | None:
         g = self.groups.get(group_id)
         return g if g is not None and g.state is not GroupState.DEAD else None
-
-    def _transition(self, g: Group, state: GroupState, now_ms: int) -> None:
-        g.state = state
-        g.state_timestamp_ms = now_ms
-
-    def _touch(self, m: Member, now_ms: int) -> None:
-        m.heartbeat_deadline_ms = now_ms + m.session_timeout_ms
-
-    def _fenced(self, g: Group, member_id: str, instance_id: str | None) -> int:
-        """FENCED_INSTANCE_ID when ``instance_id`` now belongs to another member id."""
-        if instance_id is None:
-            return E.NONE
-        current = g.static_members.get(instance_id)
-        if current is not None and current != member_id:
-            return E.FENCED_INSTANCE_ID
-        return E.NONE
-
-    def _member_at(self, g: Group, member_id: str, instance_id: str | None,
-                   generation: int) -> tuple[int, Member | None]:
-        """(NONE, the member) when ``member_id`` (with ``instance_id``) is a member of ``g``
-        at ``generation``, else (the error, None): fenced instance, unknown member, or
-        ILLEGAL_GENERATION."""
-        fenced = self._fenced(g, member_id, instance_id)
-        if fenced:
-            return fenced, None
-        m = g.members.get(member_id)
-        if m is None:
-            return E.UNKNOWN_MEMBER_ID, None
-        if generation != g.generation:
-            return E.ILLEGAL_GENERATION, None
-        return E.NONE, m
 
     # ------------------------------------------------------------------ offsets
     def validate_commit(self, group_id: str, *, member_id: str, instance_id: str | None, generation: int,
@@ -77,12 +83,12 @@ class GroupStore:
             return E.ILLEGAL_GENERATION
         if generation < 0 and not member_id and g.state is GroupState.EMPTY:
             return E.NONE
-        err, m = self._member_at(g, member_id, instance_id, generation)
+        err, m = member_at(g, member_id, instance_id, generation)
         if m is None:
             return err
         if g.state is GroupState.COMPLETING_REBALANCE:
             return E.REBALANCE_IN_PROGRESS
-        self._touch(m, now_ms)
+        touch(m, now_ms)
         return E.NONE
 
     def commit(self, group_id: str, entries: Iterable[tuple[str, int, OffsetEntry]]) -> None:
@@ -119,13 +125,13 @@ class GroupStore:
             return E.GROUP_ID_NOT_FOUND
         if g.state is not GroupState.EMPTY:
             return E.NON_EMPTY_GROUP
-        self._transition(g, GroupState.DEAD, now_ms)
+        transition(g, GroupState.DEAD, now_ms)
         return E.NONE
 
     def undelete(self, group_id: str, now_ms: int) -> None:
         g = self.groups.get(group_id)
         if g is not None and g.state is GroupState.DEAD:
-            self._transition(g, GroupState.EMPTY, now_ms)
+            transition(g, GroupState.EMPTY, now_ms)
 
     def forget(self, group_id: str) -> None:
         """The group's tombstones are durable: drop it."""
@@ -142,7 +148,7 @@ class GroupStore:
         g.members = {}
         g.static_members = {}
         for m in members:
-            self._touch(m, now_ms)
+            touch(m, now_ms)
             m.synced = True
             g.members[m.member_id] = m
             if m.instance_id is not None:
