@@ -16,6 +16,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from kafka_common import wire
+from kafka_common.wire import ApiKey
 from kafka_common.clock import timedelta_to_ms as ms  # noqa: F401  (the handlers' name for it)
 
 NO_THROTTLE = timedelta(0)
@@ -33,7 +34,7 @@ def build(cls: type, **kwargs: Any) -> Any:
 
 @lru_cache(maxsize=None)
 def response_type(api_key: int, version: int, name: str) -> type:
-    if api_key == 0 and version < 3:  # kio has no Produce v0-2: our own schemas
+    if api_key == ApiKey.PRODUCE and version < 3:  # kio has no Produce v0-2: our own schemas
         from broker_impl.api import legacy_produce
         return getattr(legacy_produce.response_module(version), name)
     return getattr(wire.response_module(api_key, version), name)

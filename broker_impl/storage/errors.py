@@ -27,13 +27,15 @@ never take a dir offline.
 from __future__ import annotations
 
 from broker_impl.errors import BrokerError
+from kafka_common.wire import ErrorCode
 
-KAFKA_STORAGE_ERROR = 56
-OFFSET_OUT_OF_RANGE = 1
-CORRUPT_MESSAGE = 2
-MESSAGE_TOO_LARGE = 10
-OUT_OF_ORDER_SEQUENCE_NUMBER = 45
-INVALID_PRODUCER_EPOCH = 47
+# the wire codes these errors carry (``error_code``), by kio's names
+KAFKA_STORAGE_ERROR = ErrorCode.kafka_storage_error
+OFFSET_OUT_OF_RANGE = ErrorCode.offset_out_of_range
+CORRUPT_MESSAGE = ErrorCode.corrupt_message
+MESSAGE_TOO_LARGE = ErrorCode.message_too_large
+OUT_OF_ORDER_SEQUENCE_NUMBER = ErrorCode.out_of_order_sequence_number
+INVALID_PRODUCER_EPOCH = ErrorCode.invalid_producer_epoch
 
 
 class StorageError(BrokerError):
@@ -96,10 +98,10 @@ class LogNotFound(StorageError):
 class LogClosed(LogNotFound):
     """The log was closed (deleted, or moved away) while an append, read or trim waited for
     it: the replica is gone, the client asks the metadata again. Never a disk failure."""
-    error_code = 6   # NOT_LEADER_OR_FOLLOWER
+    error_code = ErrorCode.not_leader_or_follower
 
 
 class InconsistentTopicId(StorageError):
     """The log on disk belongs to another incarnation of the topic (different topic id)."""
 
-    error_code = 103
+    error_code = ErrorCode.inconsistent_topic_id
