@@ -33,7 +33,10 @@ confluent-kafka (librdkafka) clients.
    - ``window`` — the first method, kept for comparison: at most ``--window`` records
      outstanding per producer, so each batch holds ~window/N records and the figure falls
      with N by construction; MB/s and the p50/p99 of that saturated window.
-   CPU: /proc/<pid>/stat of the three brokers together and of the leader alone.
+   CPU: /proc/<pid>/stat of the three brokers together and of the leader alone; beside
+   them the machine's busy share (/proc/stat, every core) and the cores this process used
+   (the clients: their Python threads and librdkafka's), so a row whose clients take the
+   machine says so.
    ``--split-cores``: the clients on the first CPU, the brokers and the controller on the
    others. By default everything shares every core, and P saturating producers bring
    ~6 busy librdkafka threads each: at 16 the scheduler gives the brokers' few threads so
@@ -101,6 +104,14 @@ def cpu_s(pid: int) -> float:
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / TICK
+
+
+def host_jiffies() -> tuple[int, int]:
+    """(busy, total) jiffies of every core since boot (/proc/stat's first line)."""
+    with open("/proc/stat") as f:
+        ticks = [int(x) for x in f.readline().split()[1:]]
+    idle = ticks[3] + (ticks[4] if len(ticks) > 4 else 0)   # idle + iowait
+    return sum(ticks) - idle, sum(ticks)
 
 
 def pct(values: list[float], q: float) -> float:
@@ -319,6 +330,8 @@ class _Measure:
         self.pids = [b.proc.pid for b in c.brokers]
         self.leader = c.brokers[0]
         self.cpu0 = [cpu_s(pid) for pid in self.pids]
+        self.host0, self.own0 = host_jiffies(), os.times()
+        self.load: dict = {}
         self.t0 = time.perf_counter()
         self.t0_ns = time.time_ns()
         self.leader_produce: dict | None = None
@@ -326,6 +339,12 @@ class _Measure:
     def done(self) -> tuple[float, list[float], dict]:
         elapsed = time.perf_counter() - self.t0
         cpu = [cpu_s(pid) - c0 for pid, c0 in zip(self.pids, self.cpu0)]
+        (busy1, total1), own1 = host_jiffies(), os.times()
+        busy0, total0 = self.host0
+        # the whole machine, and this process (the clients: their threads and librdkafka's)
+        self.load = {"host_cpu_busy": round((busy1 - busy0) / max(1, total1 - total0), 3),
+                     "clients_cpu_cores": round((own1.user + own1.system - self.own0.user - self.own0.system)
+                                                / elapsed, 3)}
         events, t1_ns = self.leader.events(), time.time_ns()
         self.leader_produce = broker_side(events, "0", self.t0_ns, t1_ns)
         if self.leader_produce:   # its followers' fetches, for the replication round they make
@@ -359,11 +378,12 @@ def _cpu_fields(cpu: list[float], mb: float) -> dict:
             "leader_cpu_s_per_mb": round(cpu[0] / mb, 4) if mb else None}
 
 
-def _tail_fields(ps: list, cpu: list[float], mb: float, profiles: dict, leader_produce: dict | None = None) -> dict:
-    """The fields every phase ends with: CPU per MB, the producers' errors, the leader's own
-    produce timings, the profiles."""
+def _tail_fields(ps: list, cpu: list[float], mb: float, profiles: dict, leader_produce: dict | None = None,
+                 load: dict | None = None) -> dict:
+    """The fields every phase ends with: CPU per MB, the machine's and the clients' CPU, the
+    producers' errors, the leader's own produce timings, the profiles."""
     errors = [e for p in ps for e in p.errors]
-    return {**_cpu_fields(cpu, mb), "errors": len(errors), "first_errors": errors[:3],
+    return {**_cpu_fields(cpu, mb), **(load or {}), "errors": len(errors), "first_errors": errors[:3],
             **({"leader_produce": leader_produce} if leader_produce else {}),
             **({"profile": profiles} if any(profiles.values()) else {})}
 
@@ -391,7 +411,7 @@ def _measured(c: Cluster, ps: list, args, profile_tag: str | None, settle_s: flo
     done = m.done()
     time.sleep(settle_s)
     _stop_all(ps)
-    return (*done, m.leader_produce)
+    return (*done, m.leader_produce, m.load)
 
 
 def throughput_phase(c: Cluster, topic: str, partitions: int, producers: int, value: bytes, args,
@@ -409,7 +429,7 @@ def throughput_phase(c: Cluster, topic: str, partitions: int, producers: int, va
     _stop_all(ps)
     mb = (d1 - d0) * args.value_bytes / 1e6
     return {"seconds": round(elapsed, 2), "records": d1 - d0, "mb_per_s": round(mb / elapsed, 2),
-            **_tail_fields(ps, cpu, mb, profiles, m.leader_produce)}
+            **_tail_fields(ps, cpu, mb, profiles, m.leader_produce, m.load)}
 
 
 def latency_phase(c: Cluster, topic: str, partitions: int, producers: int, value: bytes, args,
@@ -418,7 +438,8 @@ def latency_phase(c: Cluster, topic: str, partitions: int, producers: int, value
     ps = [LOAD_PRODUCERS[args.client](c.bootstrap, topic, partitions, value, i * 7919, args.idempotent, rate)
           for i in range(producers)]
     # the settle lets the measured records' acks arrive
-    elapsed, cpu, profiles, leader_produce = _measured(c, ps, args, profile_tag, settle_s=min(5.0, args.seconds))
+    elapsed, cpu, profiles, leader_produce, load = _measured(c, ps, args, profile_tag,
+                                                             settle_s=min(5.0, args.seconds))
     lat = [x for p in ps for x in p.lat]
     sent = sum(p.sent_measuring for p in ps)
     delivered = sum(p.delivered for p in ps)
@@ -426,20 +447,20 @@ def latency_phase(c: Cluster, topic: str, partitions: int, producers: int, value
     return {"seconds": round(elapsed, 2), "offered_mb_per_s": args.rate_mbs,
             "sent_mb_per_s": round(mb / elapsed, 2), "sent": sent, "acked": delivered,
             "p50_ms": round(pct(lat, 0.5) * 1000, 1), "p99_ms": round(pct(lat, 0.99) * 1000, 1),
-            **_tail_fields(ps, cpu, mb, profiles, leader_produce)}
+            **_tail_fields(ps, cpu, mb, profiles, leader_produce, load)}
 
 
 def window_phase(c: Cluster, topic: str, partitions: int, producers: int, value: bytes, args,
                  profile_tag: str | None) -> dict:
     ps = [ClosedLoopProducer(c.bootstrap, topic, partitions, value, args.window, i * 7919, args.idempotent)
           for i in range(producers)]
-    elapsed, cpu, profiles, leader_produce = _measured(c, ps, args, profile_tag)
+    elapsed, cpu, profiles, leader_produce, load = _measured(c, ps, args, profile_tag)
     lat = [x for p in ps for x in p.lat]
     delivered = sum(p.delivered for p in ps)
     mb = delivered * args.value_bytes / 1e6
     return {"seconds": round(elapsed, 2), "records": delivered, "mb_per_s": round(mb / elapsed, 2),
             "p50_ms": round(pct(lat, 0.5) * 1000, 1), "p99_ms": round(pct(lat, 0.99) * 1000, 1),
-            **_tail_fields(ps, cpu, mb, profiles, leader_produce)}
+            **_tail_fields(ps, cpu, mb, profiles, leader_produce, load)}
 
 
 def print_scale_table(scale: dict) -> None:
@@ -450,11 +471,13 @@ def print_scale_table(scale: dict) -> None:
         if mode == "latency":
             print(f"latency at a fixed offered load of {scale['rate_mbs']} MB/s through {scale.get('client', 'librdkafka')}"
                   " (p99 / 1-partition p99)")
-            print("partitions producers  sent MB/s   p50 ms   p99 ms  p99 ratio  brokers CPU s/MB  leader CPU s/MB  errors")
+            print("partitions producers  sent MB/s   p50 ms   p99 ms  p99 ratio  brokers CPU s/MB  leader CPU s/MB  errors"
+                  "  host busy  clients cores")
         else:
             print(f"{mode}: aggregate acked MB/s (/ 1-partition figure)" + (
                 ", p50/p99 ms of a saturated window" if mode == "window" else ""))
-            print("partitions producers     MB/s   ratio   p50 ms   p99 ms  brokers CPU s/MB  leader CPU s/MB  errors")
+            print("partitions producers     MB/s   ratio   p50 ms   p99 ms  brokers CPU s/MB  leader CPU s/MB  errors"
+                  "  host busy  clients cores")
         base = one[mode]
         for r in rows:
             x = r.get(mode)
@@ -464,12 +487,14 @@ def print_scale_table(scale: dict) -> None:
                 ratio = round(x["p99_ms"] / base["p99_ms"], 2) if base and base["p99_ms"] else None
                 print(f"{r['partitions']:>10} {r['producers']:>9} {x['sent_mb_per_s']:>10} {x['p50_ms']:>8} "
                       f"{x['p99_ms']:>8} {ratio!s:>10} {x['brokers_cpu_s_per_mb']!s:>17} "
-                      f"{x['leader_cpu_s_per_mb']!s:>16} {x['errors']:>7}")
+                      f"{x['leader_cpu_s_per_mb']!s:>16} {x['errors']:>7} {x.get('host_cpu_busy', '-')!s:>10} "
+                      f"{x.get('clients_cpu_cores', '-')!s:>14}")
             else:
                 ratio = round(x["mb_per_s"] / base["mb_per_s"], 2) if base and base["mb_per_s"] else None
                 print(f"{r['partitions']:>10} {r['producers']:>9} {x['mb_per_s']:>8} {ratio!s:>7} "
                       f"{x.get('p50_ms', '-')!s:>8} {x.get('p99_ms', '-')!s:>8} {x['brokers_cpu_s_per_mb']!s:>17} "
-                      f"{x['leader_cpu_s_per_mb']!s:>16} {x['errors']:>7}")
+                      f"{x['leader_cpu_s_per_mb']!s:>16} {x['errors']:>7} {x.get('host_cpu_busy', '-')!s:>10} "
+                      f"{x.get('clients_cpu_cores', '-')!s:>14}")
         if any(r.get(mode, {}).get("leader_produce") for r in rows):
             print(f"  {mode}: the leader's own Produce time (request_metrics, mean ms per phase; total p99 ="
                   " median / highest of the 1 s windows)")
