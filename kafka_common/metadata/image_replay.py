@@ -223,21 +223,8 @@ def install(img: ReplayTarget, parts: dict[int, PartitionRegistration], old: Par
     parts[pid] = new
     key = (tid, pid)
     old_isr, isr = old.isr, new.isr
-    if isr != old_isr:  # ImageIndexes.move_isr, inline: the hot path of ISR changes
-        by_isr = img.indexes.by_isr
-        for b in old_isr:
-            if b not in isr:
-                members = by_isr.get(b)
-                if members is not None:
-                    members.discard(key)
-                    if not members:
-                        del by_isr[b]
-        for b in isr:
-            if b not in old_isr:
-                members = by_isr.get(b)
-                if members is None:
-                    members = by_isr[b] = set()
-                members.add(key)
+    if isr != old_isr:
+        img.indexes.move_isr(key, old_isr, isr)
     changes = img._changes.partitions
     prev = changes.get(key)
     changes[key] = (old if prev is None else prev[0], new)
