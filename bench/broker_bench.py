@@ -42,19 +42,12 @@ from pathlib import Path
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [ROOT, os.path.join(ROOT, "tests")]
 
-from bench_io import write_result  # noqa: E402
+from bench_io import cpu_s, write_result  # noqa: E402
 from loopdev import LoopFs, skip_reason as loop_skip_reason  # noqa: E402
 
 from testkit.cluster import Cluster, produce_waiting, wait_until  # noqa: E402
 from kafka_common.ids import UNASSIGNED  # noqa: E402
 
-TICK = os.sysconf("SC_CLK_TCK")
-
-
-def cpu_s(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICK  # utime + stime
 
 
 def pct(values: list[float], q: float) -> float:

@@ -93,25 +93,11 @@ from loopdev import LoopFs, skip_reason as loop_skip_reason  # noqa: E402
 
 from testkit.cluster import Cluster, wait_until  # noqa: E402
 from kafka_common.ids import UNASSIGNED  # noqa: E402
+from bench_io import cpu_s, host_jiffies  # noqa: E402
 
-TICK = os.sysconf("SC_CLK_TCK")
 BROKER = {"replica.fetch.wait.max.ms": "500", "replica.lag.time.max.ms": "30000",
           "min.insync.replicas": "2", "log.dir.probe.interval.ms": "1000",
           "metrics.sample.window.ms": "1000"}   # request metrics per second (leader_produce)
-
-
-def cpu_s(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICK
-
-
-def host_jiffies() -> tuple[int, int]:
-    """(busy, total) jiffies of every core since boot (/proc/stat's first line)."""
-    with open("/proc/stat") as f:
-        ticks = [int(x) for x in f.readline().split()[1:]]
-    idle = ticks[3] + (ticks[4] if len(ticks) > 4 else 0)   # idle + iowait
-    return sum(ticks) - idle, sum(ticks)
 
 
 def pct(values: list[float], q: float) -> float:

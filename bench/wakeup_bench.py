@@ -26,24 +26,21 @@ Each line prints its figures; the JSON goes to ``--out``.
 from __future__ import annotations
 
 import argparse
-import json
 import multiprocessing as mp
 import os
 import queue
 import socket
+import sys
 import threading
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-TICK = os.sysconf("SC_CLK_TCK")
+sys.path.insert(0, str(ROOT / "bench"))
+
+from bench_io import cpu_s as _cpu_s, write_result  # noqa: E402
+
 MSG = b"x" * 100
-
-
-def _cpu_s(pid: int | str = "self") -> float:
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICK
 
 
 def threads(n: int) -> dict:
@@ -144,9 +141,7 @@ def main() -> int:
         out[name] = fn(args.round_trips)
         print(f"{name:15s} round trip {out[name]['round_trip_us']:8.1f} us   "
               f"CPU (both sides) {out[name]['cpu_us_per_round_trip']:8.1f} us", flush=True)
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(out, indent=1) + "\n")
-    print(f"wrote {args.out}")
+    write_result(args.out, out)
     return 0
 
 
