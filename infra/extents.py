@@ -80,10 +80,12 @@ def loop_offset(loop_dev: str) -> int:
         return 0
 
 
-def image_ranges(disk, paths) -> tuple[tuple[int, int], ...]:
+def image_ranges(disk, paths, *, to_file_end: bool = False) -> tuple[tuple[int, int], ...]:
     """Byte ranges of ``disk``'s backing image holding the data of ``paths`` (host paths inside
-    its mount), sorted and merged. FaultError when a file is missing, outside the disk, has no
-    blocks yet, or its blocks are not placed (inline data, an unknown extent)."""
+    its mount), sorted and merged: whole blocks, or with ``to_file_end`` only the bytes the
+    files hold now (an extent past a file's size dropped, the last one cut at it). FaultError
+    when a file is missing, outside the disk, has no blocks yet, or its blocks are not placed
+    (inline data, an unknown extent)."""
     from infra.faultmodes import normalize_ranges
     base = loop_offset(disk.loop_dev)
     ranges = []
@@ -101,10 +103,13 @@ def image_ranges(disk, paths) -> tuple[tuple[int, int], ...]:
             raise FaultError(f"{path}: FIEMAP failed ({exc}): the filesystem cannot say where the file lies") from None
         if not extents:
             raise FaultError(f"{path}: the file has no blocks on the device (empty)")
+        size = os.path.getsize(path) if to_file_end else None
         for e in extents:
             if e.flags & (EXTENT_UNKNOWN | EXTENT_DELALLOC | EXTENT_INLINE):
                 raise FaultError(f"{path}: extent at {e.logical} is not placed on the device (flags {e.flags:#x})")
-            ranges.append((base + e.physical, base + e.physical + e.length))
+            length = e.length if size is None else min(e.length, size - e.logical)
+            if length > 0:
+                ranges.append((base + e.physical, base + e.physical + length))
     return normalize_ranges(ranges)
 
 

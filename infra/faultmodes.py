@@ -131,6 +131,29 @@ def flips(ranges: tuple[tuple[int, int], ...], seed: int, p: float, offset: int,
     return out
 
 
+SEED_TRIES = 4096
+
+
+def seed_meeting_data(seed: int, p: float, data: tuple[tuple[int, int], ...], tries: int = SEED_TRIES) -> int:
+    """The first corruption seed from ``seed`` on whose flips meet a byte of ``data`` (image
+    byte ranges holding a file's bytes, its last block cut at the file's end).
+
+    A corrupted block has ONE flipped bit at a hashed position in its 4 KiB; in a file's last,
+    partly written block that position falls past the file's end with the share of the block
+    the file does not fill yet, and such a flip corrupts nothing the file holds (a short
+    active segment: most of its only block). A file-limited corruption that must corrupt the
+    file therefore moves its seed on until a flip lands in the data; ``seed`` itself when it
+    already does, or when none of ``tries`` seeds does (a file of a few bytes at a low ``p``).
+    """
+    if not data:
+        return seed
+    for k in range(tries):
+        s = seed + k
+        if any(flips(data, s, p, start, end - start) for start, end in data):
+            return s
+    return seed
+
+
 @dataclass(frozen=True, slots=True)
 class FaultMode:
     kind: str = "ok"

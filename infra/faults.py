@@ -51,7 +51,7 @@ from infra.disks import Disk, DiskBackend, repair_disk
 from infra.errors import FaultError
 from infra.device_probe import (PROBE_SIZE, PROBE_STAMP, bit_diff, device_healthy, drain_stale_errors, probe_device,
                                 read_direct, try_fs_write)
-from infra.faultmodes import FaultMode
+from infra.faultmodes import FaultMode, seed_meeting_data
 
 KINDS = ("error", "error-reads", "error-writes", "flaky", "delay", "enospc", "remove", "corrupt-reads",
          "corrupt-writes", "bad-blocks", "lose-unsynced", "permission")
@@ -132,13 +132,27 @@ class DiskFaultHandle:
             target["files"] = ",".join(self.files)
         object.__setattr__(self, "record", FaultRecord(self.backend.name, self.kind, params, target))
 
-    def mode(self, ranges: tuple[tuple[int, int], ...] = ()) -> FaultMode:
+    def mode(self, ranges: tuple[tuple[int, int], ...] = (), seed: int | None = None) -> FaultMode:
         if self.kind == "remove":
             return FaultMode("removed")
         if self.kind in ("enospc", "permission"):
             return FaultMode()
-        return FaultMode(self.kind, p=self.p if self.kind in P_KINDS else 0.0, seed=self.seed,
-                         delay_ms=self.delay_ms, ranges=ranges)
+        return FaultMode(self.kind, p=self.p if self.kind in P_KINDS else 0.0,
+                         seed=self.seed if seed is None else seed, delay_ms=self.delay_ms, ranges=ranges)
+
+    def _seed_for(self, ranges: tuple[tuple[int, int], ...]) -> int:
+        """corrupt-reads of files: a seed whose flips meet the files' bytes (see
+        :func:`infra.faultmodes.seed_meeting_data`), recorded in the fault's params when it
+        differs from the one asked for; the seed asked for otherwise."""
+        if not (self.files and self.kind == "corrupt-reads"):
+            return self.seed
+        seed = seed_meeting_data(self.seed, self.p, extents.image_ranges(self.disk, self.files, to_file_end=True))
+        params = self.record.params
+        if seed != self.seed:
+            params["seed"], params["seed_asked"] = seed, self.seed
+        else:
+            params.pop("seed_asked", None)
+        return seed
 
     # ---- interface --------------------------------------------------------------------
     def inject(self) -> FaultRecord:
@@ -161,7 +175,7 @@ class DiskFaultHandle:
         if self.kind == "enospc":
             rec.state_after_inject = _fill(self.disk)
         else:
-            rec.state_after_inject = self.backend.set_mode(self.disk, self.mode(ranges))
+            rec.state_after_inject = self.backend.set_mode(self.disk, self.mode(ranges, self._seed_for(ranges)))
         if self.files and self.kind in READ_KINDS:
             rec.cache_pages = _evict(self.files)
         if self.probe:

@@ -57,6 +57,9 @@ class DiskNemesis:
                                                   for d in dirs for p in files[d]],
                      "ranges": [r for h in handles for r in (h.record.ranges or [])],
                      "cache_pages": [h.record.cache_pages for h in handles]}
+            moved = [h.record.params["seed"] for h in handles if "seed_asked" in h.record.params]
+            if moved:   # a corrupt-reads of a short file: the seed whose flips meet its bytes
+                extra["corruption_seeds"] = moved
         event = fault_injected_event(fault, index, ts_ns=ts, node_id=node_id, dir_ids=dir_ids,
                                      paths=[f"/jbodlab/disks/{d}/data" for d in dirs], backend=lab.backend.name)
         host.ledger.write(type(event)(ts_ns=event.ts_ns, source=event.source, event=event.event,

@@ -95,6 +95,29 @@ def test_corrupt_reads_of_one_file_flip_bits_the_reader_gets_and_nothing_else(la
     assert _read(lab, "a").stdout.strip() == _want(b"A"), "the medium was never changed"
 
 
+def test_corrupt_reads_of_a_short_file_corrupt_its_bytes_not_the_rest_of_its_block(lab):
+    """A file shorter than a block (a freshly rolled active segment): the seed asked for flips
+    a bit past the file's end, which no read of the file returns; the fault moves its seed to
+    one that flips a byte the file holds, and says so in its params."""
+    from infra.extents import image_ranges
+    from infra.faultmodes import BLOCK, block_flip
+    disk = lab.disk("n1", "d1")
+    write = ("import os\nfd=os.open('/jbodlab/disks/d1/data/s',os.O_CREAT|os.O_WRONLY,0o644)\n"
+             "os.write(fd,b'S'*300);os.fsync(fd);os.close(fd)")
+    assert container_python(lab, "n1", write).returncode == 0
+    (start, _end), = image_ranges(disk, [disk.data_path / "s"])
+    asked = next(s for s in range(1000) if block_flip(s, start // BLOCK, 1.0)[0] >= 300)
+    fault = lab.disk_fault("n1", "d1", "corrupt-reads", p=1.0, seed=asked, files=[disk.data_path / "s"])
+    rec = fault.inject()
+    assert rec.params["seed_asked"] == asked and rec.params["seed"] > asked, rec.params
+    diff = ("import json\nd=open('/jbodlab/disks/d1/data/s','rb').read()\n"
+            "print(json.dumps([len(d)]+[i for i in range(len(d)) if d[i]!=0x53]))")
+    import json
+    size, *diffs = json.loads(container_python(lab, "n1", diff).stdout)
+    assert size == 300 and len(diffs) == 1, f"one flipped byte inside the file's 300: {diffs}"
+    fault.heal()
+
+
 def test_a_power_cut_loses_exactly_what_was_not_flushed(lab):
     disk = lab.disk("n1", "d1")
     fault = lab.disk_fault("n1", "d1", "lose-unsynced")

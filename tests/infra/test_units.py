@@ -73,6 +73,22 @@ def test_corruption_is_a_fixed_function_of_seed_and_block():
     assert flips(((4096, 8192),), 9, 1.0, 0, 3 * 4096) == [(i + 4096, b) for i, b in flips((), 9, 1.0, 4096, 4096)]
 
 
+def test_a_file_limited_corruption_moves_its_seed_until_a_flip_meets_the_files_bytes():
+    from infra.faultmodes import BLOCK, block_flip, flips, seed_meeting_data
+    block = 37_421
+    start = block * BLOCK
+    short = ((start, start + 300),)                 # a 300-byte file: its one block mostly past its end
+    missing = next(s for s in range(1000) if block_flip(s, block, 1.0)[0] >= 300)
+    moved = seed_meeting_data(missing, 1.0, short)
+    assert moved > missing and flips(short, moved, 1.0, start, 300), "the flip lands in the file's 300 bytes"
+    assert all(not flips(short, s, 1.0, start, 300) for s in range(missing, moved)), "the first such seed"
+    assert seed_meeting_data(moved, 1.0, short) == moved, "a seed that already meets the data is kept"
+    full = ((start, start + 16 * BLOCK),)           # whole blocks at p=1: every seed meets them
+    assert seed_meeting_data(5, 1.0, full) == 5
+    assert seed_meeting_data(5, 1.0, ()) == 5, "no ranges: the whole image, nothing to move"
+    assert seed_meeting_data(5, 1e-9, ((start, start + 1),), tries=8) == 5, "none meets it: the seed asked for"
+
+
 def test_error_writes_fails_writes_and_fsync_only():
     mode = FaultMode("error-writes")
     assert mode.fails("write") and mode.fails("fsync") and not mode.fails("read")
