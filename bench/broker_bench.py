@@ -105,7 +105,7 @@ def summarise_stacks(path: str, top: int = 15) -> dict:
     by_pkg: dict[str, int] = {}
     total = 0
     pending = ""   # a frame name with a newline in it (py-spy prints it as is) spans lines
-    with open(path) as f:
+    with open(path, errors="replace") as f:   # py-spy writes frame names as their bytes
         for line in f:
             stack, _, count = (pending + line.rstrip("\n")).rpartition(" ")
             if not count.isdigit():
