@@ -53,6 +53,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clocklog.h"
 #include "image.h"
 #include "jsonio.h"
 

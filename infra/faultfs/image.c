@@ -14,6 +14,8 @@
 #define _GNU_SOURCE
 #include "image.h"
 
+#include "clocklog.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
