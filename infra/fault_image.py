@@ -1,5 +1,6 @@
 """One served image of the Python FUSE daemon (``infra.fusefs``): its fault mode, counters and
-the I/O that passes through it — the reference of what ``infra/faultfs/faultfs.c`` does.
+the I/O that passes through it — the reference of what the native daemon's
+``infra/faultfs/image.c`` and ``infra/faultfs/imageio.c`` do.
 
 ``ImageState.read(fd, size, offset)`` / ``write(fd, data, offset)`` / ``fsync(fd, datasync)``
 carry out one request on the backing file descriptor under the image's mode

@@ -1,7 +1,8 @@
 /*
  * jbodlab-faultfs: one served image — its fault mode, counters, bad blocks and volatile
- * cache, and the I/O that passes through them (the twin of infra/fault_image.py: the same
- * modes, effects and counters; see infra/faultmodes.py for what each mode means).
+ * cache (image.c: the images, switching a mode, the snapshot), and the I/O that passes
+ * through them (imageio.c). The twin of infra/fault_image.py: the same modes, effects and
+ * counters; see infra/faultmodes.py for what each mode means.
  */
 #ifndef JBODLAB_IMAGE_H
 #define JBODLAB_IMAGE_H
@@ -12,23 +13,7 @@
 #include <sys/types.h>
 
 #include "jsonio.h"
-
-enum kind { K_OK, K_ERROR, K_ERROR_READS, K_ERROR_WRITES, K_FLAKY, K_DELAY, K_REMOVED, K_CORRUPT_READS,
-            K_CORRUPT_WRITES, K_BAD_BLOCKS, K_LOSE_UNSYNCED, K_OFF, K_COUNT };
-enum op { OP_READ, OP_WRITE, OP_FSYNC, OP_COUNT };
-
-struct range {
-    uint64_t start, end;          /* bytes of the image, half open */
-};
-
-struct mode {
-    enum kind kind;
-    double p;
-    int64_t seed;
-    double delay_ms;
-    struct range *ranges;         /* sorted, merged; never freed once set (a gate may hold a copy) */
-    size_t nranges;
-};
+#include "mode.h"
 
 struct cpage {
     uint64_t key;                 /* page number + 1; 0 = empty slot */
@@ -54,13 +39,11 @@ struct image {
 void images_init(const char *backing_dir);
 struct image *image_get(const char *name);          /* created on first use; NULL only out of memory */
 struct image *images_head(void);                    /* the list of images (it only grows, at its head) */
+const char *images_backing(void);                   /* the backing directory, as images_init got it */
 
-/* the "mode" of a set request (FaultMode.from_dict and its validation, Python's messages): 0, or -1 with err */
-int parse_mode(const struct jv *v, struct mode *m, struct sbuf *err);
 void image_set(struct image *im, const struct mode *m);  /* takes m->ranges */
 uint64_t image_power_cut(struct image *im);              /* drop the cache, mode off; bytes dropped */
 void image_rearm(struct image *im);                      /* forget the first hit */
-void sb_mode_text(struct sbuf *b, const struct mode *m);
 void sb_snapshot(struct sbuf *b, struct image *im);      /* ImageState.snapshot as JSON members */
 
 /* one request through the image's mode: bytes done, or -errno */

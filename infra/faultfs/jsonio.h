@@ -1,4 +1,7 @@
-/* jbodlab-faultfs: JSON reading/writing as Python's json module does, strings, clock, log. */
+/*
+ * jbodlab-faultfs: JSON reading and writing as Python's json module does, and a growable
+ * string (jsonread.c reads, jsonwrite.c writes).
+ */
 #ifndef JBODLAB_JSONIO_H
 #define JBODLAB_JSONIO_H
 
@@ -19,10 +22,6 @@ void sb_json_str(struct sbuf *b, const char *s, size_t n);
 /* a float as repr() (json=0) or json.dumps (json=1) writes it */
 void sb_pyfloat(struct sbuf *b, double x, int json);
 
-int64_t now_ns(void);     /* CLOCK_REALTIME, ns */
-/* one log line on stderr, formatted like the Python daemon's */
-void logmsg(const char *level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
 enum jtype { J_NULL, J_FALSE, J_TRUE, J_NUM, J_STR, J_ARR, J_OBJ };
 
 struct jv {
@@ -40,11 +39,12 @@ struct jv {
     struct jv *first, *next;
 };
 
-/* parse one request line; NULL with a json.JSONDecodeError-like text in err */
+/* jsonread.c: parse one request line; NULL with a json.JSONDecodeError-like text in err */
 struct jv *jparse(const char *s, size_t n, struct sbuf *err);
 void jfree(struct jv *v);
 struct jv *jget(const struct jv *obj, const char *key);   /* the last member of that name */
-void sb_repr(struct sbuf *b, const struct jv *v);          /* Python's repr() of a value */
 int jtruthy(const struct jv *v);
+/* jsonwrite.c: Python's repr() of a value */
+void sb_repr(struct sbuf *b, const struct jv *v);
 
 #endif

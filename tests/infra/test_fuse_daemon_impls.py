@@ -299,7 +299,7 @@ def test_build_is_cached_and_follows_the_source(monkeypatch, tmp_path):
     second = faultfs_build.ensure_built()
     assert first != second and second.exists() and first.exists()   # rebuilt; the older one kept (KEEP_BINARIES)
     monkeypatch.setattr(faultfs_build, "KEEP_BINARIES", 1)
-    (src_dir / "jsonio.c").write_bytes((src_dir / "jsonio.c").read_bytes() + b"\n/* edited */\n")
+    (src_dir / "jsonread.c").write_bytes((src_dir / "jsonread.c").read_bytes() + b"\n/* edited */\n")
     third = faultfs_build.ensure_built()
     assert third not in (first, second) and third.exists() and not first.exists() and not second.exists()
     assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == [".build.lock", third.name]
