@@ -563,3 +563,13 @@ def test_no_product_or_testkit_module_is_over_the_size_limit() -> None:
     bad = oversized(sizes, MAX_LINES, OVERSIZE_CEILINGS)
     assert not bad, (f"modules over {MAX_LINES} lines (split each along a seam, into modules whose names say "
                      "what they hold):\n" + "\n".join(bad))
+
+
+def test_no_native_source_of_the_product_is_over_the_size_limit() -> None:
+    """The same rule for the C the product builds (the FUSE fault daemon)."""
+    out = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "*.c", "*.h"], cwd=REPO,
+                         capture_output=True, text=True, check=True).stdout.split()
+    sizes = {p: line_count(REPO / p) for p in out if not p.startswith(("tests/", "tools/node/"))}
+    assert any(p.startswith("infra/faultfs/") for p in sizes), "the native sources came back missing"
+    bad = oversized(sizes, MAX_LINES, {})
+    assert not bad, f"native sources over {MAX_LINES} lines (split each along a seam):\n" + "\n".join(bad)
